@@ -1,0 +1,26 @@
+"""Patch index: every fix this plugin knows, with what / why / related PR / removal plan.
+
+| fix                         | PR     | 0.5.11         | 0.5.12.x       | what is patched (and removal plan)                     |
+|-----------------------------|--------|----------------|----------------|--------------------------------------------------------|
+| skip-stale-overlap-updates  | #23456 | applied        | upstream       | _resolve_spec_overlap_token_ids; drop with 0.5.11      |
+| bonus-slot-accounting       | #22651 | upstream       | upstream       | nothing (informational, source verified)               |
+| accept-length-split         | #23962 | upstream       | upstream       | nothing (informational, source verified)               |
+| seq-lens-helper             | #25818 | not applicable | not applicable | nothing (code shape absent)                            |
+
+Each module holds the per-release bodies and fingerprints of one fix; ``FIX`` is its catalogue record.
+``python -m sglang_specv2_fixes status`` prints the live version of this table for the installed
+release, and README.md's compatibility table is generated from the same records.
+"""
+
+from . import accept_length_split, bonus_slot_accounting, seq_lens_helper, skip_stale_overlap_updates
+
+_MODULES = [skip_stale_overlap_updates, bonus_slot_accounting, accept_length_split, seq_lens_helper]
+
+ALL_FIXES = [m.FIX for m in _MODULES]
+
+
+def by_name(name: str):
+    for fix in ALL_FIXES:
+        if name in fix.aliases:
+            return fix
+    raise KeyError(name)

@@ -1,0 +1,23 @@
+"""#23962 - split ``accept_length`` into drafts-only and drafts+bonus counters.
+
+Upstream in every supported release (0.5.11: ``num_accepted_drafts`` / ``num_accepted_tokens``;
+0.5.12 renamed them ``num_correct_drafts`` / ``num_accept_tokens`` with ``fill_bonus_tokens``).
+Nothing is patched; the other fixes' bodies use each release's own names.
+"""
+
+from ..catalog import Fix, ReleaseNote, UPSTREAM
+
+_T = ("sglang.srt.speculative.eagle_info_v2", "EagleVerifyInputV2Mixin.sample")
+
+FIX = Fix(
+    name="accept-length-split",
+    pr="#23962",
+    title="accept_length split into drafts-only and drafts+bonus counters",
+    what="nothing patched: upstream in all supported releases",
+    why="one field meant both 'accepted drafts' and 'accepted drafts + bonus', inviting off-by-one bugs",
+    removal="informational entry",
+    lines={
+        "0.5.11": ReleaseNote(UPSTREAM, "upstream in 0.5.11 (num_accepted_drafts / num_accepted_tokens)", check=_T + ("f4882cf41e15caa7",)),
+        "0.5.12": ReleaseNote(UPSTREAM, "upstream in 0.5.12, renamed num_correct_drafts / num_accept_tokens", check=_T + ("6e817b9a418683c9",)),
+    },
+)

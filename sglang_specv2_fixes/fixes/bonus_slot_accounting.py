@@ -1,0 +1,24 @@
+"""#22651 - streaming sessions under spec v2: pre-claim the bonus slot in prepare_for_decode.
+
+Upstream in every supported release (0.5.11 and 0.5.12.x carry the pre-claim, the ``- 1`` in the
+resolve step and the removal of the open_session gate), so nothing is patched. Listed so that
+``status`` explains it and verifies the release source carries it. 0.5.15.post1+ replaced the scheme
+(#28754): this plugin must never mix the two.
+"""
+
+from ..catalog import Fix, ReleaseNote, UPSTREAM
+
+_T = ("sglang.srt.speculative.eagle_info_v2", "EagleDraftInputV2Mixin.prepare_for_decode")
+
+FIX = Fix(
+    name="bonus-slot-accounting",
+    pr="#22651",
+    title="spec v2 bonus-slot accounting for streaming sessions",
+    what="nothing patched: upstream in all supported releases",
+    why="a finished turn's cached KV was one token short, breaking streaming-session KV inheritance",
+    removal="informational entry; keep while releases without it could be supported",
+    lines={
+        "0.5.11": ReleaseNote(UPSTREAM, "upstream in 0.5.11 (pre-claim in prepare_for_decode)", check=_T + ("479436d2ab730a31",)),
+        "0.5.12": ReleaseNote(UPSTREAM, "upstream in 0.5.12 (pre-claim in prepare_for_decode)", check=_T + ("6ee69b3410f0a06c",)),
+    },
+)

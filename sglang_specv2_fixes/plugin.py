@@ -1,0 +1,169 @@
+"""SGLang plugin entry point (group ``sglang.srt.plugins``, name ``specv2_fixes``).
+
+SGLang's ``load_plugins()`` calls :func:`register` in the launch_server process (before argument
+parsing), in ``Engine`` and again in every scheduler subprocess (spawn start method). Per process it:
+
+1. reads the selection (``--specv2-fixes`` on the command line, else ``SGLANG_SPECV2_FIXES``) and
+   exports it to the environment so spawned schedulers see the same choice;
+2. plans every fix against the installed release (fingerprints, upstream/not-applicable notes);
+3. registers the READY bodies with ``HookRegistry`` (REPLACE) plus small reporting hooks;
+4. verifies, once the hooks are applied, that each target really runs our body, and logs one line.
+
+A bad selection stops startup with the list of valid names (``SystemExit``: ``load_plugins`` logs and
+swallows ordinary exceptions). An unsupported release gives one warning and patches nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import sys
+from typing import Optional
+
+from . import catalog, core, probe, selection
+from .fixes import ALL_FIXES
+
+logger = logging.getLogger("sglang_specv2_fixes")
+
+_report: Optional[core.Report] = None
+_announced = set()  # roles already logged in this process
+
+
+class SpecV2FixesConfigError(SystemExit):
+    """Configuration error that must stop startup (SystemExit is not swallowed by load_plugins)."""
+
+
+def _argv_selection(argv) -> Optional[str]:
+    for i, arg in enumerate(argv):
+        if arg == selection.FLAG and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(selection.FLAG + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def current_report() -> Optional[core.Report]:
+    return _report
+
+
+def register() -> None:
+    """Entry point. Idempotent: a second call in the same process does nothing."""
+    global _report
+    if _report is not None:
+        return
+    value = _argv_selection(sys.argv)
+    if value is not None:
+        os.environ[selection.ENV] = value  # inherited by the scheduler processes
+    try:
+        sel = selection.from_env(ALL_FIXES)
+    except selection.SelectionError as e:
+        raise SpecV2FixesConfigError(str(e)) from None
+    report = core.plan(sel)
+    _report = report
+    if not report.supported:
+        if sel.explicit:
+            raise SpecV2FixesConfigError(
+                f"sglang-specv2-fixes: {', '.join(sorted(sel.names))} requested, but sglang "
+                f"{report.sglang_version} is not a supported release "
+                f"({', '.join(core.release.SUPPORTED_RELEASES)}). Nothing can be patched; remove the "
+                f"selection or use a supported release."
+            )
+        if multiprocessing.parent_process() is None:  # one warning, from the launching process
+            logger.warning(report.summary())
+        return
+    for w in report.warnings:
+        logger.warning("sglang-specv2-fixes: %s", w)
+    core.register(report)
+    _register_reporting()
+    if selection.probe_enabled():
+        probe.register()
+
+
+def announce(role: str) -> core.Report:
+    """Verify the patches now in effect and log the summary once per process and role."""
+    report = _report
+    core.verify(report)
+    if role not in _announced:
+        _announced.add(role)
+        line = f"[{role}] {report.summary()}"
+        failed = [f for f in report.fixes if f.state in (catalog.FAILED, catalog.REFUSED)]
+        if logging.getLogger().handlers or logger.handlers:
+            (logger.error if failed else logger.info)(line)
+            for f in failed:
+                logger.error("sglang-specv2-fixes: %s (%s) %s: %s", f.name, f.pr, f.state, f.reason)
+        else:  # logging not configured yet (e.g. Engine used from a script)
+            print(line, file=sys.stderr)
+    return report
+
+
+def server_info_payload() -> dict:
+    d = _report.as_dict()
+    if selection.probe_enabled():
+        d["probe"] = probe.snapshot()
+    return d
+
+
+# ------------------------------------------------------------------ reporting / CLI-flag hooks
+def _add_cli_args(result, parser, *args, **kwargs):
+    if not any(selection.FLAG in a.option_strings for a in parser._actions):
+        parser.add_argument(
+            selection.FLAG,
+            dest="specv2_fixes",
+            default=None,
+            metavar="auto|off|NAME[,NAME]",
+            help=f"sglang-specv2-fixes: which spec-v2 fixes to apply (default: ${selection.ENV} or auto). "
+            f"Fixes: {', '.join(f.name for f in ALL_FIXES)}.",
+        )
+    return result
+
+
+def _from_cli_args(original, cls, args, *a, **kw):
+    value = getattr(args, "specv2_fixes", None)
+    if value is not None:
+        sel = selection.parse(value, ALL_FIXES)  # SelectionError (ValueError) stops startup
+        if sel.raw != _report.selection:
+            raise selection.SelectionError(
+                f"sglang-specv2-fixes: {selection.FLAG} {value!r} came from a config file; the plugin "
+                f"had already started with {_report.selection!r}. Pass {selection.FLAG} on the command "
+                f"line or set {selection.ENV}."
+            )
+    return original(cls, args, *a, **kw)
+
+
+def _server_args_post_init(self, *args, **kwargs):
+    announce("launcher")
+
+
+def _init_info(result, self, *args, **kwargs):
+    announce("scheduler")
+    if isinstance(result, dict):
+        result["specv2_fixes"] = server_info_payload()
+    return result
+
+
+def _internal_state(result, self, *args, **kwargs):
+    state = getattr(result, "internal_state", None)
+    if isinstance(state, dict):
+        state["specv2_fixes"] = server_info_payload()
+    return result
+
+
+def _register_reporting() -> None:
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    sa = "sglang.srt.server_args.ServerArgs"
+    sched = "sglang.srt.managers.scheduler.Scheduler"
+    HookRegistry.register(f"{sa}.add_cli_args", _add_cli_args, HookType.AFTER)
+    HookRegistry.register(f"{sa}.from_cli_args", _from_cli_args, HookType.AROUND)
+    HookRegistry.register(f"{sa}.__post_init__", _server_args_post_init, HookType.BEFORE)
+    HookRegistry.register(f"{sched}.get_init_info", _init_info, HookType.AFTER)
+    HookRegistry.register(f"{sched}.get_internal_state", _internal_state, HookType.AFTER)
+
+
+def _reset_for_tests() -> None:
+    global _report
+    _report = None
+    _announced.clear()
+    core._built.clear()
+    probe.reset()

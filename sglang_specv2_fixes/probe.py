@@ -1,0 +1,82 @@
+"""Test-only scheduler-state probe (``SGLANG_SPECV2_FIXES_PROBE=1``), independent of the fix selection.
+
+It wraps ``process_batch_result_decode`` (AROUND) and observes, for every request of a spec-v2 decode
+result that was already finished or retracted *before* the result is processed (a stale overlap
+result), whether processing the result changed that request's state. It reimplements nothing: it
+records what SGLang itself did to real requests. Counters are published in ``/server_info`` under
+``internal_states[i].specv2_fixes.probe`` so a GPU test can compare stock and patched servers.
+
+Invariants counted (a stale result must not touch a request whose KV is already released):
+  stale_finished_kv_gain    finished request's kv_committed_len grew
+  stale_retracted_kv_gain   retracted request's kv_committed_len grew (it was reset to 0)
+  committed_over_allocated  retracted request ends with kv_committed_len > kv_allocated_len
+  stale_stat_updates        spec_verify_ct changed on a finished/retracted request
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Dict
+
+TARGET = "sglang.srt.managers.scheduler_output_processor_mixin.SchedulerOutputProcessorMixin.process_batch_result_decode"
+
+_lock = threading.Lock()
+STATS: Dict[str, object] = {}
+
+
+def reset() -> None:
+    with _lock:
+        STATS.clear()
+        STATS.update(
+            spec_v2_results=0,
+            stale_finished_seen=0,
+            stale_retracted_seen=0,
+            stale_finished_kv_gain=0,
+            stale_retracted_kv_gain=0,
+            committed_over_allocated=0,
+            stale_stat_updates=0,
+            examples=[],
+        )
+
+
+reset()
+
+
+def _around(original, self, batch, result, *args, **kwargs):
+    if not getattr(batch, "is_spec_v2", False):
+        return original(self, batch, result, *args, **kwargs)
+    before = [
+        (req, req.kv_committed_len, req.spec_verify_ct, req.is_retracted)
+        for req in batch.reqs
+        if req.is_retracted or req.finished()
+    ]
+    out = original(self, batch, result, *args, **kwargs)
+    with _lock:
+        STATS["spec_v2_results"] += 1
+        for req, committed0, verify0, retracted in before:
+            kind = "retracted" if retracted else "finished"
+            STATS[f"stale_{kind}_seen"] += 1
+            bad = []
+            if req.kv_committed_len > committed0:
+                STATS[f"stale_{kind}_kv_gain"] += 1
+                bad.append(f"kv_committed_len {committed0}->{req.kv_committed_len}")
+            if retracted and req.kv_committed_len > req.kv_allocated_len:
+                STATS["committed_over_allocated"] += 1
+                bad.append(f"kv_committed_len {req.kv_committed_len} > kv_allocated_len {req.kv_allocated_len}")
+            if req.spec_verify_ct != verify0:
+                STATS["stale_stat_updates"] += 1
+                bad.append(f"spec_verify_ct {verify0}->{req.spec_verify_ct}")
+            if bad and len(STATS["examples"]) < 5:
+                STATS["examples"].append(f"{kind} rid={req.rid}: " + ", ".join(bad))
+    return out
+
+
+def register() -> None:
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    HookRegistry.register(TARGET, _around, HookType.AROUND)
+
+
+def snapshot() -> dict:
+    with _lock:
+        return {k: (list(v) if isinstance(v, list) else v) for k, v in STATS.items()}

@@ -1,0 +1,81 @@
+"""The user's choice of fixes: ``SGLANG_SPECV2_FIXES`` or ``--specv2-fixes`` (same grammar).
+
+    auto            every fix this release needs (default)
+    off | none      nothing is patched (status and reporting still work)
+    NAME[,NAME...]  exactly these; a name is a fix name, its PR number ("#23456" or "23456")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import FrozenSet, Iterable, Optional
+
+ENV = "SGLANG_SPECV2_FIXES"
+ENV_PROBE = "SGLANG_SPECV2_FIXES_PROBE"  # test-only scheduler-state probe (tests/registered)
+FLAG = "--specv2-fixes"
+
+
+class SelectionError(ValueError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    mode: str  # "auto" | "off" | "explicit"
+    names: FrozenSet[str] = frozenset()  # canonical fix names when explicit
+    raw: str = "auto"
+
+    def wants(self, fix_name: str) -> bool:
+        if self.mode == "auto":
+            return True
+        if self.mode == "off":
+            return False
+        return fix_name in self.names
+
+    @property
+    def explicit(self) -> bool:
+        return self.mode == "explicit"
+
+
+def parse(value: Optional[str], fixes: Iterable) -> Selection:
+    """Parse a selection string against the catalogue; raise SelectionError listing valid names."""
+    fixes = list(fixes)
+    raw = (value if value is not None else "auto").strip()
+    low = raw.lower()
+    if low in ("", "auto", "default"):
+        return Selection("auto", raw=raw or "auto")
+    if low in ("off", "none", "0", "false"):
+        return Selection("off", raw=raw)
+    alias = {a.lower(): f.name for f in fixes for a in f.aliases}
+    names, unknown = set(), []
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            raise SelectionError(_message(f"empty entry in {raw!r}", fixes))
+        if item.lower() in ("auto", "off", "none"):
+            raise SelectionError(_message(f"{item!r} cannot be combined with fix names", fixes))
+        canon = alias.get(item.lower())
+        if canon is None:
+            unknown.append(item)
+        else:
+            names.add(canon)
+    if unknown:
+        raise SelectionError(_message(f"unknown fix name(s): {', '.join(unknown)}", fixes))
+    return Selection("explicit", frozenset(names), raw)
+
+
+def _message(problem: str, fixes) -> str:
+    valid = ", ".join(f"{f.name} ({f.pr})" for f in fixes)
+    return (
+        f"sglang-specv2-fixes: invalid {ENV} / {FLAG} value: {problem}. "
+        f"Use 'auto', 'off' or a comma list of: {valid}."
+    )
+
+
+def from_env(fixes) -> Selection:
+    return parse(os.environ.get(ENV), fixes)
+
+
+def probe_enabled() -> bool:
+    return os.environ.get(ENV_PROBE, "").lower() in ("1", "true", "yes", "on")
