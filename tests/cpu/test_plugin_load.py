@@ -1,0 +1,169 @@
+"""The plugin through SGLang's real ``load_plugins()`` in fresh interpreters (as each SGLang process)."""
+
+import json
+
+import pytest
+from conftest import LINE, run_py, requires_sglang
+
+pytestmark = requires_sglang
+
+PRELUDE = """
+import json, sys, logging
+sys.path.insert(0, 'tests/cpu')
+logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+"""
+
+LOAD_AND_REPORT = PRELUDE + """
+from sglang.srt.plugins import load_plugins
+from sglang.srt.plugins.hook_registry import HookRegistry
+load_plugins(); load_plugins()
+from sglang_specv2_fixes import plugin, core
+plugin.register()  # second registration in the same process: no-op
+from sglang.srt.managers.scheduler import Scheduler
+from scenarios import observe, resolve_name
+report = plugin.announce('scheduler')
+ours = {t: len([h for h in hs if h[2] and h[2].plugin_name == 'specv2_fixes']) for t, hs in HookRegistry._hooks.items()}
+obs = observe(getattr(Scheduler, resolve_name()))
+print('RESULT ' + json.dumps(dict(report=report.as_dict(), hooks=ours, obs=obs,
+      patched=core.is_patched('sglang.srt.managers.scheduler_output_processor_mixin.SchedulerOutputProcessorMixin.' + resolve_name()))))
+"""
+
+
+def result_of(proc):
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
+def test_auto_applies_and_is_idempotent():
+    r = result_of(run_py(LOAD_AND_REPORT))
+    fixes = r["report"]["fixes"]
+    assert all(n == 1 for n in r["hooks"].values()), r["hooks"]  # each target hooked exactly once
+    if LINE == "0.5.11":
+        assert fixes["skip-stale-overlap-updates"]["state"] == "applied"
+        assert r["patched"] is True
+        assert r["obs"]["retracted"]["committed"] == 0 and r["obs"]["finished"]["verify_ct"] == 0
+    else:
+        assert fixes["skip-stale-overlap-updates"]["state"] == "upstream"
+        assert r["patched"] is False
+    assert fixes["seq-lens-helper"]["state"] == "not-applicable"
+
+
+def test_off_patches_nothing_but_reports():
+    proc = run_py(LOAD_AND_REPORT, SGLANG_SPECV2_FIXES="off")
+    r = result_of(proc)
+    assert r["patched"] is False
+    if LINE == "0.5.11":
+        assert r["report"]["fixes"]["skip-stale-overlap-updates"]["state"] == "disabled"
+        assert r["obs"]["retracted"]["committed"] > r["obs"]["retracted"]["allocated"]  # stock behaviour
+    assert "[scheduler] sglang-specv2-fixes" in proc.stderr and "selection=off" in proc.stderr
+
+
+def test_sglang_plugins_allow_list():
+    code = PRELUDE + """
+from sglang.srt.plugins import load_plugins
+load_plugins()
+from sglang_specv2_fixes import plugin
+print('RESULT ' + json.dumps(plugin.current_report() is not None))
+"""
+    assert result_of(run_py(code, SGLANG_PLUGINS="specv2_fixes")) is True
+    assert result_of(run_py(code, SGLANG_PLUGINS="some_other_plugin")) is False
+
+
+@pytest.mark.parametrize("value", ["bogus", "23456,nope"])
+def test_bad_selection_stops_startup(value):
+    proc = run_py(PRELUDE + "from sglang.srt.plugins import load_plugins\nload_plugins()\nprint('STARTED')", SGLANG_SPECV2_FIXES=value)
+    assert proc.returncode != 0 and "STARTED" not in proc.stdout
+    assert "unknown fix name" in proc.stderr and "skip-stale-overlap-updates (#23456)" in proc.stderr
+
+
+def test_flag_on_command_line_reaches_environment_and_parser():
+    code = PRELUDE + """
+import argparse, os
+sys.argv = ['launch_server', '--model-path', 'x', '--specv2-fixes', 'off']
+from sglang.srt.plugins import load_plugins
+load_plugins()
+from sglang.srt.server_args import ServerArgs
+from sglang_specv2_fixes import plugin, selection
+parser = argparse.ArgumentParser(); ServerArgs.add_cli_args(parser)
+args = parser.parse_args(sys.argv[1:])
+bad = parser.parse_args(['--model-path', 'x', '--specv2-fixes', 'bogus'])
+try:
+    ServerArgs.from_cli_args(bad); err = None
+except selection.SelectionError as e:
+    err = str(e)
+print('RESULT ' + json.dumps(dict(env=os.environ.get('SGLANG_SPECV2_FIXES'), parsed=args.specv2_fixes,
+      selection=plugin.current_report().selection, err=err)))
+"""
+    r = result_of(run_py(code))
+    assert r["env"] == "off" and r["parsed"] == "off" and r["selection"] == "off"
+    assert r["err"] and "unknown fix name(s): bogus" in r["err"]
+
+
+def test_unsupported_release_warns_once_and_patches_nothing():
+    code = PRELUDE + """
+from sglang_specv2_fixes import release
+release.installed_version = lambda: '0.5.10.post1'
+from sglang.srt.plugins import load_plugins
+from sglang.srt.plugins.hook_registry import HookRegistry
+load_plugins()
+ours = [t for t, hs in HookRegistry._hooks.items() if any(h[2] and h[2].plugin_name == 'specv2_fixes' for h in hs)]
+print('RESULT ' + json.dumps(ours))
+"""
+    proc = run_py(code)
+    assert result_of(proc) == []
+    assert proc.stderr.count("not a supported release") == 1
+    proc = run_py(code, SGLANG_SPECV2_FIXES="23456")
+    assert proc.returncode != 0 and "0.5.10.post1 is not a supported release" in proc.stderr
+
+
+def test_spawned_scheduler_process_patches_itself():
+    code = PRELUDE + """
+import multiprocessing as mp
+def child(q):
+    sys.path.insert(0, 'tests/cpu')
+    from sglang.srt.plugins import load_plugins
+    load_plugins()
+    from sglang_specv2_fixes import plugin, core
+    from scenarios import resolve_name
+    r = plugin.announce('scheduler')
+    q.put((r.as_dict()['fixes']['skip-stale-overlap-updates']['state'],
+           core.is_patched('sglang.srt.managers.scheduler_output_processor_mixin.SchedulerOutputProcessorMixin.' + resolve_name())))
+if __name__ == '__main__':
+    ctx = mp.get_context('spawn'); q = ctx.Queue()
+    p = ctx.Process(target=child, args=(q,)); p.start(); res = q.get(timeout=200); p.join()
+    print('RESULT ' + json.dumps(res))
+"""
+    import os
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, dir=".") as f:
+        f.write(code)
+    try:
+        import subprocess
+        import sys
+
+        from conftest import child_env
+
+        proc = subprocess.run([sys.executable, f.name], capture_output=True, text=True, timeout=400, env=child_env(SGLANG_SPECV2_FIXES="auto"))
+    finally:
+        os.unlink(f.name)
+    state, patched = result_of(proc)
+    assert (state, patched) == (("applied", True) if LINE == "0.5.11" else ("upstream", False))
+
+
+def test_init_info_carries_the_scheduler_view():
+    code = PRELUDE + """
+import types
+from sglang.srt.plugins import load_plugins
+load_plugins()
+from sglang.srt.managers.scheduler import Scheduler
+info = Scheduler.get_init_info(types.SimpleNamespace(max_total_num_tokens=1, max_req_input_len=1))
+print('RESULT ' + json.dumps(info))
+"""
+    proc = run_py(code)
+    info = result_of(proc)
+    assert info["status"] == "ready" and info["max_total_num_tokens"] == 1
+    state = info["specv2_fixes"]["fixes"]["skip-stale-overlap-updates"]["state"]
+    assert state == ("applied" if LINE == "0.5.11" else "upstream")
+    assert "[scheduler] sglang-specv2-fixes" in proc.stderr
