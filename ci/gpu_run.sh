@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# On the lent GPU machine (no network), from the repo root, with .device-bundle/<RELEASE> carried:
+#   bash ci/gpu_run.sh RELEASE [run_registered.py args]
+# Unpacks the SGLang bundle, makes the plugin's entry point visible, prints `status`, runs the A/B matrix.
+set -uo pipefail
+V=${1:?usage: gpu_run.sh RELEASE [args]}; shift
+source ci/gpu_env.sh "$V" ".device-bundle/$V" || exit 1
+# entry points are only seen from a dist-info: write a minimal one next to the source (no pip needed)
+EP=/tmp/specv2-ep; rm -rf "$EP"; mkdir -p "$EP/sglang_specv2_fixes-0.1.0.dist-info"
+printf 'Metadata-Version: 2.1\nName: sglang-specv2-fixes\nVersion: 0.1.0\n' > "$EP/sglang_specv2_fixes-0.1.0.dist-info/METADATA"
+printf '[sglang.srt.plugins]\nspecv2_fixes = sglang_specv2_fixes.plugin:register\n' > "$EP/sglang_specv2_fixes-0.1.0.dist-info/entry_points.txt"
+export PYTHONPATH="$PWD:$EP:$PYTHONPATH"
+python3 -m sglang_specv2_fixes status
+OUTDIR=${OUT:-build}/$V
+mkdir -p "$OUTDIR"
+python3 ci/run_registered.py --out "$OUTDIR" "$@"

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Run the registered GPU tests against the real sglang.launch_server, A/B (fixes off vs auto).
+
+    python ci/run_registered.py [--suite specv2-gpu] [--files test_x.py ...] [--out DIR] [--timeout 400]
+
+Discovers tests/registered/test_*.py, reads each file's ``register_specv2_ci(...)`` call from its AST
+(a file without one, or without ``if __name__ == "__main__":``, is an error), keeps those whose
+``releases`` include the installed sglang, runs each as ``python3 FILE`` twice (SPECV2_AB=off, auto)
+with a per-file timeout, and writes results.json and results.md (row x stock/plugin x release, with
+date, device, sglang and torch versions). Expected: stock fails on releases in ``bug_in``, plugin passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REG_DIR = os.path.join(ROOT, "tests", "registered")
+
+
+def registration(path):
+    tree = ast.parse(open(path).read(), path)
+    reg = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "register_specv2_ci":
+            reg = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords}
+    has_main = any(
+        isinstance(n, ast.If) and isinstance(n.test, ast.Compare) and getattr(n.test.left, "id", "") == "__name__"
+        for n in tree.body
+    )
+    if reg is None or not has_main:
+        raise ValueError(f"{path}: needs register_specv2_ci(...) and if __name__ == '__main__':")
+    for key in ("est_time", "suite", "releases"):
+        if key not in reg:
+            raise ValueError(f"{path}: register_specv2_ci lacks {key}=")
+    reg.setdefault("bug_in", [])
+    return reg
+
+
+def discover(suite=None, files=None):
+    out = []
+    for path in sorted(glob.glob(os.path.join(REG_DIR, "test_*.py"))):
+        if files and os.path.basename(path) not in files:
+            continue
+        reg = registration(path)
+        if suite and reg["suite"] != suite:
+            continue
+        out.append((path, reg))
+    return out
+
+
+def env_facts():
+    code = ("import json, torch, sglang; print(json.dumps(dict(sglang=sglang.__version__, torch=torch.__version__, "
+            "device=torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu')))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    return json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else {"error": p.stderr[-500:]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--suite", default="specv2-gpu")
+    ap.add_argument("--files", nargs="*")
+    ap.add_argument("--modes", nargs="*", default=["off", "auto"])
+    ap.add_argument("--out", default=os.environ.get("OUT", os.path.join(ROOT, "build", "registered")))
+    ap.add_argument("--timeout", type=int, default=400)
+    args = ap.parse_args()
+    facts = env_facts()
+    rel = facts.get("sglang")
+    os.makedirs(args.out, exist_ok=True)
+    tests = [(p, r) for p, r in discover(args.suite, args.files) if rel in r["releases"]]
+    print(f"[runner] sglang {rel} torch {facts.get('torch')} on {facts.get('device')}: {len(tests)} file(s) x {args.modes}", flush=True)
+    results = []
+    for i, (path, reg) in enumerate(tests, 1):
+        name = os.path.basename(path)
+        for mode in args.modes:
+            t0 = time.time()
+            log = os.path.join(args.out, f"{name[:-3]}.{mode}.log")
+            print(f"[runner] ({i}/{len(tests)}) {name} SPECV2_AB={mode} (est {reg['est_time']}s) ...", flush=True)
+            with open(log, "w") as f:
+                try:
+                    p = subprocess.run([sys.executable, path], stdout=f, stderr=subprocess.STDOUT, timeout=args.timeout,
+                                       env={**os.environ, "SPECV2_AB": mode}, cwd=REG_DIR)
+                    rc = p.returncode
+                except subprocess.TimeoutExpired:
+                    rc = "timeout"
+            passed = rc == 0
+            expect_fail = mode == "off" and rel in reg["bug_in"]
+            verdict = "as expected" if passed != expect_fail else "UNEXPECTED"
+            results.append(dict(file=name, mode=mode, passed=passed, rc=rc, expected_fail=expect_fail,
+                                verdict=verdict, seconds=round(time.time() - t0, 1), log=os.path.basename(log)))
+            print(f"[runner]   -> {'pass' if passed else 'FAIL'} rc={rc} in {results[-1]['seconds']}s ({verdict})", flush=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    summary = dict(date=stamp, **facts, results=results)
+    json.dump(summary, open(os.path.join(args.out, "results.json"), "w"), indent=2)
+    lines = [f"Run {stamp} on {facts.get('device')}, sglang {rel}, torch {facts.get('torch')}", "",
+             "| test | stock (off) | plugin (auto) | expectation |", "|---|---|---|---|"]
+    for name in dict.fromkeys(r["file"] for r in results):
+        cells = {r["mode"]: r for r in results if r["file"] == name}
+        fmt = lambda r: "-" if r is None else ("pass" if r["passed"] else f"FAIL (rc={r['rc']})")
+        ok = all(r["verdict"] == "as expected" for r in cells.values())
+        exp = "stock fails, plugin passes" if any(r["expected_fail"] for r in cells.values()) else "both pass"
+        lines.append(f"| {name} | {fmt(cells.get('off'))} | {fmt(cells.get('auto'))} | {exp}: {'met' if ok else 'NOT MET'} |")
+    open(os.path.join(args.out, "results.md"), "w").write("\n".join(lines) + "\n")
+    print("\n".join(lines), flush=True)
+    return 0 if all(r["verdict"] == "as expected" for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
