@@ -4,6 +4,9 @@
                            nothing imported from sglang, nothing patched)
     matrix [--markdown]    the fix x release compatibility table of this plugin version
     check-selection VALUE  validate an SGLANG_SPECV2_FIXES / --specv2-fixes value
+    diff FIX               the fix as a unified diff against the installed sglang
+    export-patches --release V --out DIR [--source SGLANG_DIR]
+                           write the quilt series for release V (source: the installed sglang)
 """
 
 from __future__ import annotations
@@ -98,6 +101,46 @@ def _check_selection(args) -> int:
     return 0
 
 
+def _diff(args) -> int:
+    from . import export
+
+    version = release.installed_version()
+    root = release.sglang_root()
+    try:
+        fix = next(f for f in ALL_FIXES if args.fix in f.aliases)
+    except StopIteration:
+        print(selection._message(f"unknown fix name(s): {args.fix}", ALL_FIXES), file=sys.stderr)
+        return 2
+    if root is None:
+        print("sglang is not installed in this environment", file=sys.stderr)
+        return 2
+    try:
+        diff = export.fix_diff(fix, version, root)
+    except export.ExportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(diff if diff else f"{fix.name}: nothing to patch on sglang {version}")
+    return 0
+
+
+def _export(args) -> int:
+    from . import export
+
+    root = args.source or release.sglang_root()
+    installed = release.installed_version()
+    if args.source is None and installed != args.release:
+        print(f"error: installed sglang is {installed}; pass --source with sglang {args.release}'s package dir",
+              file=sys.stderr)
+        return 2
+    try:
+        names = export.export(args.release, root, args.out)
+    except export.ExportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"{args.out}/series: {len(names)} patch(es): {', '.join(names) or '-'}")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="sglang-specv2-fixes", description=__doc__.split("\n\n")[0])
     p.add_argument("--version", action="version", version=__version__)
@@ -111,6 +154,14 @@ def main(argv=None) -> int:
     c = sub.add_parser("check-selection", help="validate a selection value")
     c.add_argument("value")
     c.set_defaults(func=_check_selection)
+    d = sub.add_parser("diff", help="a fix as a unified diff against the installed sglang")
+    d.add_argument("fix")
+    d.set_defaults(func=_diff)
+    e = sub.add_parser("export-patches", help="write patches/<release>/series from the plugin's bodies")
+    e.add_argument("--release", required=True, choices=list(release.SUPPORTED_RELEASES))
+    e.add_argument("--out", required=True)
+    e.add_argument("--source", help="sglang package directory of that release (default: the installed one)")
+    e.set_defaults(func=_export)
     args = p.parse_args(argv)
     return args.func(args)
 
