@@ -86,3 +86,73 @@ def health_ok():
 def specv2_state(info):
     """The scheduler's own view (DP rank 0) published by the plugin."""
     return info["internal_states"][0]["specv2_fixes"]
+
+
+def reference_outputs(ps, max_new_tokens):
+    """Greedy output ids of a target-only server for prompts ``ps`` (cached on disk per machine, so the
+    rows of one run share a single target-only launch)."""
+    import hashlib
+    import json
+
+    key = hashlib.sha256(json.dumps([ps, max_new_tokens, models()["target"]]).encode()).hexdigest()[:16]
+    path = os.path.join(MODELS_DIR, f"reference-{key}.json")
+    if os.path.exists(path):
+        return json.load(open(path))
+    proc = popen_launch_server(models()["target"], URL, timeout=600, other_args=COMMON, env={"SGLANG_SPECV2_FIXES": "off"})
+    try:
+        with concurrent.futures.ThreadPoolExecutor(16) as ex:
+            outs = list(ex.map(lambda p: generate(p, max_new_tokens)["output_ids"], ps))
+    finally:
+        stop(proc)
+    json.dump(outs, open(path, "w"))
+    return outs
+
+
+def rescore_logprobs(input_ids, output_ids):
+    """Prefill re-scoring: logprobs of ``output_ids`` given ``input_ids`` from one extend pass."""
+    full = list(input_ids) + list(output_ids)
+    payload = {"input_ids": full, "sampling_params": {"temperature": 0, "max_new_tokens": 1},
+               "return_logprob": True, "logprob_start_len": len(input_ids) - 1}
+    r = requests.post(URL + "/generate", json=payload, timeout=300)
+    r.raise_for_status()
+    lps = r.json()["meta_info"]["input_token_logprobs"]
+    return [lp[0] for lp in lps[1:]]  # drop the logprob of the last prompt token itself
+
+
+class SpecChecks:
+    """Assertions shared by the speculative rows (mixin for CustomTestCase)."""
+
+    N_REF, REF_TOKENS = 16, 48
+
+    def check_greedy_equals_target_only(self):
+        ps = prompts(self.N_REF, seed=7)
+        ref = reference_outputs(ps, self.REF_TOKENS)
+        with concurrent.futures.ThreadPoolExecutor(16) as ex:
+            got = list(ex.map(lambda p: generate(p, self.REF_TOKENS)["output_ids"], ps))
+        for i, (g, r) in enumerate(zip(got, ref)):
+            self.assertEqual(g, r, f"prompt {i}: speculative greedy output differs from target-only")
+
+    def check_decode_logprobs_match_prefill(self, n=6, tokens=40, tol=0.1):
+        for p in prompts(n, seed=11):
+            out = generate(p, tokens, return_logprob=True)
+            dec = [lp[0] for lp in out["meta_info"]["output_token_logprobs"]]
+            pre = rescore_logprobs(p, out["output_ids"])
+            self.assertEqual(len(dec), len(pre))
+            diff = max(abs(a - b) for a, b in zip(dec, pre))
+            self.assertLess(diff, tol, f"decode vs prefill logprob max diff {diff}")
+
+    def check_concurrent_load(self, n=32):
+        outs = concurrent_generate(n, lambda i: 4 + (i * 13) % 90, seed=3)
+        for i, o in enumerate(outs):
+            self.assertEqual(o["meta_info"]["completion_tokens"], 4 + (i * 13) % 90)
+        return outs
+
+    def check_accept_length(self, minimum):
+        accept = server_info()["internal_states"][0].get("avg_spec_accept_length")
+        print("avg_spec_accept_length:", accept)
+        self.assertIsNotNone(accept)
+        self.assertGreater(accept, minimum)
+
+    def check_alive(self):
+        self.assertTrue(health_ok())
+        self.assertIsNone(self.process.poll())
