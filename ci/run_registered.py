@@ -97,9 +97,17 @@ def main():
             results.append(dict(file=name, mode=mode, passed=passed, rc=rc, expected_fail=expect_fail,
                                 verdict=verdict, seconds=round(time.time() - t0, 1), log=os.path.basename(log)))
             print(f"[runner]   -> {'pass' if passed else 'FAIL'} rc={rc} in {results[-1]['seconds']}s ({verdict})", flush=True)
+            write_reports(args.out, facts, results)  # after every run: a cut-off matrix keeps what it did
+    lines = write_reports(args.out, facts, results)
+    print("\n".join(lines), flush=True)
+    return 0 if all(r["verdict"] == "as expected" for r in results) else 1
+
+
+def write_reports(out, facts, results):
+    rel = facts.get("sglang")
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     summary = dict(date=stamp, **facts, results=results)
-    json.dump(summary, open(os.path.join(args.out, "results.json"), "w"), indent=2)
+    json.dump(summary, open(os.path.join(out, "results.json"), "w"), indent=2)
     lines = [f"Run {stamp} on {facts.get('device')}, sglang {rel}, torch {facts.get('torch')}", "",
              "| test | stock (off) | plugin (auto) | expectation |", "|---|---|---|---|"]
     for name in dict.fromkeys(r["file"] for r in results):
@@ -108,9 +116,8 @@ def main():
         ok = all(r["verdict"] == "as expected" for r in cells.values())
         exp = "stock fails, plugin passes" if any(r["expected_fail"] for r in cells.values()) else "both pass"
         lines.append(f"| {name} | {fmt(cells.get('off'))} | {fmt(cells.get('auto'))} | {exp}: {'met' if ok else 'NOT MET'} |")
-    open(os.path.join(args.out, "results.md"), "w").write("\n".join(lines) + "\n")
-    print("\n".join(lines), flush=True)
-    return 0 if all(r["verdict"] == "as expected" for r in results) else 1
+    open(os.path.join(out, "results.md"), "w").write("\n".join(lines) + "\n")
+    return lines
 
 
 if __name__ == "__main__":

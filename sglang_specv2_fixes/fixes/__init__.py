@@ -3,6 +3,9 @@
 | fix                         | PR     | 0.5.11         | 0.5.12.x       | what is patched (and removal plan)                     |
 |-----------------------------|--------|----------------|----------------|--------------------------------------------------------|
 | skip-stale-overlap-updates  | #23456 | applied        | upstream       | _resolve_spec_overlap_token_ids; drop with 0.5.11      |
+| tree-drafting               | #26866 | applied        | applied        | v1/v2 routing after auto params, verify compaction,    |
+|                             |        |                |                | KV move, draft-extend graph gate, busy check; drop     |
+|                             |        |                |                | once 0.5.13.post1 is the oldest supported release      |
 | bonus-slot-accounting       | #22651 | upstream       | upstream       | nothing (informational, source verified)               |
 | accept-length-split         | #23962 | upstream       | upstream       | nothing (informational, source verified)               |
 | seq-lens-helper             | #25818 | not applicable | not applicable | nothing (code shape absent)                            |
@@ -12,9 +15,9 @@ Each module holds the per-release bodies and fingerprints of one fix; ``FIX`` is
 release, and README.md's compatibility table is generated from the same records.
 """
 
-from . import accept_length_split, bonus_slot_accounting, seq_lens_helper, skip_stale_overlap_updates
+from . import accept_length_split, bonus_slot_accounting, seq_lens_helper, skip_stale_overlap_updates, tree_drafting
 
-_MODULES = [skip_stale_overlap_updates, bonus_slot_accounting, accept_length_split, seq_lens_helper]
+_MODULES = [skip_stale_overlap_updates, tree_drafting, bonus_slot_accounting, accept_length_split, seq_lens_helper]
 
 ALL_FIXES = [m.FIX for m in _MODULES]
 
