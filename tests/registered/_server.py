@@ -7,8 +7,12 @@ import sys
 
 import requests
 
+import importlib.util
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+if importlib.util.find_spec("datasets") is None:
+    sys.path.append(os.path.join(HERE, "_shims"))
 
 from sglang.srt.utils import kill_process_tree  # noqa: E402
 from sglang.test.test_utils import DEFAULT_URL_FOR_TEST, popen_launch_server  # noqa: E402
@@ -39,9 +43,11 @@ def eagle3_args(steps=3, topk=1, tokens=4):
 
 def launch(extra_args, env=None):
     m = models()
-    full_env = {"SGLANG_SPECV2_FIXES": AB, "SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_BUSY": "1"}
+    full_env = {"SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_BUSY": "1"}
     full_env.update(env or {})
-    return popen_launch_server(m["target"], URL, timeout=600, other_args=COMMON + extra_args, env=full_env)
+    # the A/B switch goes through the plugin's own CLI flag on `sglang serve` (popen_launch_server's command)
+    return popen_launch_server(m["target"], URL, timeout=600, other_args=COMMON + extra_args + ["--specv2-fixes", AB],
+                               env=full_env)
 
 
 def stop(process):
@@ -98,7 +104,7 @@ def reference_outputs(ps, max_new_tokens):
     path = os.path.join(MODELS_DIR, f"reference-{key}.json")
     if os.path.exists(path):
         return json.load(open(path))
-    proc = popen_launch_server(models()["target"], URL, timeout=600, other_args=COMMON, env={"SGLANG_SPECV2_FIXES": "off"})
+    proc = popen_launch_server(models()["target"], URL, timeout=600, other_args=COMMON + ["--specv2-fixes", "off"])
     try:
         with concurrent.futures.ThreadPoolExecutor(16) as ex:
             outs = list(ex.map(lambda p: generate(p, max_new_tokens)["output_ids"], ps))
