@@ -5,8 +5,8 @@
 
 Discovers tests/registered/test_*.py, reads each file's ``register_specv2_ci(...)`` call from its AST
 (a file without one, or without ``if __name__ == "__main__":``, is an error), keeps those whose
-``releases`` include the installed sglang, runs each as ``python3 FILE`` twice (SPECV2_AB=off, auto)
-with a per-file timeout, and writes results.json and results.md (row x stock/plugin x release, with
+``releases`` include the installed sglang, runs each as ``python3 FILE`` twice at once (SPECV2_AB=off and auto, on their own ports and
+process sessions) with a per-file timeout, and writes results.json and results.md (row x stock/plugin x release, with
 date, device, sglang and torch versions). Expected: stock fails on releases in ``bug_in``, plugin passes.
 """
 
@@ -57,6 +57,20 @@ def discover(suite=None, files=None):
     return out
 
 
+def kill_group(p):
+    """Kill the test's whole process session (its servers included) and wait for it."""
+    import signal
+
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+
+
 def env_facts():
     code = ("import json, torch, sglang; print(json.dumps(dict(sglang=sglang.__version__, torch=torch.__version__, "
             "device=torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu')))")
@@ -80,24 +94,29 @@ def main():
     results = []
     for i, (path, reg) in enumerate(tests, 1):
         name = os.path.basename(path)
-        for mode in args.modes:
-            t0 = time.time()
-            log = os.path.join(args.out, f"{name[:-3]}.{mode}.log")
-            print(f"[runner] ({i}/{len(tests)}) {name} SPECV2_AB={mode} (est {reg['est_time']}s) ...", flush=True)
-            with open(log, "w") as f:
-                try:
-                    p = subprocess.run([sys.executable, path], stdout=f, stderr=subprocess.STDOUT, timeout=args.timeout,
-                                       env={**os.environ, "SPECV2_AB": mode}, cwd=REG_DIR)
-                    rc = p.returncode
-                except subprocess.TimeoutExpired:
-                    rc = "timeout"
+        print(f"[runner] ({i}/{len(tests)}) {name}: modes {args.modes} in parallel (est {reg['est_time']}s) ...", flush=True)
+        procs = {}
+        for k, mode in enumerate(args.modes):
+            log = open(os.path.join(args.out, f"{name[:-3]}.{mode}.log"), "w")
+            env = {**os.environ, "SPECV2_AB": mode, "SPECV2_PORT": str(21000 + 1000 * k)}
+            # own session: a timeout kills the test *and* the servers it started
+            p = subprocess.Popen([sys.executable, path], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REG_DIR,
+                                 start_new_session=True)
+            procs[mode] = (p, log, time.time())
+        for mode, (p, log, t0) in procs.items():
+            try:
+                rc = p.wait(timeout=max(1, args.timeout - (time.time() - t0)))
+            except subprocess.TimeoutExpired:
+                rc = "timeout"
+            kill_group(p)
+            log.close()
             passed = rc == 0
             expect_fail = mode == "off" and rel in reg["bug_in"]
             verdict = "as expected" if passed != expect_fail else "UNEXPECTED"
             results.append(dict(file=name, mode=mode, passed=passed, rc=rc, expected_fail=expect_fail,
-                                verdict=verdict, seconds=round(time.time() - t0, 1), log=os.path.basename(log)))
-            print(f"[runner]   -> {'pass' if passed else 'FAIL'} rc={rc} in {results[-1]['seconds']}s ({verdict})", flush=True)
-            write_reports(args.out, facts, results)  # after every run: a cut-off matrix keeps what it did
+                                verdict=verdict, seconds=round(time.time() - t0, 1), log=os.path.basename(log.name)))
+            print(f"[runner]   {mode}: {'pass' if passed else 'FAIL'} rc={rc} in {results[-1]['seconds']}s ({verdict})", flush=True)
+        write_reports(args.out, facts, results)  # after every file: a cut-off matrix keeps what it did
     lines = write_reports(args.out, facts, results)
     print("\n".join(lines), flush=True)
     return 0 if all(r["verdict"] == "as expected" for r in results) else 1

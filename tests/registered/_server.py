@@ -19,12 +19,16 @@ from sglang.test.test_utils import DEFAULT_URL_FOR_TEST, popen_launch_server  # 
 
 import tiny_models  # noqa: E402
 
-URL = DEFAULT_URL_FOR_TEST
+# runs of one file in parallel (stock and plugin) use different ports: SPECV2_PORT from the runner
+PORT = int(os.environ.get("SPECV2_PORT", DEFAULT_URL_FOR_TEST.rsplit(":", 1)[1]))
+URL = f"http://127.0.0.1:{PORT}"
+REF_URL = f"http://127.0.0.1:{PORT + 500}"  # target-only reference server
+TIMEOUT = 90  # per HTTP request: a dead scheduler must fail the test, not hang it
 AB = os.environ.get("SPECV2_AB", "auto")
 MODELS_DIR = os.environ.get("SPECV2_MODELS", "/tmp/specv2-tiny-models")
 COMMON = [
     "--attention-backend", "triton", "--sampling-backend", "pytorch", "--grammar-backend", "none",
-    "--cuda-graph-max-bs", "8", "--mem-fraction-static", "0.3", "--log-level", "info",
+    "--cuda-graph-max-bs", "8", "--mem-fraction-static", "0.2", "--log-level", "info",
 ]
 
 
@@ -55,11 +59,11 @@ def stop(process):
         kill_process_tree(process.pid)
 
 
-def generate(input_ids, max_new_tokens, **kw):
+def generate(input_ids, max_new_tokens, url=None, **kw):
     payload = {"input_ids": input_ids, "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens,
                                                            "ignore_eos": True}}
     payload.update(kw)
-    r = requests.post(URL + "/generate", json=payload, timeout=300)
+    r = requests.post((url or URL) + "/generate", json=payload, timeout=TIMEOUT)
     r.raise_for_status()
     return r.json()
 
@@ -79,7 +83,7 @@ def concurrent_generate(n, max_new_tokens_fn, seed=0, workers=32):
 
 
 def server_info():
-    return requests.get(URL + "/server_info", timeout=60).json()
+    return requests.get(URL + "/server_info", timeout=TIMEOUT).json()
 
 
 def health_ok():
@@ -100,17 +104,29 @@ def reference_outputs(ps, max_new_tokens):
     import hashlib
     import json
 
+    import fcntl
+
     key = hashlib.sha256(json.dumps([ps, max_new_tokens, models()["target"]]).encode()).hexdigest()[:16]
     path = os.path.join(MODELS_DIR, f"reference-{key}.json")
-    if os.path.exists(path):
-        return json.load(open(path))
-    proc = popen_launch_server(models()["target"], URL, timeout=600, other_args=COMMON + ["--specv2-fixes", "off"])
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the stock and plugin runs share one reference launch
+        if os.path.exists(path):
+            with open(path) as f:
+                return json.load(f)
+        return _launch_reference(ps, max_new_tokens, path)
+
+
+def _launch_reference(ps, max_new_tokens, path):
+    import json
+    proc = popen_launch_server(models()["target"], REF_URL, timeout=600, other_args=COMMON + ["--specv2-fixes", "off"])
     try:
         with concurrent.futures.ThreadPoolExecutor(16) as ex:
-            outs = list(ex.map(lambda p: generate(p, max_new_tokens)["output_ids"], ps))
+            outs = list(ex.map(lambda p: generate(p, max_new_tokens, url=REF_URL)["output_ids"], ps))
     finally:
         stop(proc)
-    json.dump(outs, open(path, "w"))
+    with open(path + f".{os.getpid()}", "w") as f:
+        json.dump(outs, f)
+    os.replace(path + f".{os.getpid()}", path)
     return outs
 
 
@@ -119,7 +135,7 @@ def rescore_logprobs(input_ids, output_ids):
     full = list(input_ids) + list(output_ids)
     payload = {"input_ids": full, "sampling_params": {"temperature": 0, "max_new_tokens": 1},
                "return_logprob": True, "logprob_start_len": len(input_ids) - 1}
-    r = requests.post(URL + "/generate", json=payload, timeout=300)
+    r = requests.post(URL + "/generate", json=payload, timeout=TIMEOUT)
     r.raise_for_status()
     lps = r.json()["meta_info"]["input_token_logprobs"]
     return [lp[0] for lp in lps[1:]]  # drop the logprob of the last prompt token itself
