@@ -54,3 +54,13 @@ def test_no_sglang_on_path():
                        capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "sglang: not installed" in p.stdout and "nothing would be patched" in p.stdout
+
+
+def test_diff_shows_a_fix_against_the_installed_release():
+    p = cli("diff", "tree-drafting")
+    assert p.returncode == 0, p.stderr
+    assert "--- a/sglang/srt/speculative/eagle_worker_v2.py" in p.stdout and "# specv2-fixes:" in p.stdout
+    p = cli("diff", "#23456")
+    assert p.returncode == 0
+    assert ("_resolve_spec_overlap_token_ids" in p.stdout) if LINE == "0.5.11" else ("nothing to patch" in p.stdout)
+    assert cli("diff", "bogus").returncode == 2
