@@ -16,7 +16,7 @@ import textwrap
 from typing import Callable
 
 from .catalog import Patch
-from .fingerprint import fingerprint_source, function_source
+from .fingerprint import fingerprint_source, function_source, read_source
 
 MARK = "__specv2_fix__"
 
@@ -26,9 +26,7 @@ def body_source(patch: Patch) -> tuple[str, str, int]:
     namespace, name = patch.body
     module = sys.modules[namespace.__module__]
     path = inspect.getsourcefile(module)
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    src, first, _ = function_source(text, f"{namespace.__qualname__}.{name}")
+    src, first, _ = function_source(read_source(path), f"{namespace.__qualname__}.{name}")
     return textwrap.dedent(src), path, first
 
 
