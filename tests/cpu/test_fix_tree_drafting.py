@@ -1,0 +1,185 @@
+"""#26866 routing on real ``ServerArgs``: stock vs plugin ``_handle_speculative_decoding`` (both code lines).
+
+The instances come from the real ``ServerArgs.__post_init__`` of the installed release (a Llama target and
+an EAGLE3 draft written by tests/registered/tiny_models.py): a subclass hook records the instance state
+right before the routing call, then runs the routing under test so the construction completes. Stock
+and plugin routing are then called directly on identical copies of that pre-routing state, and the
+complete launch (every later ``__post_init__`` handler) is checked to end in the same routing.
+"""
+
+import importlib.util
+import logging
+import os
+
+import pytest
+from conftest import LINE, ROOT, requires_sglang
+
+from sglang_specv2_fixes.bodies import MARK, build
+from sglang_specv2_fixes.fixes import tree_drafting
+
+pytestmark = requires_sglang
+FIX = tree_drafting.FIX
+LOGGER = "sglang.srt.server_args"
+FIELDS = ("disable_overlap_schedule", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+H100_MIB = 81559.0  # what nvidia-smi reports as memory.total on an H100 80GB
+STOCK_V1 = "Spec v1 is used for eagle/eagle3/standalone speculative decoding because spec v2 currently only supports topk = 1."
+V2_DEFAULT = "Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding."
+DEFAULTS = {}  # no step/topk/token flags: auto_choose_speculative_params picks them
+EXPLICIT_TOPK4 = dict(speculative_num_steps=5, speculative_eagle_topk=4, speculative_num_draft_tokens=8)
+
+
+def stock():
+    from sglang.srt.server_args import ServerArgs
+
+    fn = ServerArgs.__dict__["_handle_speculative_decoding"]
+    assert not hasattr(fn, MARK), "the plugin must not be installed in the pytest process"
+    return fn
+
+
+def plugin():
+    (patch,) = [p for p in FIX.patches(LINE) if p.qualname == "ServerArgs._handle_speculative_decoding"]
+    return build(patch, FIX.name)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    spec = importlib.util.spec_from_file_location("tiny_models", os.path.join(ROOT, "tests", "registered", "tiny_models.py"))
+    tiny = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tiny)
+    return tiny.build_all(str(tmp_path_factory.mktemp("tiny")))
+
+
+@pytest.fixture
+def launch(models, monkeypatch, caplog):
+    """launch(routing, **cli) -> (pre-routing state, completed ServerArgs or the exception it raised).
+
+    Environment probes replaced (nothing else): ``get_device_memory_capacity`` as imported into
+    sglang.srt.server_args. On this CPU host ``is_cuda()`` is False, so the real probe returns None
+    ("unknown GPU") and the memory defaults (chunked prefill, CUDA graph batch sizes, static memory
+    fraction) would be those of no GPU; H100_MIB gives those of an H100 launch. None of them is read by
+    the routing. No CUDA availability / device-capability probe is reached on these paths (explicit
+    attention backend and page size, dense Llama target), and the routing itself reads no hardware
+    state. SGLANG_ENABLE_SPEC_V2 is removed so its default (True) applies.
+    """
+    import sglang.srt.server_args as sa
+
+    monkeypatch.setattr(sa, "get_device_memory_capacity", lambda device=None: H100_MIB)
+    monkeypatch.delenv("SGLANG_ENABLE_SPEC_V2", raising=False)
+    caplog.set_level(logging.INFO, logger=LOGGER)
+
+    def run(routing, **cli):
+        seen = {}
+
+        class Launch(sa.ServerArgs):  # ServerArgs itself stays untouched
+            def _handle_speculative_decoding(self):
+                seen["pre"] = dict(self.__dict__)
+                routing(self)
+
+        kw = dict(model_path=models["target"], speculative_algorithm="EAGLE3",
+                  speculative_draft_model_path=models["eagle3"], device="cuda")
+        kw.update(cli)
+        try:
+            done = Launch(**kw)
+        except ValueError as e:
+            done = e
+        return seen["pre"], done
+
+    return run
+
+
+def call(fn, pre, caplog):
+    """Run one routing function on a fresh real ServerArgs holding the pre-routing state."""
+    from sglang.srt.server_args import ServerArgs
+
+    args = object.__new__(ServerArgs)
+    args.__dict__.update(pre)
+    caplog.clear()
+    err = None
+    try:
+        fn(args)
+    except ValueError as e:
+        err = e
+    msgs = [r.getMessage() for r in caplog.records if r.name == LOGGER and r.getMessage().startswith("Spec v")]
+    return {f: getattr(args, f) for f in FIELDS}, msgs, err
+
+
+def both(launch, caplog, **cli):
+    """(stock, plugin) results of the direct calls; each also checked against its complete launch."""
+    out = []
+    for fn in (stock(), plugin()):
+        pre, done = launch(fn, **cli)
+        fields, msgs, err = call(fn, pre, caplog)
+        if err is not None:
+            assert isinstance(done, ValueError) and str(done) == str(err)
+        else:
+            assert {f: getattr(done, f) for f in FIELDS} == fields  # later handlers keep the routing
+        out.append((fields, msgs, err))
+    return out
+
+
+def test_default_params_page1_triton(launch, caplog):
+    (s, s_msgs, s_err), (p, p_msgs, p_err) = both(launch, caplog, attention_backend="triton", page_size=1, **DEFAULTS)
+    assert s_err is None and p_err is None
+    # stock: the auto-chosen topk 4 arrives after the v1 decision -> overlap stays on = spec v2 tree (crash config)
+    assert s == dict(disable_overlap_schedule=False, speculative_num_steps=5, speculative_eagle_topk=4,
+                     speculative_num_draft_tokens=8)
+    assert s_msgs == [V2_DEFAULT]
+    # plugin: the same spec v2 tree routing (now backed by the worker fixes), logged as tree drafting
+    assert p == s
+    assert p_msgs == [
+        "Spec v2 is enabled with tree drafting (topk=4, page_size=1) for eagle/eagle3/standalone speculative decoding."
+    ]
+
+
+def test_explicit_topk8_page1_triton(launch, caplog):
+    cli = dict(speculative_num_steps=5, speculative_eagle_topk=8, speculative_num_draft_tokens=16)
+    (s, s_msgs, _), (p, p_msgs, _) = both(launch, caplog, attention_backend="triton", page_size=1, **cli)
+    assert s == dict(disable_overlap_schedule=True, **cli) and s_msgs == [STOCK_V1]
+    assert p == dict(disable_overlap_schedule=False, **cli)
+    assert len(p_msgs) == 1 and "tree drafting (topk=8, page_size=1)" in p_msgs[0]
+
+
+@pytest.mark.parametrize("params", [EXPLICIT_TOPK4, DEFAULTS], ids=["explicit-5-4-8", "default-params"])
+def test_page16_flashinfer_goes_to_v1(launch, caplog, params):
+    # both releases reject topk > 1 with page_size > 1 outside flashinfer / fa3
+    (s, s_msgs, s_err), (p, p_msgs, p_err) = both(launch, caplog, attention_backend="flashinfer", page_size=16, **params)
+    assert s_err is None and p_err is None
+    chosen = dict(speculative_num_steps=5, speculative_eagle_topk=4, speculative_num_draft_tokens=8)
+    assert p == dict(disable_overlap_schedule=True, **chosen)
+    assert p_msgs == [
+        "Spec v1 is used for eagle/eagle3/standalone speculative decoding because spec v2 tree drafting "
+        "(topk > 1) requires page_size == 1, got page_size=16."
+    ]
+    if params:  # stock: explicit topk > 1 -> v1 (reason: topk)
+        assert s == p and s_msgs == [STOCK_V1]
+    else:  # stock: auto-chosen topk 4 stays on spec v2 with page_size 16 (get_alloc_len_per_decode raises later)
+        assert s == dict(disable_overlap_schedule=False, **chosen) and s_msgs == [V2_DEFAULT]
+
+
+def test_page16_triton_rejected_by_both(launch, caplog):
+    (s, s_msgs, s_err), (p, p_msgs, p_err) = both(launch, caplog, attention_backend="triton", page_size=16, **EXPLICIT_TOPK4)
+    for err in (s_err, p_err):
+        assert err is not None and "page_size > 1" in str(err)
+    assert s_msgs == [STOCK_V1]
+    assert len(p_msgs) == 1 and "requires page_size == 1, got page_size=16" in p_msgs[0]
+
+
+@pytest.mark.parametrize("params", [EXPLICIT_TOPK4, DEFAULTS], ids=["explicit-5-4-8", "default-params"])
+def test_user_disable_overlap_schedule_is_kept(launch, caplog, params):
+    cli = dict(attention_backend="triton", page_size=1, disable_overlap_schedule=True, **params)
+    (s, s_msgs, _), (p, p_msgs, _) = both(launch, caplog, **cli)
+    expected = dict(disable_overlap_schedule=True, speculative_num_steps=5, speculative_eagle_topk=4,
+                    speculative_num_draft_tokens=8)
+    assert s == p == expected
+    msg = "Spec v1 is used for eagle/eagle3/standalone speculative decoding because overlap schedule is disabled."
+    assert s_msgs == p_msgs == [msg]
+
+
+def test_topk1_unchanged(launch, caplog):
+    cli = dict(attention_backend="triton", page_size=1, speculative_num_steps=3, speculative_eagle_topk=1,
+               speculative_num_draft_tokens=4)
+    (s, s_msgs, s_err), (p, p_msgs, p_err) = both(launch, caplog, **cli)
+    assert s_err is None and p_err is None
+    assert s == p == dict(disable_overlap_schedule=False, speculative_num_steps=3, speculative_eagle_topk=1,
+                          speculative_num_draft_tokens=4)
+    assert s_msgs == p_msgs == [V2_DEFAULT]
