@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Process-start cost of the plugin (benchmark, not a test): CPU, CI-runnable.
+
+Measures, in fresh interpreters that have already imported SGLang's scheduler (as every SGLang
+process has by the time it loads plugins), the wall time of ``load_plugins()`` with this plugin
+allowed (``SGLANG_PLUGINS=specv2_fixes``) versus with no plugin allowed, side by side, N times.
+The difference is what the plugin adds: import, planning (fingerprints read from the source files),
+compiling the bodies and registering/applying the hooks. Goal: <= 100 ms.
+
+    PYTHONPATH=.venv-cpu/releases/0.5.11 .venv-cpu/bin/python bench/import_overhead.py [-n 7] [--out docs/bench]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+CODE = r"""
+import sys, time, json
+sys.path.append(%r)
+import sglang.srt.managers.scheduler  # what a scheduler process has imported before load_plugins()
+import sglang.srt.speculative.eagle_worker_v2
+from sglang.srt.plugins import load_plugins
+t0 = time.perf_counter(); load_plugins(); t1 = time.perf_counter()
+print("T", json.dumps(t1 - t0))
+"""
+
+
+def one(allow, stubs):
+    env = {**os.environ, "SGLANG_PLUGINS": allow}
+    p = subprocess.run([sys.executable, "-c", CODE % stubs], capture_output=True, text=True, env=env, timeout=300)
+    line = [ln for ln in p.stdout.splitlines() if ln.startswith("T ")]
+    if p.returncode or not line:
+        raise SystemExit(p.stderr[-2000:])
+    return float(line[-1][2:])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-n", type=int, default=5)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    stubs = os.path.join(root, "tests", "cpu", "stubs")
+    import importlib.metadata
+
+    with_p, without = [], []
+    for i in range(a.n):  # interleaved pairs: drift affects both sides alike
+        without.append(one("__none__", stubs))
+        with_p.append(one("specv2_fixes", stubs))
+        print(f"pair {i + 1}/{a.n}: without {without[-1] * 1e3:.1f} ms, with {with_p[-1] * 1e3:.1f} ms", flush=True)
+    res = dict(sglang=importlib.metadata.version("sglang"), n=a.n,
+               without_ms=statistics.median(without) * 1e3, with_ms=statistics.median(with_p) * 1e3)
+    res["added_ms"] = res["with_ms"] - res["without_ms"]
+    res["goal_ms"] = 100
+    print(json.dumps(res))
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        with open(os.path.join(a.out, f"import_overhead-{res['sglang']}.json"), "w") as f:
+            json.dump(res, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
