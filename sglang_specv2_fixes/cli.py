@@ -163,7 +163,11 @@ def main(argv=None) -> int:
     e.add_argument("--source", help="sglang package directory of that release (default: the installed one)")
     e.set_defaults(func=_export)
     args = p.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BrokenPipeError:  # e.g. `status | head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

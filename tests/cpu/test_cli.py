@@ -64,3 +64,10 @@ def test_diff_shows_a_fix_against_the_installed_release():
     assert p.returncode == 0
     assert ("_resolve_spec_overlap_token_ids" in p.stdout) if LINE == "0.5.11" else ("nothing to patch" in p.stdout)
     assert cli("diff", "bogus").returncode == 2
+
+
+def test_readme_compatibility_table_is_the_generated_one():
+    p = cli("matrix", "--markdown")
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    for line in p.stdout.strip().splitlines():
+        assert line in readme, f"README compatibility table is stale: {line}"
