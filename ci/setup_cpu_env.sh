@@ -47,4 +47,13 @@ for v in $RELEASES; do
   rm -rf "$dst"/bin
   touch "$dst/.ready"
 done
+# Releases whose sources are only read (fingerprints / status), never imported: every fix is upstream there.
+for v in ${SPECV2_SOURCE_RELEASES:-0.5.13.post1}; do
+  dst="$VENV/src/$v"
+  if [ -f "$dst/.ready" ]; then step "source tree $v ready"; continue; fi
+  step "fetching SGLang $v source (wheel, no deps, not importable here)"
+  rm -rf "$dst"; mkdir -p "$dst"
+  "$VPY" -m pip install -q --no-deps --no-compile --target "$dst" "sglang==$v"
+  touch "$dst/.ready"
+done
 step "done: $VENV"

@@ -77,7 +77,7 @@ def register() -> None:
     core.register(report)
     _register_reporting()
     if selection.probe_enabled():
-        probe.register()
+        probe.register(report.code_line)
 
 
 def announce(role: str) -> core.Report:

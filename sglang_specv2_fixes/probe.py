@@ -18,7 +18,11 @@ from __future__ import annotations
 import threading
 from typing import Dict
 
-TARGET = "sglang.srt.managers.scheduler_output_processor_mixin.SchedulerOutputProcessorMixin.process_batch_result_decode"
+TARGETS = {
+    "0.5.11": "sglang.srt.managers.scheduler_output_processor_mixin.SchedulerOutputProcessorMixin.process_batch_result_decode",
+    "0.5.12": "sglang.srt.managers.scheduler_output_processor_mixin.SchedulerOutputProcessorMixin.process_batch_result_decode",
+    "0.5.13.post1": "sglang.srt.managers.scheduler_components.batch_result_processor.SchedulerBatchResultProcessor.process_batch_result_decode",
+}
 
 _lock = threading.Lock()
 STATS: Dict[str, object] = {}
@@ -71,10 +75,10 @@ def _around(original, self, batch, result, *args, **kwargs):
     return out
 
 
-def register() -> None:
+def register(code_line: str) -> None:
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
-    HookRegistry.register(TARGET, _around, HookType.AROUND)
+    HookRegistry.register(TARGETS[code_line], _around, HookType.AROUND)
 
 
 def snapshot() -> dict:

@@ -20,8 +20,10 @@ SUPPORTED_RELEASES = {
     "0.5.11": "0.5.11",
     "0.5.12": "0.5.12",
     "0.5.12.post1": "0.5.12",
+    # every fix of this plugin is upstream here: the plugin only reports (and verifies the sources)
+    "0.5.13.post1": "0.5.13.post1",
 }
-CODE_LINES = ("0.5.11", "0.5.12")
+CODE_LINES = ("0.5.11", "0.5.12", "0.5.13.post1")
 
 
 def installed_version() -> Optional[str]:

@@ -1,14 +1,16 @@
 """Patch index: every fix this plugin knows, with what / why / related PR / removal plan.
 
-| fix                         | PR     | 0.5.11         | 0.5.12.x       | what is patched (and removal plan)                     |
-|-----------------------------|--------|----------------|----------------|--------------------------------------------------------|
-| skip-stale-overlap-updates  | #23456 | applied        | upstream       | _resolve_spec_overlap_token_ids; drop with 0.5.11      |
-| tree-drafting               | #26866 | applied        | applied        | v1/v2 routing after auto params, verify compaction,    |
-|                             |        |                |                | KV move, draft-extend graph gate, busy check; drop     |
-|                             |        |                |                | once 0.5.13.post1 is the oldest supported release      |
-| bonus-slot-accounting       | #22651 | upstream       | upstream       | nothing (informational, source verified)               |
-| accept-length-split         | #23962 | upstream       | upstream       | nothing (informational, source verified)               |
-| seq-lens-helper             | #25818 | not applicable | not applicable | nothing (code shape absent)                            |
+| fix                         | PR     | 0.5.11         | 0.5.12.x       | 0.5.13.post1 | what is patched (and removal plan)         |
+|-----------------------------|--------|----------------|----------------|--------------|--------------------------------------------|
+| skip-stale-overlap-updates  | #23456 | applied        | upstream       | upstream     | _resolve_spec_overlap_token_ids; drop with |
+|                             |        |                |                |              | 0.5.11                                     |
+| tree-drafting               | #26866 | applied        | applied        | upstream     | v1/v2 routing after auto params, verify    |
+|                             |        |                |                |              | compaction, KV move, draft-extend graph    |
+|                             |        |                |                |              | gate, busy check; drop once 0.5.13.post1   |
+|                             |        |                |                |              | is the oldest supported release            |
+| bonus-slot-accounting       | #22651 | upstream       | upstream       | upstream     | nothing (informational, source verified)   |
+| accept-length-split         | #23962 | upstream       | upstream       | upstream     | nothing (informational, source verified)   |
+| seq-lens-helper             | #25818 | not applicable | not applicable | upstream     | nothing (code shape absent before 0.5.13)  |
 
 Each module holds the per-release bodies and fingerprints of one fix; ``FIX`` is its catalogue record.
 ``python -m sglang_specv2_fixes status`` prints the live version of this table for the installed

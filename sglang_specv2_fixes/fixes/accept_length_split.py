@@ -19,5 +19,6 @@ FIX = Fix(
     lines={
         "0.5.11": ReleaseNote(UPSTREAM, "upstream in 0.5.11 (num_accepted_drafts / num_accepted_tokens)", check=_T + ("f4882cf41e15caa7",)),
         "0.5.12": ReleaseNote(UPSTREAM, "upstream in 0.5.12, renamed num_correct_drafts / num_accept_tokens", check=_T + ("6e817b9a418683c9",)),
+        "0.5.13.post1": ReleaseNote(UPSTREAM, "upstream (num_correct_drafts / num_accept_tokens)", check=_T + ("c756e172672bef6e",)),
     },
 )

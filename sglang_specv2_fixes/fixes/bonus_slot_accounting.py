@@ -20,5 +20,6 @@ FIX = Fix(
     lines={
         "0.5.11": ReleaseNote(UPSTREAM, "upstream in 0.5.11 (pre-claim in prepare_for_decode)", check=_T + ("479436d2ab730a31",)),
         "0.5.12": ReleaseNote(UPSTREAM, "upstream in 0.5.12 (pre-claim in prepare_for_decode)", check=_T + ("6ee69b3410f0a06c",)),
+        "0.5.13.post1": ReleaseNote(UPSTREAM, "upstream in 0.5.13.post1 (pre-claim in prepare_for_decode)", check=_T + ("9017d8dab86d36c8",)),
     },
 )

@@ -5,7 +5,7 @@ snapshot of the batch, so the stale-snapshot bug the helper prevents cannot occu
 fixes arrived later; 0.5.13.post1 has its equivalent as FutureMap.resolve_seq_lens_cpu).
 """
 
-from ..catalog import Fix, NOT_APPLICABLE, ReleaseNote
+from ..catalog import NOT_APPLICABLE, UPSTREAM, Fix, ReleaseNote
 
 _WHY = "eager seq_lens_sum and no overlap batch snapshot in this release: nothing can go stale"
 
@@ -19,5 +19,10 @@ FIX = Fix(
     lines={
         "0.5.11": ReleaseNote(NOT_APPLICABLE, _WHY),
         "0.5.12": ReleaseNote(NOT_APPLICABLE, _WHY),
+        "0.5.13.post1": ReleaseNote(
+            UPSTREAM,
+            "upstream in another form (FutureMap.resolve_seq_lens_cpu syncs the overlap snapshot)",
+            check=("sglang.srt.managers.overlap_utils", "FutureMap.resolve_seq_lens_cpu", "0e06bbae78da2463"),
+        ),
     },
 )

@@ -88,5 +88,14 @@ FIX = Fix(
             "upstream since 0.5.12 (_resolve_spec_overlap_tokens skips retracted/finished requests)",
             check=(MIXIN, "SchedulerOutputProcessorMixin._resolve_spec_overlap_tokens", "a1880655aef27b21"),
         ),
+        "0.5.13.post1": ReleaseNote(
+            UPSTREAM,
+            "upstream (scheduler_components SchedulerBatchResultProcessor._resolve_spec_v2_tokens)",
+            check=(
+                "sglang.srt.managers.scheduler_components.batch_result_processor",
+                "SchedulerBatchResultProcessor._resolve_spec_v2_tokens",
+                "6772ae0cd329ca86",
+            ),
+        ),
     },
 )

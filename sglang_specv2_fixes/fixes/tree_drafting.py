@@ -30,7 +30,7 @@ See docs/tree_drafting_notes.md for the per-release details and open risks.
 
 from __future__ import annotations
 
-from ..catalog import Fix, Patch
+from ..catalog import UPSTREAM, Fix, Patch, ReleaseNote
 
 SERVER_ARGS = "sglang.srt.server_args"
 WORKER = "sglang.srt.speculative.eagle_worker_v2"
@@ -1733,6 +1733,11 @@ FIX = Fix(
                 "graphs": "1a216285477a2d53",
                 "busy": "8bde503ff0b6e98e",
             },
+        ),
+        "0.5.13.post1": ReleaseNote(
+            UPSTREAM,
+            "upstream (EAGLEWorkerV2._finalize_accept_tree_path; spec v1 removed, page_size > 1 trees supported)",
+            check=(WORKER, "EAGLEWorkerV2._finalize_accept_tree_path", "262f15c339d14aee"),
         ),
     },
 )

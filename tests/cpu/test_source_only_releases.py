@@ -1,0 +1,31 @@
+"""Releases whose sources are only read (ci/setup_cpu_env.sh puts them in <venv>/src/<release>): the
+plan must find every fix upstream with its source verified, and nothing to patch or export."""
+
+import os
+import sys
+
+import pytest
+
+from sglang_specv2_fixes import catalog, core, export, release, selection
+from sglang_specv2_fixes.fixes import ALL_FIXES
+
+SRC = os.path.join(sys.prefix, "src")
+TREES = sorted(d for d in os.listdir(SRC)) if os.path.isdir(SRC) else []
+
+
+def test_source_trees_present():
+    assert "0.5.13.post1" in TREES, f"run ci/setup_cpu_env.sh (no source trees under {SRC})"
+
+
+@pytest.mark.parametrize("version", TREES)
+def test_everything_upstream_and_verified(version, monkeypatch, tmp_path):
+    root = os.path.join(SRC, version, "sglang")
+    monkeypatch.setattr(release, "sglang_root", lambda: root)
+    report = core.plan(selection.parse("auto", ALL_FIXES), version=version)
+    assert report.supported and report.warnings == []
+    for st in report.fixes:
+        assert st.state == catalog.UPSTREAM, (st.name, st.state, st.reason)
+        assert "source verified" in st.reason, (st.name, st.reason)
+        assert st.targets and all(t.ok for t in st.targets)
+    assert export.export(version, root, str(tmp_path)) == []
+    assert open(tmp_path / "series").read() == ""
