@@ -36,9 +36,9 @@ def models():
     return tiny_models.build_all(MODELS_DIR)
 
 
-def eagle3_args(steps=3, topk=1, tokens=4):
+def eagle3_args(steps=3, topk=1, tokens=4, algorithm="EAGLE3", draft="eagle3"):
     m = models()
-    args = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", m["eagle3"]]
+    args = ["--speculative-algorithm", algorithm, "--speculative-draft-model-path", m[draft]]
     if steps is not None:
         args += ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", str(topk),
                  "--speculative-num-draft-tokens", str(tokens)]
