@@ -77,7 +77,7 @@ def register() -> None:
     core.register(report)
     _register_reporting()
     if selection.probe_enabled():
-        probe.register(report.code_line)
+        probe.register(report.code_line, strict=selection.check_enabled())
 
 
 def announce(role: str) -> core.Report:

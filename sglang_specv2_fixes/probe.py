@@ -1,4 +1,6 @@
-"""Test-only scheduler-state probe (``SGLANG_SPECV2_FIXES_PROBE=1``), independent of the fix selection.
+"""Scheduler-state probe (``SGLANG_SPECV2_FIXES_PROBE=1``, test-only) and invariant check mode
+(``SGLANG_SPECV2_FIXES_CHECK=1``, debug), both independent of the fix selection and not registered at
+all unless enabled (zero cost when off).
 
 It wraps ``process_batch_result_decode`` (AROUND) and observes, for every request of a spec-v2 decode
 result that was already finished or retracted *before* the result is processed (a stale overlap
@@ -11,6 +13,10 @@ Invariants counted (a stale result must not touch a request whose KV is already 
   stale_retracted_kv_gain   retracted request's kv_committed_len grew (it was reset to 0)
   committed_over_allocated  retracted request ends with kv_committed_len > kv_allocated_len
   stale_stat_updates        spec_verify_ct changed on a finished/retracted request
+  live_committed_over_allocated  a live request ends the step with kv_committed_len > kv_allocated_len
+
+In check mode the first violation raises in the scheduler (which stops it) with the request id and
+its counters, instead of only being counted.
 """
 
 from __future__ import annotations
@@ -26,6 +32,11 @@ TARGETS = {
 
 _lock = threading.Lock()
 STATS: Dict[str, object] = {}
+_strict = False
+
+
+class InvariantViolation(AssertionError):
+    pass
 
 
 def reset() -> None:
@@ -39,6 +50,7 @@ def reset() -> None:
             stale_retracted_kv_gain=0,
             committed_over_allocated=0,
             stale_stat_updates=0,
+            live_committed_over_allocated=0,
             examples=[],
         )
 
@@ -70,14 +82,31 @@ def _around(original, self, batch, result, *args, **kwargs):
             if req.spec_verify_ct != verify0:
                 STATS["stale_stat_updates"] += 1
                 bad.append(f"spec_verify_ct {verify0}->{req.spec_verify_ct}")
-            if bad and len(STATS["examples"]) < 5:
-                STATS["examples"].append(f"{kind} rid={req.rid}: " + ", ".join(bad))
+            if bad:
+                _record(f"{kind} rid={req.rid}: " + ", ".join(bad))
+        stale = {id(r) for r, *_ in before}
+        for req in batch.reqs:
+            if id(req) in stale or req.finished() or req.is_retracted or req.req_pool_idx is None:
+                continue
+            if req.kv_committed_len > req.kv_allocated_len:
+                STATS["live_committed_over_allocated"] += 1
+                _record(f"live rid={req.rid}: kv_committed_len {req.kv_committed_len} > kv_allocated_len {req.kv_allocated_len}")
     return out
 
 
-def register(code_line: str) -> None:
+def _record(message: str) -> None:
+    if len(STATS["examples"]) < 5:
+        STATS["examples"].append(message)
+    if _strict:
+        raise InvariantViolation(f"sglang-specv2-fixes invariant violated after a spec-v2 decode result: {message}")
+
+
+def register(code_line: str, strict: bool = False) -> None:
+    """Register the observer; ``strict`` (check mode) makes violations raise."""
+    global _strict
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
+    _strict = strict
     HookRegistry.register(TARGETS[code_line], _around, HookType.AROUND)
 
 

@@ -13,6 +13,7 @@ from typing import FrozenSet, Iterable, Optional
 
 ENV = "SGLANG_SPECV2_FIXES"
 ENV_PROBE = "SGLANG_SPECV2_FIXES_PROBE"  # test-only scheduler-state probe (tests/registered)
+ENV_CHECK = "SGLANG_SPECV2_FIXES_CHECK"  # debug: the probe's invariants stop the scheduler
 FLAG = "--specv2-fixes"
 
 
@@ -77,5 +78,13 @@ def from_env(fixes) -> Selection:
     return parse(os.environ.get(ENV), fixes)
 
 
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes", "on")
+
+
 def probe_enabled() -> bool:
-    return os.environ.get(ENV_PROBE, "").lower() in ("1", "true", "yes", "on")
+    return _flag(ENV_PROBE) or _flag(ENV_CHECK)
+
+
+def check_enabled() -> bool:
+    return _flag(ENV_CHECK)

@@ -167,3 +167,19 @@ print('RESULT ' + json.dumps(info))
     state = info["specv2_fixes"]["fixes"]["skip-stale-overlap-updates"]["state"]
     assert state == ("applied" if LINE == "0.5.11" else "upstream")
     assert "[scheduler] sglang-specv2-fixes" in proc.stderr
+
+
+@pytest.mark.parametrize("env,expected", [({}, False), ({"SGLANG_SPECV2_FIXES_PROBE": "1"}, True),
+                                          ({"SGLANG_SPECV2_FIXES_CHECK": "1", "SGLANG_SPECV2_FIXES": "off"}, True)])
+def test_probe_and_check_mode_are_registered_only_when_enabled(env, expected):
+    code = PRELUDE + """
+from sglang.srt.plugins import load_plugins
+from sglang.srt.plugins.hook_registry import HookRegistry
+load_plugins()
+from sglang_specv2_fixes import probe, plugin
+target = probe.TARGETS[plugin.current_report().code_line]
+print('RESULT ' + json.dumps([target in HookRegistry._hooks, probe._strict]))
+"""
+    hooked, strict = result_of(run_py(code, **env))
+    assert hooked is expected
+    assert strict is ("SGLANG_SPECV2_FIXES_CHECK" in env)
