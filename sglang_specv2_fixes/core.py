@@ -182,22 +182,25 @@ def register(report: Report) -> None:
             HookRegistry.register(target, fn, HookType.REPLACE)
 
 
-def _is_ours(obj, ours) -> bool:
-    """True if ``obj`` is ``ours`` or a HookRegistry wrapper chain that calls it."""
-    seen = 0
-    while obj is not None and seen < 16:
-        seen += 1
-        obj = getattr(obj, "__func__", obj)  # classmethod / staticmethod
-        if obj is ours:
-            return True
+def _chain(obj):
+    """Every callable a HookRegistry wrapper chain can call: each wrapper (``__wrapped__`` links,
+    classmethod/staticmethod unwrapped) and the hooks held in its closure cells."""
+    for _ in range(16):
+        if obj is None:
+            return
+        obj = getattr(obj, "__func__", obj)
+        yield obj
         for cell in getattr(obj, "__closure__", None) or ():
             try:
-                if cell.cell_contents is ours:
-                    return True
-            except ValueError:
+                yield cell.cell_contents
+            except ValueError:  # empty cell
                 pass
         obj = getattr(obj, "__wrapped__", None)
-    return False
+
+
+def _is_ours(obj, ours) -> bool:
+    """True if ``obj`` is ``ours`` or a HookRegistry wrapper chain that calls it."""
+    return any(f is ours for f in _chain(obj))
 
 
 def resolve_raw(target: str):
@@ -239,15 +242,4 @@ def is_patched(target: str) -> bool:
         obj = resolve_raw(target)
     except Exception:
         return False
-    while obj is not None:
-        obj = getattr(obj, "__func__", obj)
-        if getattr(obj, MARK, None):
-            return True
-        for cell in getattr(obj, "__closure__", None) or ():
-            try:
-                if getattr(cell.cell_contents, MARK, None):
-                    return True
-            except ValueError:
-                pass
-        obj = getattr(obj, "__wrapped__", None)
-    return False
+    return any(getattr(f, MARK, None) for f in _chain(obj))

@@ -84,9 +84,8 @@ def _around(original, self, batch, result, *args, **kwargs):
                 bad.append(f"spec_verify_ct {verify0}->{req.spec_verify_ct}")
             if bad:
                 _record(f"{kind} rid={req.rid}: " + ", ".join(bad))
-        stale = {id(r) for r, *_ in before}
-        for req in batch.reqs:
-            if id(req) in stale or req.finished() or req.is_retracted or req.req_pool_idx is None:
+        for req in batch.reqs:  # stale requests are finished or retracted, so skipped here too
+            if req.finished() or req.is_retracted or req.req_pool_idx is None:
                 continue
             if req.kv_committed_len > req.kv_allocated_len:
                 STATS["live_committed_over_allocated"] += 1
