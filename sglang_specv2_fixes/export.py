@@ -16,17 +16,12 @@ from typing import Dict, List, Optional, Tuple
 from . import __version__, release
 from .bodies import body_source
 from .catalog import Fix
-from .fingerprint import fingerprint_source, function_source
+from .fingerprint import fingerprint_source, function_source, read_source
 from .fixes import ALL_FIXES
 
 
 class ExportError(RuntimeError):
     pass
-
-
-def _module_path(root: str, module: str) -> str:
-    rel = os.path.join(*module.split(".")[1:]) + ".py"
-    return os.path.join(root, rel)
 
 
 def patched_text(text: str, replacements: List[Tuple[str, str]]) -> str:
@@ -66,9 +61,10 @@ def fix_diff(fix: Fix, version: str, sglang_root: str) -> Optional[str]:
         "",
     ]
     for module in sorted(by_module):
-        path = _module_path(sglang_root, module)
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        path = release.module_file(module, sglang_root)
+        if path is None:
+            raise ExportError(f"{module} not found under {sglang_root}")
+        text = read_source(path)
         for p in by_module[module]:
             src, _, _ = function_source(text, p.qualname)
             found = fingerprint_source(src)

@@ -52,9 +52,10 @@ def sglang_root() -> Optional[str]:
     return list(spec.submodule_search_locations)[0]
 
 
-def module_file(module: str) -> Optional[str]:
-    """Path of ``sglang.x.y`` inside the installed package, without importing anything."""
-    root = sglang_root()
+def module_file(module: str, root: Optional[str] = None) -> Optional[str]:
+    """Path of ``sglang.x.y`` inside the sglang package at ``root`` (default: the installed one),
+    without importing anything."""
+    root = root or sglang_root()
     if root is None or not module.startswith("sglang."):
         return None
     rel = module.split(".")[1:]
