@@ -45,12 +45,13 @@ def eagle3_args(steps=3, topk=1, tokens=4, algorithm="EAGLE3", draft="eagle3"):
     return args
 
 
-def launch(extra_args, env=None):
+def launch(extra_args, env=None, target=None):
+    """Start the server under test (``target``: a model dir, default the tiny Llama target)."""
     m = models()
     full_env = {"SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_BUSY": "1"}
     full_env.update(env or {})
     # the A/B switch goes through the plugin's own CLI flag on `sglang serve` (popen_launch_server's command)
-    return popen_launch_server(m["target"], URL, timeout=600, other_args=COMMON + extra_args + ["--specv2-fixes", AB],
+    return popen_launch_server(target or m["target"], URL, timeout=600, other_args=COMMON + extra_args + ["--specv2-fixes", AB],
                                env=full_env)
 
 
@@ -98,7 +99,7 @@ def specv2_state(info):
     return info["internal_states"][0]["specv2_fixes"]
 
 
-def reference_outputs(ps, max_new_tokens):
+def reference_outputs(ps, max_new_tokens, target=None, extra_args=()):
     """Greedy output ids of a target-only server for prompts ``ps`` (cached on disk per machine, so the
     rows of one run share a single target-only launch)."""
     import hashlib
@@ -106,19 +107,20 @@ def reference_outputs(ps, max_new_tokens):
 
     import fcntl
 
-    key = hashlib.sha256(json.dumps([ps, max_new_tokens, models()["target"]]).encode()).hexdigest()[:16]
+    target = target or models()["target"]
+    key = hashlib.sha256(json.dumps([ps, max_new_tokens, target, list(extra_args)]).encode()).hexdigest()[:16]
     path = os.path.join(MODELS_DIR, f"reference-{key}.json")
     with open(path + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the stock and plugin runs share one reference launch
         if os.path.exists(path):
             with open(path) as f:
                 return json.load(f)
-        return _launch_reference(ps, max_new_tokens, path)
+        return _launch_reference(ps, max_new_tokens, path, target, list(extra_args))
 
 
-def _launch_reference(ps, max_new_tokens, path):
+def _launch_reference(ps, max_new_tokens, path, target, extra_args):
     import json
-    proc = popen_launch_server(models()["target"], REF_URL, timeout=600, other_args=COMMON + ["--specv2-fixes", "off"])
+    proc = popen_launch_server(target, REF_URL, timeout=600, other_args=COMMON + extra_args + ["--specv2-fixes", "off"])
     try:
         with concurrent.futures.ThreadPoolExecutor(16) as ex:
             outs = list(ex.map(lambda p: generate(p, max_new_tokens, url=REF_URL)["output_ids"], ps))
