@@ -4,7 +4,7 @@
 # Unpacks the SGLang bundle, makes the plugin's entry point visible, prints `status`, runs the A/B matrix.
 set -uo pipefail
 V=${1:?usage: gpu_run.sh RELEASE [args]}; shift
-source ci/gpu_env.sh "$V" ".device-bundle/$V" || exit 1
+source ci/gpu_env.sh "$V" || exit 1
 # entry points are only seen from a dist-info: write a minimal one next to the source (no pip needed)
 EP=/tmp/specv2-ep; rm -rf "$EP"; mkdir -p "$EP/sglang_specv2_fixes-0.1.0.dist-info"
 printf 'Metadata-Version: 2.1\nName: sglang-specv2-fixes\nVersion: 0.1.0\n' > "$EP/sglang_specv2_fixes-0.1.0.dist-info/METADATA"

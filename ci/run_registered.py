@@ -6,7 +6,7 @@
 Discovers tests/registered/test_*.py, reads each file's ``register_specv2_ci(...)`` call from its AST
 (a file without one, or without ``if __name__ == "__main__":``, is an error), keeps those whose
 ``releases`` include the installed sglang, runs each as ``python3 FILE`` twice at once (SPECV2_AB=off and auto, on their own ports and
-process sessions) with a per-file timeout, and writes results.json and results.md (row x stock/plugin x release, with
+process sessions; ``--jobs N`` runs N files at once) with a per-file timeout, and writes results.json and results.md (row x stock/plugin x release, with
 date, device, sglang and torch versions). Expected: stock fails on releases in ``bug_in``, plugin passes.
 """
 
@@ -23,7 +23,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REG_DIR = os.path.join(ROOT, "tests", "registered")
+REG_DIR = os.environ.get("SPECV2_REG_DIR", os.path.join(ROOT, "tests", "registered"))
 
 
 def registration(path):
@@ -71,6 +71,21 @@ def kill_group(p):
         pass
 
 
+def prebuild_models():
+    """Build the tiny models once before parallel tests start (``tiny_*.py`` with build_all()/build())."""
+    mods = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(REG_DIR, "tiny_*.py")))
+    if not mods:
+        return
+    code = ("import os, sys, importlib; d = os.environ.get('SPECV2_MODELS', '/tmp/specv2-tiny-models')\n"
+            "for m in sys.argv[1:]:\n"
+            "    mod = importlib.import_module(m); fn = getattr(mod, 'build_all', None) or getattr(mod, 'build', None)\n"
+            "    print('[runner] model', m, fn(d) if fn else 'no build function', flush=True)\n")
+    t0 = time.time()
+    p = subprocess.run([sys.executable, "-c", code, *mods], cwd=REG_DIR, capture_output=True, text=True)
+    print(p.stdout.strip() or "", f"[runner] models ready in {time.time() - t0:.0f}s" if p.returncode == 0
+          else f"[runner] model build FAILED (tests will report it):\n{p.stderr[-2000:]}", flush=True)
+
+
 def env_facts():
     code = ("import json, torch, sglang; print(json.dumps(dict(sglang=sglang.__version__, torch=torch.__version__, "
             "device=torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu')))")
@@ -84,39 +99,78 @@ def main():
     ap.add_argument("--files", nargs="*")
     ap.add_argument("--modes", nargs="*", default=["off", "auto"])
     ap.add_argument("--out", default=os.environ.get("OUT", os.path.join(ROOT, "build", "registered")))
-    ap.add_argument("--timeout", type=int, default=400)
+    ap.add_argument("--timeout", type=int, default=400, help="per file and mode, seconds")
+    ap.add_argument("--jobs", type=int, default=1, help="files run at once (each with all its modes)")
+    ap.add_argument("--port-base", type=int, default=int(os.environ.get("SPECV2_PORT_BASE", 21000)),
+                    help="first port; two runners on one machine need bases 4000 apart")
+    ap.add_argument("--deadline", type=float, default=0,
+                    help="seconds from now after which no new file is started (0: none)")
     args = ap.parse_args()
+    t_start = time.time()
     facts = env_facts()
     rel = facts.get("sglang")
     os.makedirs(args.out, exist_ok=True)
     tests = [(p, r) for p, r in discover(args.suite, args.files) if rel in r["releases"]]
-    print(f"[runner] sglang {rel} torch {facts.get('torch')} on {facts.get('device')}: {len(tests)} file(s) x {args.modes}", flush=True)
-    results = []
-    for i, (path, reg) in enumerate(tests, 1):
+    # longest first: with --jobs the slow rows start early
+    tests.sort(key=lambda t: -t[1]["est_time"])
+    print(f"[runner] sglang {rel} torch {facts.get('torch')} on {facts.get('device')}: {len(tests)} file(s) x "
+          f"{args.modes}, {args.jobs} at a time", flush=True)
+    prebuild_models()
+    results, running, free_slots = [], {}, list(range(args.jobs))
+    pending = list(enumerate(tests, 1))
+
+    def start(i, path, reg, slot):
         name = os.path.basename(path)
-        print(f"[runner] ({i}/{len(tests)}) {name}: modes {args.modes} in parallel (est {reg['est_time']}s) ...", flush=True)
+        print(f"[runner] ({i}/{len(tests)}) {name}: modes {args.modes} (est {reg['est_time']}s, slot {slot}) ...", flush=True)
         procs = {}
         for k, mode in enumerate(args.modes):
             log = open(os.path.join(args.out, f"{name[:-3]}.{mode}.log"), "w")
-            env = {**os.environ, "SPECV2_AB": mode, "SPECV2_PORT": str(21000 + 1000 * k)}
+            # ports: base + 1000*mode + 40*slot; the file's reference server is on port + 500
+            env = {**os.environ, "SPECV2_AB": mode, "SPECV2_PORT": str(args.port_base + 1000 * k + 40 * slot)}
             # own session: a timeout kills the test *and* the servers it started
             p = subprocess.Popen([sys.executable, path], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REG_DIR,
                                  start_new_session=True)
             procs[mode] = (p, log, time.time())
-        for mode, (p, log, t0) in procs.items():
-            try:
-                rc = p.wait(timeout=max(1, args.timeout - (time.time() - t0)))
-            except subprocess.TimeoutExpired:
-                rc = "timeout"
-            kill_group(p)
-            log.close()
-            passed = rc == 0
-            expect_fail = mode == "off" and rel in reg["bug_in"]
-            verdict = "as expected" if passed != expect_fail else "UNEXPECTED"
-            results.append(dict(file=name, mode=mode, passed=passed, rc=rc, expected_fail=expect_fail,
-                                verdict=verdict, seconds=round(time.time() - t0, 1), log=os.path.basename(log.name)))
-            print(f"[runner]   {mode}: {'pass' if passed else 'FAIL'} rc={rc} in {results[-1]['seconds']}s ({verdict})", flush=True)
-        write_reports(args.out, facts, results)  # after every file: a cut-off matrix keeps what it did
+        return procs
+
+    def finish(name, reg, mode, p, log, t0, rc):
+        kill_group(p)
+        log.close()
+        passed = rc == 0
+        expect_fail = mode == "off" and rel in reg["bug_in"]
+        verdict = "as expected" if passed != expect_fail else "UNEXPECTED"
+        results.append(dict(file=name, mode=mode, passed=passed, rc=rc, expected_fail=expect_fail,
+                            verdict=verdict, seconds=round(time.time() - t0, 1), log=os.path.basename(log.name)))
+        print(f"[runner]   {name} {mode}: {'pass' if passed else 'FAIL'} rc={rc} in {results[-1]['seconds']}s "
+              f"({verdict})", flush=True)
+        write_reports(args.out, facts, results)  # after every result: a cut-off matrix keeps what it did
+
+    while pending or running:
+        while pending and free_slots:
+            if args.deadline and time.time() - t_start > args.deadline:
+                for i, (path, reg) in pending:
+                    print(f"[runner] ({i}/{len(tests)}) {os.path.basename(path)}: not started (deadline)", flush=True)
+                    for mode in args.modes:
+                        results.append(dict(file=os.path.basename(path), mode=mode, passed=False, rc="not run",
+                                            expected_fail=False, verdict="not run", seconds=0, log=None))
+                pending = []
+                write_reports(args.out, facts, results)
+                break
+            i, (path, reg) = pending.pop(0)
+            slot = free_slots.pop(0)
+            running[path] = (reg, slot, start(i, path, reg, slot))
+        time.sleep(1)
+        for path, (reg, slot, procs) in list(running.items()):
+            for mode, (p, log, t0) in list(procs.items()):
+                rc = p.poll()
+                if rc is None and time.time() - t0 > args.timeout:
+                    rc = "timeout"
+                if rc is not None:
+                    finish(os.path.basename(path), reg, mode, p, log, t0, rc)
+                    del procs[mode]
+            if not procs:
+                del running[path]
+                free_slots.append(slot)
     lines = write_reports(args.out, facts, results)
     print("\n".join(lines), flush=True)
     return 0 if all(r["verdict"] == "as expected" for r in results) else 1
@@ -131,8 +185,12 @@ def write_reports(out, facts, results):
              "| test | stock (off) | plugin (auto) | expectation |", "|---|---|---|---|"]
     for name in dict.fromkeys(r["file"] for r in results):
         cells = {r["mode"]: r for r in results if r["file"] == name}
-        fmt = lambda r: "-" if r is None else ("pass" if r["passed"] else f"FAIL (rc={r['rc']})")
+        fmt = lambda r: ("-" if r is None else "not run" if r["rc"] == "not run"
+                         else "pass" if r["passed"] else f"FAIL (rc={r['rc']})")
         ok = all(r["verdict"] == "as expected" for r in cells.values())
+        if any(r["verdict"] == "not run" for r in cells.values()):
+            lines.append(f"| {name} | not run | not run | (deadline) |")
+            continue
         exp = "stock fails, plugin passes" if any(r["expected_fail"] for r in cells.values()) else "both pass"
         lines.append(f"| {name} | {fmt(cells.get('off'))} | {fmt(cells.get('auto'))} | {exp}: {'met' if ok else 'NOT MET'} |")
     open(os.path.join(out, "results.md"), "w").write("\n".join(lines) + "\n")

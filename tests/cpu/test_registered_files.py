@@ -18,3 +18,46 @@ def test_every_registered_file_registers():
         assert reg["suite"] and reg["est_time"] > 0
         assert set(reg["bug_in"]) <= set(reg["releases"]), path
         compile(open(path).read(), path, "exec")
+
+
+def test_runner_runs_files_in_parallel_and_reports_verdicts(tmp_path):
+    """The GPU runner itself, on dummy registered files: A/B verdicts, timeouts, --jobs, reports."""
+    import json
+    import subprocess
+
+    from conftest import VERSION
+
+    reg = tmp_path / "reg"
+    reg.mkdir()
+    head = "from _registry import register_specv2_ci\nimport os, sys, time\n"
+    body = {
+        # stock fails where the bug is, plugin passes: as expected
+        "test_bug.py": (f"register_specv2_ci(est_time=5, suite='specv2-gpu', releases=['{VERSION}'], bug_in=['{VERSION}'])\n"
+                        "if __name__ == '__main__':\n    sys.exit(1 if os.environ['SPECV2_AB'] == 'off' else 0)\n"),
+        # a guard row that fails with the plugin: UNEXPECTED
+        "test_guard.py": (f"register_specv2_ci(est_time=9, suite='specv2-gpu', releases=['{VERSION}'])\n"
+                          "if __name__ == '__main__':\n    sys.exit(0 if os.environ['SPECV2_AB'] == 'off' else 1)\n"),
+        "test_hang.py": (f"register_specv2_ci(est_time=1, suite='specv2-gpu', releases=['{VERSION}'])\n"
+                         "if __name__ == '__main__':\n    time.sleep(60)\n"),
+        "test_other_release.py": ("register_specv2_ci(est_time=1, suite='specv2-gpu', releases=['0.0.1'])\n"
+                                  "if __name__ == '__main__':\n    sys.exit(1)\n"),
+    }
+    for name, text in body.items():
+        (reg / name).write_text(head + text)
+    (reg / "_registry.py").write_text("def register_specv2_ci(**kw):\n    pass\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "SPECV2_REG_DIR": str(reg)}
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "ci", "run_registered.py"), "--out", str(out),
+                        "--jobs", "3", "--timeout", "8"], env=env, capture_output=True, text=True, timeout=120)
+    res = json.loads((out / "results.json").read_text())
+    got = {(r["file"], r["mode"]): (r["passed"], r["verdict"]) for r in res["results"]}
+    assert got == {
+        ("test_bug.py", "off"): (False, "as expected"), ("test_bug.py", "auto"): (True, "as expected"),
+        ("test_guard.py", "off"): (True, "as expected"), ("test_guard.py", "auto"): (False, "UNEXPECTED"),
+        ("test_hang.py", "off"): (False, "UNEXPECTED"), ("test_hang.py", "auto"): (False, "UNEXPECTED"),
+    }, p.stdout + p.stderr
+    assert [r["rc"] for r in res["results"] if r["file"] == "test_hang.py"] == ["timeout", "timeout"]
+    assert p.returncode == 1
+    md = (out / "results.md").read_text()
+    assert "| test_bug.py | FAIL (rc=1) | pass | stock fails, plugin passes: met |" in md
+    assert "test_guard.py | pass | FAIL (rc=1) | both pass: NOT MET" in md

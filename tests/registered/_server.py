@@ -28,7 +28,7 @@ AB = os.environ.get("SPECV2_AB", "auto")
 MODELS_DIR = os.environ.get("SPECV2_MODELS", "/tmp/specv2-tiny-models")
 COMMON = [
     "--attention-backend", "triton", "--sampling-backend", "pytorch", "--grammar-backend", "none",
-    "--cuda-graph-max-bs", "8", "--mem-fraction-static", "0.2", "--log-level", "info",
+    "--cuda-graph-max-bs", "8", "--mem-fraction-static", os.environ.get("SPECV2_MEM_FRACTION", "0.2"), "--log-level", "info",
 ]
 
 
@@ -108,7 +108,10 @@ def reference_outputs(ps, max_new_tokens, target=None, extra_args=()):
     import fcntl
 
     target = target or models()["target"]
-    key = hashlib.sha256(json.dumps([ps, max_new_tokens, target, list(extra_args)]).encode()).hexdigest()[:16]
+    import sglang
+
+    # per release: each release's rows compare against that release's own target-only output
+    key = hashlib.sha256(json.dumps([ps, max_new_tokens, target, list(extra_args), sglang.__version__]).encode()).hexdigest()[:16]
     path = os.path.join(MODELS_DIR, f"reference-{key}.json")
     with open(path + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the stock and plugin runs share one reference launch

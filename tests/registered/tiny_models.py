@@ -186,7 +186,17 @@ def write_tokenizer(d):
 
 
 def build_all(out_dir):
+    """Build (once, under a file lock: parallel test processes share OUT_DIR) and return the model paths."""
+    import fcntl
+
     out_dir = os.path.abspath(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, ".build.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_all_locked(out_dir)
+
+
+def _build_all_locked(out_dir):
     paths = {n: os.path.join(out_dir, n) for n in ("target", "eagle3", "eagle")}
     with open(os.path.abspath(__file__), "rb") as f:
         stamp = hashlib.sha256(f.read() + torch.__version__.split("+")[0].encode()).hexdigest()
