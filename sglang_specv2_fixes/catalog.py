@@ -27,6 +27,7 @@ NOT_APPLICABLE = "not-applicable"  # the bug's code shape does not exist in this
 DISABLED = "disabled"  # deselected by SGLANG_SPECV2_FIXES / --specv2-fixes
 REFUSED = "refused"  # fingerprint mismatch: the installed code is not the code the body was written for
 FAILED = "failed"  # selected and fingerprints matched, but the patch is not in effect (see reason)
+NOT_BACKPORTED = "open"  # the bug is present in this release, but this plugin version does not patch it there
 UNSUPPORTED = "unsupported-release"
 
 
@@ -54,7 +55,7 @@ class Patch:
 
 @dataclasses.dataclass(frozen=True)
 class ReleaseNote:
-    """Nothing to patch on this code line; ``state`` is UPSTREAM or NOT_APPLICABLE.
+    """Nothing to patch on this code line; ``state`` is UPSTREAM, NOT_APPLICABLE or NOT_BACKPORTED.
 
     check: optional (module, qualname, fingerprint) of the upstream code that carries the fix, so the
     CLI can say "upstream (source verified)" rather than trusting the table.

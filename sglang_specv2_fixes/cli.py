@@ -45,13 +45,13 @@ def _status(args) -> int:
     print()
     for f in report.fixes:
         shown = "would apply" if f.state == catalog.READY else f.state
-        print(f"  {f.pr:<8} {f.name:<28} {shown}")
-        print(f"  {'':<8} {f.title}")
+        print(f"  {f.pr:<16} {f.name:<28} {shown}")
+        print(f"  {'':<16} {f.title}")
         if f.reason:
-            print(f"  {'':<8} reason: {f.reason}")
+            print(f"  {'':<16} reason: {f.reason}")
         for t in f.targets:
             mark = "ok" if t.ok else "MISMATCH" if t.installed else "NOT FOUND"
-            print(f"  {'':<8} fingerprint {mark}: {t.target} installed={t.installed} expected={t.expected}")
+            print(f"  {'':<16} fingerprint {mark}: {t.target} installed={t.installed} expected={t.expected}")
     for w in report.warnings:
         print(f"warning: {w}", file=sys.stderr)
     print()
@@ -85,9 +85,9 @@ def _matrix(args) -> int:
         for fix, cells in matrix_rows():
             print(f"| `{fix.name}` | {fix.pr} | " + " | ".join(cells[v] for v in vers) + " |")
     else:
-        print(f"{'fix':<28} {'PR':<8} " + " ".join(f"{v:<15}" for v in vers))
+        print(f"{'fix':<28} {'PR':<16} " + " ".join(f"{v:<15}" for v in vers))
         for fix, cells in matrix_rows():
-            print(f"{fix.name:<28} {fix.pr:<8} " + " ".join(f"{cells[v]:<15}" for v in vers))
+            print(f"{fix.name:<28} {fix.pr:<16} " + " ".join(f"{cells[v]:<15}" for v in vers))
     return 0
 
 

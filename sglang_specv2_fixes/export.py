@@ -39,8 +39,13 @@ def patched_text(text: str, replacements: List[Tuple[str, str]]) -> str:
     return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
 
 
-def fix_diff(fix: Fix, version: str, sglang_root: str) -> Optional[str]:
-    """Unified diff of one fix for ``version`` against the sglang package at ``sglang_root``."""
+def fix_diff(fix: Fix, version: str, sglang_root: str, state: Optional[Dict[str, str]] = None) -> Optional[str]:
+    """Unified diff of one fix for ``version`` against the sglang package at ``sglang_root``.
+
+    ``state`` (path -> text) carries a series: each diff is taken against the file as the earlier
+    patches of the series left it (and updated), so patches touching one file apply without offsets.
+    """
+    state = {} if state is None else state
     line = release.code_line(version)
     if line is None:
         raise ExportError(f"sglang {version} is not a supported release")
@@ -64,7 +69,7 @@ def fix_diff(fix: Fix, version: str, sglang_root: str) -> Optional[str]:
         path = release.module_file(module, sglang_root)
         if path is None:
             raise ExportError(f"{module} not found under {sglang_root}")
-        text = read_source(path)
+        text = state.get(path) or read_source(path)
         for p in by_module[module]:
             src, _, _ = function_source(text, p.qualname)
             found = fingerprint_source(src)
@@ -73,6 +78,7 @@ def fix_diff(fix: Fix, version: str, sglang_root: str) -> Optional[str]:
                     f"{p.target}: source at {path} has fingerprint {found}, the body was written for {p.fingerprint}"
                 )
         new = patched_text(text, [(p.qualname, body_source(p)[0]) for p in by_module[module]])
+        state[path] = new
         rel = "sglang/" + os.path.relpath(path, sglang_root).replace(os.sep, "/")
         out.extend(
             difflib.unified_diff(
@@ -85,9 +91,9 @@ def fix_diff(fix: Fix, version: str, sglang_root: str) -> Optional[str]:
 def export(version: str, sglang_root: str, out_dir: str) -> List[str]:
     """Write ``out_dir/series`` and one ``NNNN-<fix>.patch`` per fix; return the patch file names."""
     os.makedirs(out_dir, exist_ok=True)
-    names = []
+    names, state = [], {}
     for fix in ALL_FIXES:
-        diff = fix_diff(fix, version, sglang_root)
+        diff = fix_diff(fix, version, sglang_root, state)
         if diff is None:
             continue
         name = f"{len(names) + 1:04d}-{fix.name}.patch"

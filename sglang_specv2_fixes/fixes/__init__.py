@@ -8,6 +8,9 @@
 |                             |        |                |                |              | compaction, KV move, draft-extend graph    |
 |                             |        |                |                |              | gate, busy check; drop once 0.5.13.post1   |
 |                             |        |                |                |              | is the oldest supported release            |
+| live-accept-metrics         | #23456 | applied        | applied        | open (not    | process_batch_result_decode: stale         |
+|                             | follow |                |                | backported)  | requests left out of the spec counters;    |
+|                             | -up    |                |                |              | drop once upstream fixes it (open in 0.5.23)|
 | bonus-slot-accounting       | #22651 | upstream       | upstream       | upstream     | nothing (informational, source verified)   |
 | accept-length-split         | #23962 | upstream       | upstream       | upstream     | nothing (informational, source verified)   |
 | seq-lens-helper             | #25818 | not applicable | not applicable | upstream     | nothing (code shape absent before 0.5.13)  |
@@ -17,9 +20,17 @@ Each module holds the per-release bodies and fingerprints of one fix; ``FIX`` is
 release, and README.md's compatibility table is generated from the same records.
 """
 
-from . import accept_length_split, bonus_slot_accounting, seq_lens_helper, skip_stale_overlap_updates, tree_drafting
+from . import (
+    accept_length_split,
+    bonus_slot_accounting,
+    live_accept_metrics,
+    seq_lens_helper,
+    skip_stale_overlap_updates,
+    tree_drafting,
+)
 
-_MODULES = [skip_stale_overlap_updates, tree_drafting, bonus_slot_accounting, accept_length_split, seq_lens_helper]
+_MODULES = [skip_stale_overlap_updates, tree_drafting, live_accept_metrics, bonus_slot_accounting, accept_length_split,
+            seq_lens_helper]
 
 ALL_FIXES = [m.FIX for m in _MODULES]
 

@@ -1,5 +1,6 @@
 """Releases whose sources are only read (ci/setup_cpu_env.sh puts them in <venv>/src/<release>): the
-plan must find every fix upstream with its source verified, and nothing to patch or export."""
+plan must find every upstream fix with its source verified, the bugs still open upstream named as
+open (their buggy code verified by fingerprint), and nothing to patch or export."""
 
 import os
 import sys
@@ -18,13 +19,14 @@ def test_source_trees_present():
 
 
 @pytest.mark.parametrize("version", TREES)
-def test_everything_upstream_and_verified(version, monkeypatch, tmp_path):
+def test_upstream_or_open_and_verified(version, monkeypatch, tmp_path):
     root = os.path.join(SRC, version, "sglang")
     monkeypatch.setattr(release, "sglang_root", lambda: root)
     report = core.plan(selection.parse("auto", ALL_FIXES), version=version)
     assert report.supported and report.warnings == []
+    still_open = {"live-accept-metrics"}  # open upstream (see the fix module)
     for st in report.fixes:
-        assert st.state == catalog.UPSTREAM, (st.name, st.state, st.reason)
+        assert st.state == (catalog.NOT_BACKPORTED if st.name in still_open else catalog.UPSTREAM), (st.name, st.state, st.reason)
         assert "source verified" in st.reason, (st.name, st.reason)
         assert st.targets and all(t.ok for t in st.targets)
     assert export.export(version, root, str(tmp_path)) == []
