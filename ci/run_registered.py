@@ -105,7 +105,15 @@ def main():
                     help="first port; two runners on one machine need bases 4000 apart")
     ap.add_argument("--deadline", type=float, default=0,
                     help="seconds from now after which no new file is started (0: none)")
+    ap.add_argument("--mode-env", action="append", default=[], metavar="MODE:KEY=VALUE",
+                    help="extra environment for one mode's runs, e.g. auto:SGLANG_SPECV2_FIXES_CHECK=1 "
+                         "(the plugin side runs in check mode: any invariant violation stops its server)")
     args = ap.parse_args()
+    mode_env = {}
+    for item in args.mode_env:
+        mode, kv = item.split(":", 1)
+        key, value = kv.split("=", 1)
+        mode_env.setdefault(mode, {})[key] = value
     t_start = time.time()
     facts = env_facts()
     rel = facts.get("sglang")
@@ -113,8 +121,9 @@ def main():
     tests = [(p, r) for p, r in discover(args.suite, args.files) if rel in r["releases"]]
     # longest first: with --jobs the slow rows start early
     tests.sort(key=lambda t: -t[1]["est_time"])
+    facts["mode_env"] = mode_env
     print(f"[runner] sglang {rel} torch {facts.get('torch')} on {facts.get('device')}: {len(tests)} file(s) x "
-          f"{args.modes}, {args.jobs} at a time", flush=True)
+          f"{args.modes}, {args.jobs} at a time, extra env {mode_env or 'none'}", flush=True)
     prebuild_models()
     results, running, free_slots = [], {}, list(range(args.jobs))
     pending = list(enumerate(tests, 1))
@@ -126,7 +135,8 @@ def main():
         for k, mode in enumerate(args.modes):
             log = open(os.path.join(args.out, f"{name[:-3]}.{mode}.log"), "w")
             # ports: base + 1000*mode + 40*slot; the file's reference server is on port + 500
-            env = {**os.environ, "SPECV2_AB": mode, "SPECV2_PORT": str(args.port_base + 1000 * k + 40 * slot)}
+            env = {**os.environ, **mode_env.get(mode, {}), "SPECV2_AB": mode,
+                   "SPECV2_PORT": str(args.port_base + 1000 * k + 40 * slot)}
             # own session: a timeout kills the test *and* the servers it started
             p = subprocess.Popen([sys.executable, path], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REG_DIR,
                                  start_new_session=True)
@@ -181,7 +191,9 @@ def write_reports(out, facts, results):
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     summary = dict(date=stamp, **facts, results=results)
     json.dump(summary, open(os.path.join(out, "results.json"), "w"), indent=2)
-    lines = [f"Run {stamp} on {facts.get('device')}, sglang {rel}, torch {facts.get('torch')}", "",
+    extra = "; ".join(f"{m}: {' '.join(f'{k}={v}' for k, v in e.items())}" for m, e in facts.get("mode_env", {}).items())
+    lines = [f"Run {stamp} on {facts.get('device')}, sglang {rel}, torch {facts.get('torch')}"
+             + (f", extra env ({extra})" if extra else ""), "",
              "| test | stock (off) | plugin (auto) | expectation |", "|---|---|---|---|"]
     for name in dict.fromkeys(r["file"] for r in results):
         cells = {r["mode"]: r for r in results if r["file"] == name}

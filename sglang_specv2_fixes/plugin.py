@@ -145,7 +145,9 @@ def _init_info(result, self, *args, **kwargs):
 def _internal_state(result, self, *args, **kwargs):
     state = getattr(result, "internal_state", None)
     if isinstance(state, dict):
-        state["specv2_fixes"] = server_info_payload()
+        state["specv2_fixes"] = payload = server_info_payload()
+        if selection.probe_enabled():
+            payload["spec_counters"] = probe.spec_counters(self)
     return result
 
 

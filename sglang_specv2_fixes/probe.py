@@ -14,6 +14,12 @@ Invariants counted (a stale result must not touch a request whose KV is already 
   committed_over_allocated  retracted request ends with kv_committed_len > kv_allocated_len
   stale_stat_updates        spec_verify_ct changed on a finished/retracted request
   live_committed_over_allocated  a live request ends the step with kv_committed_len > kv_allocated_len
+  seq_lens_sum_mismatch     a decode batch (no spec or spec v2) reaches run_batch with
+                            seq_lens_sum != sum(seq_lens_cpu) (the #25818 class of bugs; counted over
+                            seq_lens_checks batches). The device copy is not compared on 0.5.11/0.5.12:
+                            they re-sync seq_lens_cpu from it eagerly and have no "synced" flag, so
+                            a comparison would need a device sync against in-flight overlap work.
+                            Spec v1 batches are skipped (its worker rewrites them mid-step).
 
 In check mode the first violation raises in the scheduler (which stops it) with the request id and
 its counters, instead of only being counted.
@@ -23,6 +29,12 @@ from __future__ import annotations
 
 import threading
 from typing import Dict
+
+RUN_BATCH = {
+    "0.5.11": "sglang.srt.managers.scheduler.Scheduler.run_batch",
+    "0.5.12": "sglang.srt.managers.scheduler.Scheduler.run_batch",
+    "0.5.13.post1": "sglang.srt.managers.scheduler.Scheduler.run_batch",
+}
 
 TARGETS = {
     "0.5.11": "sglang.srt.managers.scheduler_output_processor_mixin.SchedulerOutputProcessorMixin.process_batch_result_decode",
@@ -51,6 +63,8 @@ def reset() -> None:
             committed_over_allocated=0,
             stale_stat_updates=0,
             live_committed_over_allocated=0,
+            seq_lens_checks=0,
+            seq_lens_sum_mismatch=0,
             examples=[],
         )
 
@@ -93,11 +107,29 @@ def _around(original, self, batch, result, *args, **kwargs):
     return out
 
 
+def _around_run_batch(original, self, batch, *args, **kwargs):
+    mode = getattr(batch, "forward_mode", None)
+    if (
+        mode is not None
+        and mode.is_decode()
+        and (batch.spec_algorithm.is_none() or getattr(batch, "is_spec_v2", False))
+        and batch.seq_lens_cpu is not None
+        and batch.seq_lens_sum is not None
+    ):
+        total = int(batch.seq_lens_cpu.sum())
+        with _lock:
+            STATS["seq_lens_checks"] += 1
+            if total != batch.seq_lens_sum:
+                STATS["seq_lens_sum_mismatch"] += 1
+                _record(f"decode batch of {len(batch.reqs)}: seq_lens_sum {batch.seq_lens_sum} != sum(seq_lens_cpu) {total}")
+    return original(self, batch, *args, **kwargs)
+
+
 def _record(message: str) -> None:
     if len(STATS["examples"]) < 5:
         STATS["examples"].append(message)
     if _strict:
-        raise InvariantViolation(f"sglang-specv2-fixes invariant violated after a spec-v2 decode result: {message}")
+        raise InvariantViolation(f"sglang-specv2-fixes invariant violated: {message}")
 
 
 def register(code_line: str, strict: bool = False) -> None:
@@ -107,6 +139,26 @@ def register(code_line: str, strict: bool = False) -> None:
 
     _strict = strict
     HookRegistry.register(TARGETS[code_line], _around, HookType.AROUND)
+    HookRegistry.register(RUN_BATCH[code_line], _around_run_batch, HookType.AROUND)
+
+
+# SGLang's own scheduler-wide acceptance counters, per release name (lifetime + current log interval)
+_COUNTERS = (
+    ("spec_total_num_accepted_tokens", "spec_num_accepted_tokens"),  # 0.5.11
+    ("spec_total_num_accept_tokens", "spec_num_accept_tokens"),  # 0.5.12.x
+)
+
+
+def spec_counters(scheduler) -> dict:
+    """The scheduler's acceptance counters as SGLang keeps them (read, not recomputed): accepted tokens
+    and verify steps since start, so a test can compare them with the per-request meta_info."""
+    for total, current in _COUNTERS:
+        if hasattr(scheduler, total):
+            return {
+                "accepted_tokens": getattr(scheduler, total) + getattr(scheduler, current),
+                "verify_steps": scheduler.spec_total_num_forward_ct + scheduler.spec_num_forward_ct,
+            }
+    return {}
 
 
 def snapshot() -> dict:

@@ -79,3 +79,38 @@ def test_not_spec_v2_passes_through():
     calls = []
     probe._around(lambda self, b, r: calls.append(1), None, types.SimpleNamespace(is_spec_v2=False, reqs=[]), None)
     assert calls == [1] and probe.snapshot()["spec_v2_results"] == 0
+
+
+def _decode_batch(seq_lens, seq_lens_sum, spec="EAGLE3", v2=True):
+    import torch
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    return types.SimpleNamespace(
+        forward_mode=ForwardMode.DECODE, spec_algorithm=SpeculativeAlgorithm.from_string(spec), is_spec_v2=v2,
+        seq_lens_cpu=torch.tensor(seq_lens, dtype=torch.int64), seq_lens_sum=seq_lens_sum, reqs=[None] * len(seq_lens),
+    )
+
+
+def _run_batch(batch, strict):
+    probe.reset()
+    probe._strict = strict
+    ran = []
+    try:
+        probe._around_run_batch(lambda self, b: ran.append(b), None, batch)
+    finally:
+        probe._strict = False
+    return probe.snapshot(), ran
+
+
+def test_seq_lens_sum_invariant_on_decode_batches():
+    s, ran = _run_batch(_decode_batch([5, 7, 9], 21), strict=True)
+    assert (s["seq_lens_checks"], s["seq_lens_sum_mismatch"]) == (1, 0) and len(ran) == 1
+    s, _ = _run_batch(_decode_batch([5, 7, 9], 22), strict=False)
+    assert (s["seq_lens_checks"], s["seq_lens_sum_mismatch"]) == (1, 1)
+    assert "seq_lens_sum 22 != sum(seq_lens_cpu) 21" in s["examples"][0]
+    with pytest.raises(probe.InvariantViolation, match="seq_lens_sum 22"):
+        _run_batch(_decode_batch([5, 7, 9], 22), strict=True)
+    # spec v1 rewrites its batch inside the worker: not checked
+    s, ran = _run_batch(_decode_batch([5, 7, 9], 22, v2=False), strict=True)
+    assert s["seq_lens_checks"] == 0 and len(ran) == 1
