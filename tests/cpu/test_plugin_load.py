@@ -177,8 +177,9 @@ from sglang.srt.plugins import load_plugins
 from sglang.srt.plugins.hook_registry import HookRegistry
 load_plugins()
 from sglang_specv2_fixes import probe, plugin
-target = probe.TARGETS[plugin.current_report().code_line]
-print('RESULT ' + json.dumps([target in HookRegistry._hooks, probe._strict]))
+line = plugin.current_report().code_line
+hooks = [h for t in (probe.TARGETS[line], probe.RUN_BATCH[line]) for _, h, _ in HookRegistry._hooks.get(t, [])]
+print('RESULT ' + json.dumps([probe._around in hooks and probe._around_run_batch in hooks, probe._strict]))
 """
     hooked, strict = result_of(run_py(code, **env))
     assert hooked is expected
