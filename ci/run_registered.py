@@ -105,6 +105,9 @@ def main():
                     help="first port; two runners on one machine need bases 4000 apart")
     ap.add_argument("--deadline", type=float, default=0,
                     help="seconds from now after which no new file is started (0: none)")
+    ap.add_argument("--budget", type=float, default=0,
+                    help="hard wall-clock budget in seconds (0: none): a file is not started unless its est_time "
+                         "fits, and whatever still runs at the budget is killed (rc 'budget') so reports get written")
     ap.add_argument("--mode-env", action="append", default=[], metavar="MODE:KEY=VALUE",
                     help="extra environment for one mode's runs, e.g. auto:SGLANG_SPECV2_FIXES_CHECK=1 "
                          "(the plugin side runs in check mode: any invariant violation stops its server)")
@@ -157,16 +160,21 @@ def main():
 
     while pending or running:
         while pending and free_slots:
-            if args.deadline and time.time() - t_start > args.deadline:
+            elapsed = time.time() - t_start
+            fitting = [k for k, (_, (_, reg)) in enumerate(pending)
+                       if not args.budget or elapsed + min(reg["est_time"], args.timeout) <= args.budget]
+            if (args.deadline and elapsed > args.deadline) or not fitting:
+                if running and not (args.deadline and elapsed > args.deadline):
+                    break  # a shorter file may fit once nothing else is left to start; wait for the running ones
                 for i, (path, reg) in pending:
-                    print(f"[runner] ({i}/{len(tests)}) {os.path.basename(path)}: not started (deadline)", flush=True)
+                    print(f"[runner] ({i}/{len(tests)}) {os.path.basename(path)}: not started (deadline/budget)", flush=True)
                     for mode in args.modes:
                         results.append(dict(file=os.path.basename(path), mode=mode, passed=False, rc="not run",
                                             expected_fail=False, verdict="not run", seconds=0, log=None))
                 pending = []
                 write_reports(args.out, facts, results)
                 break
-            i, (path, reg) = pending.pop(0)
+            i, (path, reg) = pending.pop(fitting[0])
             slot = free_slots.pop(0)
             running[path] = (reg, slot, start(i, path, reg, slot))
         time.sleep(1)
@@ -175,6 +183,8 @@ def main():
                 rc = p.poll()
                 if rc is None and time.time() - t0 > args.timeout:
                     rc = "timeout"
+                if rc is None and args.budget and time.time() - t_start > args.budget:
+                    rc = "budget"
                 if rc is not None:
                     finish(os.path.basename(path), reg, mode, p, log, t0, rc)
                     del procs[mode]
@@ -201,7 +211,7 @@ def write_reports(out, facts, results):
                          else "pass" if r["passed"] else f"FAIL (rc={r['rc']})")
         ok = all(r["verdict"] == "as expected" for r in cells.values())
         if any(r["verdict"] == "not run" for r in cells.values()):
-            lines.append(f"| {name} | not run | not run | (deadline) |")
+            lines.append(f"| {name} | not run | not run | (run budget) |")
             continue
         exp = "stock fails, plugin passes" if any(r["expected_fail"] for r in cells.values()) else "both pass"
         lines.append(f"| {name} | {fmt(cells.get('off'))} | {fmt(cells.get('auto'))} | {exp}: {'met' if ok else 'NOT MET'} |")

@@ -61,3 +61,26 @@ def test_runner_runs_files_in_parallel_and_reports_verdicts(tmp_path):
     md = (out / "results.md").read_text()
     assert "| test_bug.py | FAIL (rc=1) | pass | stock fails, plugin passes: met |" in md
     assert "test_guard.py | pass | FAIL (rc=1) | both pass: NOT MET" in md
+
+
+def test_runner_budget_kills_and_skips(tmp_path):
+    import json
+    import subprocess
+
+    from conftest import VERSION
+
+    reg = tmp_path / "reg"
+    reg.mkdir()
+    (reg / "_registry.py").write_text("def register_specv2_ci(**kw):\n    pass\n")
+    head = "from _registry import register_specv2_ci\nimport time\n"
+    (reg / "test_long.py").write_text(head + f"register_specv2_ci(est_time=2, suite='specv2-gpu', releases=['{VERSION}'])\n"
+                                      "if __name__ == '__main__':\n    time.sleep(60)\n")
+    (reg / "test_too_big.py").write_text(head + f"register_specv2_ci(est_time=500, suite='specv2-gpu', releases=['{VERSION}'])\n"
+                                         "if __name__ == '__main__':\n    pass\n")
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, os.path.join(ROOT, "ci", "run_registered.py"), "--out", str(out), "--jobs", "2",
+                    "--budget", "20"], env={**os.environ, "SPECV2_REG_DIR": str(reg)}, capture_output=True, timeout=120)
+    res = {(r["file"], r["mode"]): r["rc"] for r in json.loads((out / "results.json").read_text())["results"]}
+    assert res == {("test_long.py", "off"): "budget", ("test_long.py", "auto"): "budget",
+                   ("test_too_big.py", "off"): "not run", ("test_too_big.py", "auto"): "not run"}
+    assert "| test_too_big.py | not run | not run | (run budget) |" in (out / "results.md").read_text()

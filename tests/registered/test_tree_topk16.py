@@ -1,5 +1,5 @@
 """Tree drafting at width: EAGLE3 topk 16, 64 draft tokens, overlap on, page_size 1, with forced
-retraction and strict busy leak checks. Stock falls back to spec v1 for explicit topk > 1 (overlap off,
+retraction, strict busy leak checks and a concurrent abort. Stock falls back to spec v1 for explicit topk > 1 (overlap off,
 asserted below); the plugin runs it on spec v2 tree drafting with output equal to target-only."""
 
 import unittest
@@ -35,6 +35,11 @@ class TestTreeTopk16(CustomTestCase, SpecChecks):
     def test_4_concurrent_load_with_retract(self):
         self.check_concurrent_load(32)
         self.check_accept_length(1.5)
+        self.check_alive()
+
+    def test_5_concurrent_abort(self):
+        self.check_concurrent_abort()
+        self.check_greedy_equals_target_only()
         self.check_alive()
 
 
