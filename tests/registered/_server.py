@@ -29,6 +29,10 @@ MODELS_DIR = os.environ.get("SPECV2_MODELS", "/tmp/specv2-tiny-models")
 COMMON = [
     "--attention-backend", "triton", "--sampling-backend", "pytorch", "--grammar-backend", "none",
     "--cuda-graph-max-bs", "8", "--mem-fraction-static", os.environ.get("SPECV2_MEM_FRACTION", "0.2"), "--log-level", "info",
+    # many tiny-model servers share one GPU in a matrix run: the static fraction only has to leave slack for
+    # other servers' allocations during profiling; the KV pool itself is capped (a few hundred MB) and the
+    # piecewise CUDA graphs (~10 s and up to ~3 GB per server, no use for these tests) are off
+    "--max-total-tokens", os.environ.get("SPECV2_MAX_TOTAL_TOKENS", "131072"), "--disable-piecewise-cuda-graph",
 ]
 
 

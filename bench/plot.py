@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""Report for ``bench/serving.py``: Markdown table and PNG plots from its ``results.json``.
+
+    python3 bench/plot.py RESULTS_JSON OUTDIR        # writes OUTDIR/results.md, OUTDIR/serving.png, OUTDIR/pairs.png
+
+Runs anywhere with Python 3.8+; the PNGs need matplotlib (present on the GPU machine's image, absent on
+the dev machine): without it the Markdown is still written and a one-line message says the plots were
+skipped. ``serving.py`` imports this module to write the same files while it runs.
+
+Ratios are plugin / stock. Throughput: higher is better (ratio > 1 = plugin faster). TPOT / ITL: lower is
+better (ratio < 1 = plugin faster). "median over pairs": each repeat r of a point is one stock run and one
+plugin run back to back (order alternating between repeats), ratio taken per pair, then the median.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import sys
+
+SIDES = ("stock", "plugin")
+PNG_FILES = ("serving.png", "pairs.png")
+
+
+# ----------------------------------------------------------------------------------------- summary
+def _num(x):
+    return x if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def _median(xs):
+    xs = [x for x in (_num(v) for v in xs) if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def _ratio(a, b):
+    a, b = _num(a), _num(b)
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def ok_points(cfg):
+    return [p for p in cfg.get("points", []) if p.get("ok")]
+
+
+def concurrencies(results):
+    seen = set()
+    for cfg in results.get("configs", {}).values():
+        for p in cfg.get("points", []):
+            seen.add(p["concurrency"])
+    return sorted(seen)
+
+
+def summarize(results):
+    """One row per (config, concurrency) that has at least one successful point."""
+    rows = []
+    for name, cfg in results.get("configs", {}).items():
+        pts = ok_points(cfg)
+        for c in sorted({p["concurrency"] for p in pts}):
+            at = [p for p in pts if p["concurrency"] == c]
+            side = {s: [p for p in at if p["side"] == s] for s in SIDES}
+            row = dict(config=name, concurrency=c, n={s: len(side[s]) for s in SIDES})
+            for key in ("output_throughput", "median_tpot_ms", "p99_tpot_ms", "median_itl_ms", "p99_itl_ms",
+                        "median_ttft_ms", "accept_length"):
+                row[key] = {s: _median(p.get(key) for p in side[s]) for s in SIDES}
+            by_rep = {s: {p["rep"]: p for p in side[s]} for s in SIDES}
+            reps = sorted(set(by_rep["stock"]) & set(by_rep["plugin"]))
+            pair = lambda key: [_ratio(by_rep["plugin"][r].get(key), by_rep["stock"][r].get(key)) for r in reps]
+            row["pairs"] = len(reps)
+            row["pair_tpot_ratios"] = [x for x in pair("median_tpot_ms") if x is not None]
+            row["tpot_ratio"] = _median(row["pair_tpot_ratios"])
+            row["throughput_ratio"] = _median(pair("output_throughput"))
+            row["p99_tpot_ratio"] = _median(pair("p99_tpot_ms"))
+            row["median_itl_ratio"] = _median(pair("median_itl_ms"))
+            row["p99_itl_ratio"] = _median(pair("p99_itl_ms"))
+            row["greedy_identical"] = (cfg.get("greedy") or {}).get("identical")
+            rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------- markdown
+def _f(x, nd=1):
+    x = _num(x)
+    return "-" if x is None else f"{x:.{nd}f}"
+
+
+def _r(x):
+    x = _num(x)
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _yn(x):
+    return {True: "yes", False: "**NO**"}.get(x, "-")
+
+
+def spec_path(side):
+    if not side or side.get("error"):
+        return "-"
+    if not side.get("speculative"):
+        return "no spec" + ("" if side.get("overlap_schedule") else " (overlap off)")
+    return "spec v2 (overlap)" if side.get("overlap_schedule") else "spec v1 (overlap off)"
+
+
+def markdown(results):
+    m = results.get("meta", {})
+    a = m.get("args", {})
+    lines = [
+        "# Serving benchmark: stock SGLang (`--specv2-fixes off`) vs the plugin (`--specv2-fixes auto`)",
+        "",
+        f"Run {m.get('date', '?')} on {m.get('device', '?')}, sglang {m.get('sglang', '?')}, torch {m.get('torch', '?')}, "
+        f"plugin {m.get('plugin_version', '?')}; {'complete' if m.get('complete') else 'INCOMPLETE: ' + str(m.get('stop_reason'))} "
+        f"({_f(m.get('elapsed_s'), 0)} s of a {_f(a.get('budget_s'), 0)} s budget)"
+        + (f"; **{m['points_failed']} of {m.get('points')} points failed** (listed at the end)." if m.get("points_failed")
+           else "."),
+        "",
+        f"Driver: SGLang's own `sglang.bench_serving` ({m.get('bench_mode', '?')}), `--backend sglang --dataset-name random-ids "
+        f"--tokenize-prompt --random-input-len {a.get('input_len')} --random-output-len {a.get('output_len')} "
+        f"--random-range-ratio 1.0 --request-rate inf --flush-cache --seed {a.get('seed')}`, `--max-concurrency` per column; same prompts "
+        "for both sides. Models: the tiny real-weight models of `tests/registered/tiny_models.py` (their speed says "
+        "nothing about large models: it shows scheduling/host overhead and speculative acceptance, where the plugin's "
+        "code runs). Both servers of a configuration are up together, benchmarked one at a time"
+        + (" (`--sleep-on-idle` on both, so the idle one does not spin)." if a.get("sleep_on_idle") else ".")
+        + f" Server flags: `{' '.join(m.get('common_server_args', []))}`"
+        + (f" plus `{a['server_args']}`" if a.get("server_args") else "")
+        + " (the registered tests' COMMON; their test-only `SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_BUSY` is not set).",
+        "",
+        "Ratios are plugin / stock: throughput > 1 and TPOT/ITL < 1 mean the plugin side is faster. Ratios are "
+        "medians over stock/plugin pairs (order alternating between repeats).",
+        "",
+        "| config | conc | pairs | output tok/s stock | plugin | ratio | TPOT median ms stock | plugin | ratio | "
+        "accept len stock | plugin | greedy identical |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    rows = summarize(results)
+    for r in rows:
+        lines.append(
+            f"| {r['config']} | {r['concurrency']} | {r['pairs']} | {_f(r['output_throughput']['stock'])} | "
+            f"{_f(r['output_throughput']['plugin'])} | {_r(r['throughput_ratio'])} | {_f(r['median_tpot_ms']['stock'], 2)} | "
+            f"{_f(r['median_tpot_ms']['plugin'], 2)} | {_r(r['tpot_ratio'])} | {_f(r['accept_length']['stock'], 2)} | "
+            f"{_f(r['accept_length']['plugin'], 2)} | {_yn(r['greedy_identical'])} |")
+    if not rows:
+        lines.append("| (no successful points) |||||||||||| ")
+    lines += ["", "Tail latency (ms, median over repeats; ratio median over pairs):", "",
+              "| config | conc | TPOT p99 stock | plugin | ratio | ITL median stock | plugin | ratio | ITL p99 stock | plugin | ratio | TTFT median stock | plugin |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['config']} | {r['concurrency']} | {_f(r['p99_tpot_ms']['stock'], 2)} | {_f(r['p99_tpot_ms']['plugin'], 2)} | "
+            f"{_r(r['p99_tpot_ratio'])} | {_f(r['median_itl_ms']['stock'], 2)} | {_f(r['median_itl_ms']['plugin'], 2)} | "
+            f"{_r(r['median_itl_ratio'])} | {_f(r['p99_itl_ms']['stock'], 2)} | {_f(r['p99_itl_ms']['plugin'], 2)} | "
+            f"{_r(r['p99_itl_ratio'])} | {_f(r['median_ttft_ms']['stock'], 1)} | {_f(r['median_ttft_ms']['plugin'], 1)} |")
+    multi = [r for r in rows if r["pairs"] > 1]
+    if multi:
+        lines += ["", "Per-pair TPOT median ratios (plugin / stock):", ""]
+        for r in multi:
+            lines.append(f"* {r['config']} @ {r['concurrency']}: " + ", ".join(_r(x) for x in r["pair_tpot_ratios"])
+                         + f" -> median {_r(r['tpot_ratio'])}")
+    lines += ["", "Servers:", "", "| config | side | path | fixes applied | launch s | error |", "|---|---|---|---|---|---|"]
+    for name, cfg in results.get("configs", {}).items():
+        for s in SIDES:
+            sd = cfg.get("sides", {}).get(s)
+            if not sd:
+                continue
+            applied = ", ".join(k for k, v in (sd.get("fixes") or {}).items() if v == "applied") or "none"
+            err = (sd.get("error") or "").replace("|", "/").replace("\n", " ")[:120]
+            lines.append(f"| {name} | {s} | {spec_path(sd)} | {applied} | {_f(sd.get('launch_s'), 0)} | {err or '-'} |")
+    lines += ["", "Greedy identity (temperature 0, `/generate`, same prompts on both sides):", ""]
+    for name, cfg in results.get("configs", {}).items():
+        g = cfg.get("greedy")
+        if cfg.get("skipped"):
+            lines.append(f"* {name}: skipped ({cfg['skipped']})")
+        elif g:
+            extra = ""
+            if g.get("equals_nospec") is not None:
+                extra = f"; stock = nospec: {_yn(g['equals_nospec'].get('stock'))}, plugin = nospec: {_yn(g['equals_nospec'].get('plugin'))}"
+            if g.get("error"):
+                extra += f"; error: {g['error'][:200]}"
+            lines.append(f"* {name}: {g.get('n_prompts')} prompts x {g.get('max_new_tokens')} tokens, stock = plugin: "
+                         f"{_yn(g.get('identical'))} (mismatching prompts: {g.get('mismatches')}){extra}")
+    failed = [(n, p) for n, cfg in results.get("configs", {}).items() for p in cfg.get("points", []) if not p.get("ok")]
+    if failed:
+        lines += ["", "Failed or incomplete points:", ""]
+        for n, p in failed:
+            lines.append(f"* {n} {p['side']} c={p['concurrency']} rep {p['rep']}: {str(p.get('error'))[:200]}")
+    lines.append("")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------- plots
+def have_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def plots(results, outdir):
+    """Write serving.png and (with data) pairs.png; returns the paths written, or None without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("[plot] matplotlib is not installed: PNG plots skipped (results.md still written); "
+              "regenerate anywhere with matplotlib: python3 bench/plot.py RESULTS_JSON OUTDIR", flush=True)
+        return None
+    rows = summarize(results)
+    if not rows:
+        return []
+    names = list(dict.fromkeys(r["config"] for r in rows))
+    colors = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}
+    concs = sorted({r["concurrency"] for r in rows})
+    m = results.get("meta", {})
+    title = f"sglang {m.get('sglang', '?')} on {m.get('device', '?')}: stock (dashed) vs plugin (solid)"
+    written = []
+
+    fig, ax = plt.subplots(2, 2, figsize=(13, 9))
+    for (i, j), key, label in [((0, 0), "output_throughput", "output tok/s"), ((0, 1), "median_tpot_ms", "TPOT median (ms)"),
+                               ((1, 1), "accept_length", "mean accept length")]:
+        a = ax[i][j]
+        for n in names:
+            rr = [r for r in rows if r["config"] == n]
+            for s, ls, mk in (("stock", "--", "o"), ("plugin", "-", "s")):
+                xs = [r["concurrency"] for r in rr if r[key][s] is not None]
+                ys = [r[key][s] for r in rr if r[key][s] is not None]
+                if xs:
+                    a.plot(xs, ys, ls=ls, marker=mk, color=colors[n], label=f"{n} {s}")
+        a.set_xscale("log", base=2)
+        a.set_xticks(concs)
+        a.set_xticklabels([str(c) for c in concs])
+        a.set_xlabel("max concurrency")
+        a.set_ylabel(label)
+        a.grid(alpha=0.3)
+    ax[0][0].legend(fontsize=7, ncol=2)
+    a = ax[1][0]
+    width = 0.8 / max(1, len(concs))
+    for k, c in enumerate(concs):
+        ys = []
+        for n in names:
+            r = next((r for r in rows if r["config"] == n and r["concurrency"] == c), None)
+            ys.append(r["throughput_ratio"] if r and r["throughput_ratio"] is not None else float("nan"))
+        a.bar([x + (k - (len(concs) - 1) / 2) * width for x in range(len(names))], ys, width, label=f"c={c}")
+    a.axhline(1.0, color="k", lw=0.8)
+    a.set_xticks(range(len(names)))
+    a.set_xticklabels(names, fontsize=8)
+    a.set_ylabel("output tok/s ratio (plugin / stock)")
+    a.legend(fontsize=8)
+    a.grid(alpha=0.3, axis="y")
+    fig.suptitle(title)
+    fig.tight_layout()
+    p = os.path.join(outdir, PNG_FILES[0])
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    written.append(p)
+
+    fig, ax = plt.subplots(1, 2, figsize=(13, 4.8))
+    labels = [f"{r['config']} @{r['concurrency']}" for r in rows]
+    a = ax[0]
+    for x, r in enumerate(rows):
+        ys = r["pair_tpot_ratios"]
+        a.scatter([x] * len(ys), ys, color=colors[r["config"]], s=18, alpha=0.7)
+        if r["tpot_ratio"] is not None:
+            a.plot([x - 0.3, x + 0.3], [r["tpot_ratio"]] * 2, color="k", lw=1.5)
+    a.axhline(1.0, color="grey", lw=0.8, ls=":")
+    a.set_xticks(range(len(rows)))
+    a.set_xticklabels(labels, fontsize=7, rotation=45, ha="right")
+    a.set_ylabel("TPOT median ratio per pair (plugin / stock); bar = median")
+    a.grid(alpha=0.3, axis="y")
+    a = ax[1]
+    w = 0.4
+    for k, (key, lab) in enumerate((("p99_tpot_ratio", "TPOT p99"), ("p99_itl_ratio", "ITL p99"))):
+        ys = [r[key] if r[key] is not None else float("nan") for r in rows]
+        a.bar([x + (k - 0.5) * w for x in range(len(rows))], ys, w, label=lab)
+    a.axhline(1.0, color="k", lw=0.8)
+    a.set_xticks(range(len(rows)))
+    a.set_xticklabels(labels, fontsize=7, rotation=45, ha="right")
+    a.set_ylabel("tail latency ratio (plugin / stock), lower = plugin faster")
+    a.legend(fontsize=8)
+    a.grid(alpha=0.3, axis="y")
+    fig.suptitle(f"sglang {m.get('sglang', '?')} on {m.get('device', '?')}: plugin / stock per stock-plugin pair "
+                 "(< 1 = plugin faster)")
+    fig.tight_layout()
+    p = os.path.join(outdir, PNG_FILES[1])
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    written.append(p)
+    return written
+
+
+def write_markdown(results, outdir):
+    path = os.path.join(outdir, "results.md")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(markdown(results))
+    os.replace(tmp, path)
+    return path
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2 or argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    with open(argv[0]) as f:
+        results = json.load(f)
+    os.makedirs(argv[1], exist_ok=True)
+    print("[plot] wrote", write_markdown(results, argv[1]))
+    for p in plots(results, argv[1]) or []:
+        print("[plot] wrote", p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

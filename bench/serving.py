@@ -1,0 +1,883 @@
+#!/usr/bin/env python3
+"""Serving benchmark, A/B: stock SGLang (``--specv2-fixes off``) vs the plugin (``--specv2-fixes auto``).
+
+On the GPU machine (see ``bench/gpu_bench.sh``, which prepares the bundle and calls this):
+
+    python3 bench/serving.py --out $OUT/bench-0.5.11 [--configs nospec eagle3-topk1 tree-topk8 tree-topk16]
+        [--concurrency 1 8 32] [--repeats 1,nospec@8=3,eagle3-topk1@8=3] [--budget-s 520]
+    python3 bench/serving.py --dry-run          # the plan (server and bench_serving commands), launches nothing
+
+For each configuration it starts the real server twice with the registered tests' launcher
+(``sglang.test.test_utils.popen_launch_server``, tiny real-weight models of ``tests/registered/tiny_models.py``,
+``COMMON`` flags of ``tests/registered/_server.py``): ``stock`` and ``plugin``, on their own ports, up together
+(``--sleep-on-idle`` on both by default, so the idle one does not spin a core) and measured one at a time. Per
+configuration: a greedy identity check (same prompts through ``/generate`` at temperature 0 on both sides, plus
+against ``nospec`` when that ran), a warm-up burst at the highest concurrency on each side (kernel JIT and
+batch shapes of both sides settled before any timing), one calibration request (sizes ``--num-prompts`` so
+each point takes about ``--point-seconds``; both sides get the same prompts), then for each concurrency and
+repeat one stock/plugin pair, order alternating. Each point is one run of SGLang's own ``sglang.bench_serving``
+(``--backend sglang --dataset-name random-ids --tokenize-prompt --random-range-ratio 1.0 --request-rate inf
+--max-concurrency C --flush-cache``: random token ids, no dataset download, the tiny model's local tokenizer; the
+radix cache flushed after bench_serving's warm-up request, so every point prefills cold), run in this
+process through its real CLI parser (``runpy``; ``--bench-subprocess`` runs ``python3 -m sglang.bench_serving``
+instead), its JSONL (``--output-file``) parsed. The mean accept length is reset before each point
+(``/set_internal_state`` with the server's own ``speculative_accept_threshold_single``, which zeroes the
+scheduler's counters) and read from ``/server_info`` (``internal_states[0].avg_spec_accept_length``) after it;
+``bench_serving`` reports the same counter (kept as ``accept_length_bench``).
+
+Outputs in ``--out`` (few files: the GPU machine returns at most 8): ``results.json`` (raw, rewritten after
+every point), ``results.md`` (table, plugin/stock ratios; ``bench/plot.py`` regenerates it), ``serving.png`` and
+``pairs.png`` (when matplotlib is importable), ``server.log`` (all server output, prefixed per server, the
+``bench_serving`` reports and this script's ``[bench]`` lines). ``--budget-s`` stops cleanly before a wall-clock
+budget: no launch or pair is started that is not expected to fit, and a watchdog stops the servers at the
+budget so a hung point cannot hold the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import concurrent.futures
+import datetime
+import hashlib
+import json
+import math
+import os
+import random
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+REG_DIR = os.path.join(ROOT, "tests", "registered")
+SHIM = os.path.join(REG_DIR, "_shims")
+sys.path.insert(0, HERE)
+import plot as report  # noqa: E402  (bench/plot.py)
+
+# name -> (speculative steps, topk, draft tokens) or None, extra server args
+CONFIGS = {
+    "nospec": dict(spec=None, extra=[], about="no speculation (target only)"),
+    "eagle3-topk1": dict(spec=(3, 1, 4), extra=[], about="EAGLE3 chain, 3 steps / topk 1 / 4 tokens"),
+    "tree-topk8": dict(spec=(5, 8, 32), extra=["--page-size", "1"],
+                       about="EAGLE3 tree, 5 steps / topk 8 / 32 tokens, page size 1 (stock: spec v1 fallback)"),
+    "tree-topk16": dict(spec=(5, 16, 64), extra=["--page-size", "1"],
+                        about="EAGLE3 tree, 5 steps / topk 16 / 64 tokens, page size 1 (stock: spec v1 fallback)"),
+}
+SIDES = {"stock": "off", "plugin": "auto"}
+DEFAULT_REPEATS = "1,nospec@8=3,eagle3-topk1@8=3"
+BASE_PORT = 31000
+# what a point keeps from bench_serving's JSONL line (the `result` dict of sglang/bench_serving.py::benchmark)
+METRIC_KEYS = (
+    "completed", "duration", "total_input_tokens", "total_output_tokens", "request_throughput", "output_throughput",
+    "total_throughput", "mean_tpot_ms", "median_tpot_ms", "std_tpot_ms", "p99_tpot_ms", "mean_itl_ms",
+    "median_itl_ms", "p95_itl_ms", "p99_itl_ms", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
+    "median_e2e_latency_ms", "p99_e2e_latency_ms", "concurrency", "max_concurrency", "max_output_tokens_per_s",
+)
+RENAMED = {"concurrency": "achieved_concurrency"}  # a point's "concurrency" is its --max-concurrency
+REQUIRED_KEYS = ("completed", "output_throughput", "median_tpot_ms", "p99_tpot_ms", "median_itl_ms", "p99_itl_ms")
+
+
+# ------------------------------------------------------------------------------------------ output
+class Log:
+    """The single concatenated log file (capped: the GPU machine returns files up to 16 MiB)."""
+
+    def __init__(self, path, cap_bytes):
+        self.f = open(path, "a", buffering=1, errors="replace")
+        self.lock = threading.Lock()
+        self.n = os.path.getsize(path)
+        self.cap = cap_bytes
+        self.truncated = False
+
+    def write(self, s, force=False):
+        with self.lock:
+            if self.n > self.cap and not force:
+                if not self.truncated:
+                    self.truncated = True
+                    self.f.write(f"\n[bench] log cap of {self.cap} bytes reached: further server output dropped\n")
+                return
+            self.f.write(s)
+            self.n += len(s)
+
+
+LOG = None
+REAL_STDOUT = sys.stdout
+
+
+class PrefixSink:
+    """Per-server sink for popen_launch_server's output threads: one log line per server line, tagged."""
+
+    def __init__(self, tag):
+        self.tag = tag
+
+    def write(self, s):
+        if LOG is not None and s:
+            LOG.write("".join(f"[{self.tag}] {ln}\n" for ln in s.rstrip("\n").split("\n")))
+
+    def flush(self):
+        pass
+
+
+class Router:
+    """sys.stdout/sys.stderr for the whole run: third-party prints (bench_serving's report, the launcher) go to the
+    log. popen_launch_server's reader threads also echo each server line to sys.stdout; those are dropped here,
+    the PrefixSink already logged them."""
+
+    encoding = "utf-8"
+
+    def write(self, s):
+        if "(_dump)" not in threading.current_thread().name and LOG is not None:
+            LOG.write(s)
+        return len(s)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+    def fileno(self):
+        return LOG.f.fileno()
+
+
+def say(msg):
+    line = f"[bench] {msg}"
+    print(line, file=REAL_STDOUT, flush=True)
+    if LOG is not None:
+        LOG.write(line + "\n", force=True)
+
+
+# ------------------------------------------------------------------------------------- parsing etc.
+def parse_list(values, conv=str):
+    out = []
+    for v in values or []:
+        out += [conv(x) for x in str(v).split(",") if x.strip()]
+    return out
+
+
+def parse_repeats(spec, configs):
+    """``N[,CONFIG=N][,CONFIG@C=N][,@C=N]`` -> f(config, concurrency) -> repeats (later rules win)."""
+    default, rules = 1, []
+    for item in (x.strip() for x in str(spec).split(",")):
+        if not item:
+            continue
+        if "=" not in item:
+            default = int(item)
+            continue
+        key, n = item.rsplit("=", 1)
+        cfg, _, conc = key.partition("@")
+        if cfg and cfg not in CONFIGS:
+            raise SystemExit(f"--repeats: unknown config {cfg!r} (known: {', '.join(CONFIGS)})")
+        rules.append((cfg or None, int(conc) if conc else None, int(n)))
+
+    def repeats(cfg, c):
+        r = default
+        for rc, cc, n in rules:
+            if rc in (None, cfg) and cc in (None, c):
+                r = n
+        return max(1, r)
+
+    return repeats
+
+
+def parse_num_prompts(spec):
+    out = {}
+    for item in parse_list([spec] if spec else []):
+        c, _, n = item.partition(":")
+        out[int(c)] = int(n)
+    return out
+
+
+def read_common():
+    """``COMMON`` of tests/registered/_server.py, evaluated from its source with only ``os`` in scope (its
+    environment look-ups, e.g. SPECV2_MEM_FRACTION, still apply; no SGLang import needed)."""
+    path = os.path.join(REG_DIR, "_server.py")
+    for node in ast.parse(open(path).read()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "COMMON" for t in node.targets):
+            expr = compile(ast.Expression(node.value), path, "eval")
+            return [str(x) for x in eval(expr, {"__builtins__": {}, "os": os})]  # noqa: S307 - our own source
+    raise SystemExit("COMMON not found in tests/registered/_server.py")
+
+
+def models_dir():
+    return os.environ.get("SPECV2_MODELS", "/tmp/specv2-tiny-models")
+
+
+def model_paths():
+    """Build (or reuse) the tiny models exactly as the registered tests do."""
+    sys.path.insert(0, REG_DIR)
+    import tiny_models  # noqa: E402
+
+    return tiny_models.build_all(models_dir())
+
+
+def config_args(name, paths):
+    c = CONFIGS[name]
+    args = []
+    if c["spec"]:
+        steps, topk, tokens = c["spec"]
+        args += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", paths["eagle3"],
+                 "--speculative-num-steps", str(steps), "--speculative-eagle-topk", str(topk),
+                 "--speculative-num-draft-tokens", str(tokens)]
+    return args + list(c["extra"])
+
+
+def server_other_args(name, paths, common, a):
+    extra = shlex.split(a.server_args) if a.server_args else []
+    return common + config_args(name, paths) + extra + (["--sleep-on-idle"] if a.sleep_on_idle else [])
+
+
+def bench_argv(url, model, c, n, a, out_file, tag):
+    return ["--backend", "sglang", "--base-url", url, "--model", model, "--tokenizer", model,
+            "--dataset-name", "random-ids", "--tokenize-prompt", "--random-input-len", str(a.input_len),
+            "--random-output-len", str(a.output_len), "--random-range-ratio", "1.0", "--num-prompts", str(n),
+            "--max-concurrency", str(c), "--request-rate", "inf", "--seed", str(a.seed), "--warmup-requests", "1",
+            "--ready-check-timeout-sec", "30", "--flush-cache", "--disable-tqdm", "--output-file", out_file, "--tag", tag]
+
+
+def _clean(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def parse_bench_line(line):
+    """One JSONL line written by sglang.bench_serving (``--output-file``) -> the point's metrics.
+
+    Keeps METRIC_KEYS (NaN -> None; ``concurrency``, the achieved mean, as ``achieved_concurrency``), bench_serving's own ``accept_length`` as ``accept_length_bench`` and the
+    accept length of the ``server_info`` it embeds; ``missing`` lists REQUIRED_KEYS the line lacks."""
+    d = json.loads(line)
+    out = {RENAMED.get(k, k): _clean(d.get(k)) for k in METRIC_KEYS}
+    out["accept_length_bench"] = _clean(d.get("accept_length"))
+    si = d.get("server_info") or {}
+    if "decode" in si and si["decode"]:
+        si = si["decode"][0]
+    states = si.get("internal_states") or [{}]
+    out["accept_length_bench_server_info"] = _clean((states[0] or {}).get("avg_spec_accept_length"))
+    out["missing"] = [k for k in REQUIRED_KEYS if out.get(k) is None]
+    return out
+
+
+def free_ports(base, n):
+    """``n`` consecutive ports from ``base`` that nothing listens on or holds (bumped by 100 while one is taken)."""
+    import socket
+
+    for start in range(base, base + 2000, 100):
+        ok = True
+        for p in range(start, start + n):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", p))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return list(range(start, start + n))
+    raise RuntimeError(f"no {n} free ports from {base}")
+
+
+def prompts(n, seed, lo=8, hi=64, vocab=1000):
+    rng = random.Random(seed)
+    return [[rng.randrange(16, vocab) for _ in range(rng.randrange(lo, hi))] for _ in range(n)]
+
+
+def digest(obj):
+    return hashlib.sha256(json.dumps(obj).encode()).hexdigest()[:16]
+
+
+# -------------------------------------------------------------------------------------- the server
+def prepare_launcher():
+    """Import the launcher (and with it sglang.bench_serving) in the main thread, before two launch threads
+    would import it at once (replaced by the CPU self-test)."""
+    import sglang.bench_serving  # noqa: F401
+    import sglang.srt.utils  # noqa: F401
+    import sglang.test.test_utils  # noqa: F401
+
+
+def launch_process(model, url, other_args, timeout, sink):
+    """The registered tests' launcher; returns the Popen of `sglang serve` (replaced by the CPU self-test)."""
+    from sglang.test.test_utils import popen_launch_server
+
+    return popen_launch_server(model, url, timeout=timeout, other_args=other_args, return_stdout_stderr=(sink, sink))
+
+
+def stop_process(proc):
+    if proc is None:
+        return
+    try:
+        import psutil
+
+        procs = [psutil.Process(proc.pid)] + psutil.Process(proc.pid).children(recursive=True)
+    except Exception:
+        procs = []
+    from sglang.srt.utils import kill_process_tree
+
+    kill_process_tree(proc.pid)
+    try:
+        import psutil
+
+        psutil.wait_procs(procs, timeout=30)
+    except Exception:
+        pass
+    try:
+        proc.wait(timeout=10)
+    except Exception:
+        pass
+
+
+class Server:
+    def __init__(self, config, side, port, model, other_args):
+        self.config, self.side, self.port, self.model = config, side, port, model
+        self.url = f"http://127.0.0.1:{port}"
+        self.other_args = list(other_args) + ["--specv2-fixes", SIDES[side]]
+        self.proc = None
+        self.error = None
+        self.launch_s = None
+        self.killed_reason = None
+        self.lock = threading.Lock()
+
+    @property
+    def tag(self):
+        return f"{self.config}/{self.side}"
+
+    def command(self):
+        return ["sglang", "serve", "--model-path", self.model, *self.other_args, "--device", "cuda",
+                "--host", "127.0.0.1", "--port", str(self.port)]
+
+    def start(self, timeout):
+        t0 = time.time()
+        if LOG is not None:
+            LOG.write(f"\n===== [{self.tag}] launch: {shlex.join(self.command())}\n", force=True)
+        try:
+            self.proc = launch_process(self.model, self.url, self.other_args, timeout, PrefixSink(self.tag))
+        except BaseException as e:  # noqa: BLE001 - a failed launch is a result
+            self.error = f"launch failed: {type(e).__name__}: {e}"
+        self.launch_s = round(time.time() - t0, 1)
+        return self
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None and self.killed_reason is None
+
+    def kill(self, reason):
+        with self.lock:
+            if self.proc is not None and self.killed_reason is None:
+                self.killed_reason = reason
+                say(f"{self.tag}: stopping the server ({reason})")
+                stop_process(self.proc)
+
+    def stop(self):
+        with self.lock:
+            if self.proc is not None:
+                stop_process(self.proc)
+                self.proc = None
+
+    def get(self, path, timeout=30):
+        import requests
+
+        r = requests.get(self.url + path, timeout=timeout)
+        r.raise_for_status()
+        return r.json()
+
+    def post(self, path, payload, timeout=60):
+        import requests
+
+        r = requests.post(self.url + path, json=payload, timeout=timeout)
+        r.raise_for_status()
+        return r.json()
+
+    def generate(self, input_ids, max_new_tokens, timeout=60):
+        payload = {"input_ids": input_ids, "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens,
+                                                               "ignore_eos": True}}
+        return self.post("/generate", payload, timeout=timeout)
+
+    def info(self):
+        info = self.get("/server_info")
+        if "decode" in info and info["decode"]:
+            info = info["decode"][0]
+        return info
+
+    def facts(self):
+        info = self.info()
+        st = (info.get("internal_states") or [{}])[0] or {}
+        fx = st.get("specv2_fixes") or info.get("specv2_fixes") or {}
+        keys = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+                "speculative_num_draft_tokens", "page_size", "cuda_graph_max_bs", "attention_backend",
+                "mem_fraction_static", "sleep_on_idle", "disable_overlap_schedule", "version")
+        return dict(
+            speculative=bool(info.get("speculative_algorithm")),
+            overlap_schedule=not info.get("disable_overlap_schedule", False),
+            fixes={k: v.get("state") for k, v in (fx.get("fixes") or {}).items()},
+            fixes_selection=fx.get("selection"),
+            server={k: info.get(k) for k in keys},
+            accept_threshold_single=info.get("speculative_accept_threshold_single"),
+        )
+
+    def reset_accept_length(self, threshold):
+        """Zero the scheduler's accept-length counters (set_internal_state resets them on any accepted update;
+        the value written is the server's own, so nothing changes)."""
+        if threshold is None:
+            return False
+        res = self.post("/set_internal_state", {"server_args": {"speculative_accept_threshold_single": threshold}})
+        return bool(res) and all(bool(x) for x in (res if isinstance(res, list) else [res]))
+
+    def accept_length(self):
+        st = (self.info().get("internal_states") or [{}])[0] or {}
+        return _clean(st.get("avg_spec_accept_length"))
+
+
+# ------------------------------------------------------------------------------------ bench_serving
+def run_bench(argv, limit_s, subprocess_mode):
+    """One sglang.bench_serving run through its own CLI; raises on failure."""
+    if subprocess_mode:
+        env = dict(os.environ)
+        if SHIM in sys.path:  # the child needs the same `datasets` stand-in as this process
+            env["PYTHONPATH"] = os.pathsep.join(x for x in (env.get("PYTHONPATH"), SHIM) if x)
+        p = subprocess.run([sys.executable, "-m", "sglang.bench_serving", *argv], stdout=LOG.f if LOG else None,
+                           stderr=subprocess.STDOUT, timeout=limit_s, env=env)
+        if p.returncode:
+            raise RuntimeError(f"bench_serving exited with {p.returncode}")
+        return
+    import runpy
+    import warnings
+
+    old = sys.argv
+    sys.argv = ["sglang.bench_serving", *argv]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # runpy: module already imported by the launcher
+            runpy.run_module("sglang.bench_serving", run_name="__main__", alter_sys=False)
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            raise RuntimeError(f"bench_serving exited with {e.code}") from None
+    finally:
+        sys.argv = old
+
+
+class Harness:
+    def __init__(self, a):
+        self.a = a
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + a.budget_s
+        self.live = set()
+        self.stop_reason = None
+        self.greedy_ref = {}
+        self.launch_est = a.first_launch_s
+        self.later_launches = []
+        self.tmp = tempfile.mkdtemp(prefix="specv2-bench-")
+        self.results = None
+        self.repeats = parse_repeats(a.repeats, a.configs)
+        self.fixed_n = parse_num_prompts(a.num_prompts)
+
+    def left(self):
+        return self.deadline - time.monotonic()
+
+    # -------------------------------------------------------------------- bookkeeping
+    def save(self):
+        r = self.results
+        r["meta"]["elapsed_s"] = round(time.monotonic() - self.t0, 1)
+        r["meta"]["stop_reason"] = self.stop_reason
+        path = os.path.join(self.a.out, "results.json")
+        with open(path + ".tmp", "w") as f:
+            json.dump(r, f, indent=1)
+        os.replace(path + ".tmp", path)
+        try:
+            report.write_markdown(r, self.a.out)
+        except Exception:  # noqa: BLE001 - never lose a run to the report
+            say("results.md failed: " + traceback.format_exc().splitlines()[-1])
+
+    def watchdog(self):
+        while True:
+            left = self.left()
+            if left <= 0:
+                break
+            time.sleep(min(left, 1.0))
+        self.stop_reason = self.stop_reason or "budget"
+        for srv in list(self.live):
+            srv.kill("wall-clock budget reached")
+
+    # -------------------------------------------------------------------- per config
+    def launch_pair(self, name, paths, common, port):
+        ports = free_ports(port, len(SIDES))
+        servers = {s: Server(name, s, ports[k], paths["target"], server_other_args(name, paths, common, self.a))
+                   for k, s in enumerate(SIDES)}
+        timeout = max(30, min(self.a.launch_timeout, self.left() - 20))
+        say(f"{name}: launching stock and plugin servers together (timeout {timeout:.0f}s; ~{self.launch_est:.0f}s expected)")
+        t0 = time.time()
+        with concurrent.futures.ThreadPoolExecutor(2) as ex:
+            list(ex.map(lambda s: s.start(timeout), servers.values()))
+        for s in servers.values():
+            if s.proc is not None:
+                self.live.add(s)
+        wall = time.time() - t0
+        say(f"{name}: launched in {wall:.0f}s: " + ", ".join(
+            f"{s.side} {'up' if s.error is None else s.error[:200]} ({s.launch_s}s)" for s in servers.values()))
+        return servers, wall
+
+    def greedy_check(self, name, servers):
+        ps = prompts(self.a.greedy_prompts, seed=7)
+        outs = {}
+        g = dict(n_prompts=len(ps), max_new_tokens=self.a.greedy_tokens, identical=None, mismatches=None, error=None)
+        for side, srv in servers.items():
+            if not srv.alive():
+                continue
+            try:
+                with concurrent.futures.ThreadPoolExecutor(len(ps)) as ex:
+                    outs[side] = list(ex.map(lambda p: srv.generate(p, self.a.greedy_tokens)["output_ids"], ps))
+                g[f"{side}_digest"] = digest(outs[side])
+            except Exception as e:  # noqa: BLE001
+                g["error"] = f"{side}: {type(e).__name__}: {e}"
+        if len(outs) == 2:
+            g["mismatches"] = [i for i, (x, y) in enumerate(zip(outs["stock"], outs["plugin"])) if x != y]
+            g["identical"] = not g["mismatches"]
+            if g["mismatches"]:
+                i = g["mismatches"][0]
+                x, y = outs["stock"][i], outs["plugin"][i]
+                g["first_diff"] = dict(prompt=i, token=next((k for k, (u, v) in enumerate(zip(x, y)) if u != v),
+                                                            min(len(x), len(y))))
+        if name == "nospec":
+            self.greedy_ref = dict(outs)
+        elif self.greedy_ref.get("stock") is not None:
+            ref = self.greedy_ref["stock"]
+            g["equals_nospec"] = {s: outs[s] == ref for s in outs}
+        say(f"{name}: greedy stock = plugin: {g['identical']} ({len(ps)} prompts x {self.a.greedy_tokens} tokens)"
+            + (f"; vs nospec: {g['equals_nospec']}" if "equals_nospec" in g else "") + (f"; {g['error']}" if g["error"] else ""))
+        return g
+
+    def warm_and_calibrate(self, servers, concs):
+        n = max(concs)
+        ids = [[16 + (i * 31 + j) % 980 for j in range(self.a.input_len)] for i in range(n)]
+        lens = [8 + (i * 7) % 57 for i in range(n)]  # staggered ends: batch sizes n..1 all run once
+        times = {}
+        for side, srv in servers.items():
+            if not srv.alive():
+                continue
+            try:
+                with concurrent.futures.ThreadPoolExecutor(n) as ex:
+                    list(ex.map(lambda k: srv.generate(ids[k], lens[k]), range(n)))
+                t0 = time.perf_counter()
+                srv.generate(ids[0], self.a.output_len)
+                times[side] = time.perf_counter() - t0
+            except Exception as e:  # noqa: BLE001
+                say(f"{srv.tag}: warm-up failed: {type(e).__name__}: {e}")
+        return times
+
+    def num_prompts(self, c, t1):
+        if c in self.fixed_n:
+            return self.fixed_n[c]
+        per_wave = max(t1, 0.05) * (1 + c / 12)  # larger batches step slower; conservative
+        rounds = max(1, min(64, round(self.a.point_seconds / per_wave)))
+        return max(3 if c == 1 else c, c * rounds)
+
+    def est_point(self, c, n, t1):
+        per_wave = max(t1, 0.05) * (1 + c / 12)
+        return math.ceil(n / c) * per_wave + (9.0 if self.a.bench_subprocess else 2.5)
+
+    def run_point(self, name, srv, c, rep, order, n, limit, threshold):
+        p = dict(side=srv.side, concurrency=c, rep=rep, order=order, num_prompts=n, ok=False, error=None)
+        if not srv.alive():
+            p["error"] = srv.error or srv.killed_reason or "server not running"
+            return p
+        spec = CONFIGS[name]["spec"] is not None
+        try:
+            p["accept_reset"] = srv.reset_accept_length(threshold) if spec else None
+        except Exception as e:  # noqa: BLE001
+            p["accept_reset"] = f"failed: {e}"
+        out_file = os.path.join(self.tmp, f"{name}-{srv.side}-c{c}-r{rep}.jsonl")
+        argv = bench_argv(srv.url, srv.model, c, n, self.a, out_file, f"{name}/{srv.side}/c{c}/r{rep}")
+        LOG.write(f"\n===== [{srv.tag}] c={c} rep={rep}: python3 -m sglang.bench_serving {shlex.join(argv)}\n", force=True)
+        timer = threading.Timer(limit, lambda: srv.kill(f"point over its {limit:.0f}s limit"))
+        timer.daemon = True
+        t0 = time.time()
+        timer.start()
+        try:
+            run_bench(argv, limit, self.a.bench_subprocess)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001
+            p["error"] = f"{type(e).__name__}: {e}"
+        finally:
+            timer.cancel()
+        p["wall_s"] = round(time.time() - t0, 2)
+        try:
+            with open(out_file) as f:
+                lines = [ln for ln in f if ln.strip()]
+            p.update(parse_bench_line(lines[-1]))
+        except Exception as e:  # noqa: BLE001
+            p["error"] = p["error"] or f"no bench_serving result: {type(e).__name__}: {e}"
+        if spec and srv.alive():
+            try:
+                p["accept_length"] = srv.accept_length()
+            except Exception as e:  # noqa: BLE001
+                p["accept_length"] = None
+                p["error"] = p["error"] or f"server_info: {e}"
+        else:
+            p["accept_length"] = None
+        if p["error"] is None and (p.get("completed") != n or p.get("missing")):
+            p["error"] = f"completed {p.get('completed')} of {n}; missing {p.get('missing')}"
+        if p["error"] is None and srv.killed_reason:
+            p["error"] = srv.killed_reason
+        p["ok"] = p["error"] is None
+        return p
+
+    def run_config(self, name, paths, common, port):
+        a = self.a
+        cfg = self.results["configs"][name] = dict(
+            about=CONFIGS[name]["about"], server_args=server_other_args(name, paths, common, a), sides={}, greedy=None,
+            repeats={str(c): self.repeats(name, c) for c in a.concurrency}, num_prompts={}, calibration_s={},
+            skipped=None, points=[])
+        first_pair = 2 * self.est_point(a.concurrency[0], max(3, a.concurrency[0]), a.point_seconds / 4)
+        need = self.launch_est + 15 + first_pair
+        if self.left() < need:
+            cfg["skipped"] = f"budget: {self.left():.0f}s left, ~{need:.0f}s needed to launch and measure one pair"
+            self.stop_reason = self.stop_reason or f"budget: {name} and later configs not started"
+            say(f"{name}: skipped ({cfg['skipped']})")
+            self.save()
+            return
+        servers, wall = self.launch_pair(name, paths, common, port)
+        if self.results["meta"].get("first_launch_s") is None:
+            self.results["meta"]["first_launch_s"] = round(wall, 1)
+        elif all(s.error is None for s in servers.values()):  # a timed-out launch says nothing about the next one
+            self.later_launches.append(wall)
+        self.launch_est = 1.25 * max(self.later_launches) if self.later_launches else a.later_launch_s
+        try:
+            threshold = None
+            for side, srv in servers.items():
+                sd = cfg["sides"][side] = dict(selection=SIDES[side], port=srv.port, launch_s=srv.launch_s,
+                                               error=srv.error)
+                if srv.alive():
+                    try:
+                        f = srv.facts()
+                        threshold = f.pop("accept_threshold_single")
+                        sd.update(f)
+                    except Exception as e:  # noqa: BLE001
+                        sd["error"] = f"server_info: {type(e).__name__}: {e}"
+                say(f"{name}/{side}: {report.spec_path(sd)}, fixes {sd.get('fixes')}")
+            self.save()
+            if not any(s.alive() for s in servers.values()):
+                return
+            cfg["greedy"] = self.greedy_check(name, servers)
+            t = self.warm_and_calibrate(servers, a.concurrency)
+            cfg["calibration_s"] = {k: round(v, 3) for k, v in t.items()}
+            t1 = max(t.values()) if t else a.point_seconds / 4
+            say(f"{name}: one {a.output_len}-token request takes " + ", ".join(f"{k} {v:.2f}s" for k, v in t.items()))
+            self.save()
+            for ci, c in enumerate(a.concurrency):
+                n = self.num_prompts(c, t1)
+                cfg["num_prompts"][str(c)] = n
+                est = self.est_point(c, n, t1)
+                for rep in range(self.repeats(name, c)):
+                    if self.left() < 2 * est + 10:
+                        self.stop_reason = self.stop_reason or (
+                            f"budget: stopped before {name} c={c} rep {rep} (~{2 * est:.0f}s needed, {self.left():.0f}s left)")
+                        say(self.stop_reason)
+                        return
+                    order = ["stock", "plugin"] if (rep + ci) % 2 == 0 else ["plugin", "stock"]
+                    for k, side in enumerate(order):
+                        limit = max(60.0, 5 * est)
+                        limit = max(5.0, min(limit, self.left() - 5))
+                        p = self.run_point(name, servers[side], c, rep, k, n, limit, threshold)
+                        cfg["points"].append(p)
+                        say(f"{name}/{side} c={c} rep {rep}: " + (
+                            f"{p['output_throughput']:.1f} tok/s, TPOT med {p['median_tpot_ms']:.2f} ms p99 "
+                            f"{p['p99_tpot_ms']:.2f}, ITL p99 {p['p99_itl_ms']:.2f} ms, accept {report._f(p.get('accept_length'), 2)}, "
+                            f"{n} prompts in {p['wall_s']}s" if p["ok"] else f"FAILED: {p['error']}"))
+                        self.save()
+                        if self.left() <= 0:
+                            return
+        finally:
+            for srv in servers.values():
+                self.live.discard(srv)
+                srv.stop()
+            say(f"{name}: servers stopped ({self.left():.0f}s of budget left)")
+
+    # -------------------------------------------------------------------- the run
+    def run(self):
+        a = self.a
+        common = read_common()
+        self.results = dict(schema="specv2-bench-serving/1", meta=dict(
+            date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), **env_facts(),
+            args={k: v for k, v in vars(a).items()}, common_server_args=common,
+            bench_mode="python3 -m sglang.bench_serving (subprocess)" if a.bench_subprocess else
+            "sglang.bench_serving CLI run in-process (runpy)",
+            env={k: v for k, v in os.environ.items() if k.startswith("SGLANG_SPECV2")},
+            complete=False, first_launch_s=None), configs={})
+        for k in ("SGLANG_SPECV2_FIXES_CHECK", "SGLANG_SPECV2_FIXES_PROBE"):
+            if os.environ.get(k):
+                say(f"warning: {k} is set: it adds per-step checks to the plugin side's timings")
+        say(f"sglang {self.results['meta'].get('sglang')} torch {self.results['meta'].get('torch')} on "
+            f"{self.results['meta'].get('device')}; configs {a.configs}, concurrency {a.concurrency}, budget {a.budget_s:.0f}s")
+        paths = model_paths()
+        prepare_launcher()
+        self.save()
+        threading.Thread(target=self.watchdog, daemon=True).start()
+        try:
+            for i, name in enumerate(a.configs):
+                if self.left() <= 0:
+                    break
+                self.run_config(name, paths, common, a.base_port + 10 * i)
+                if self.stop_reason and self.left() <= 0:
+                    break
+            for name in a.configs:
+                if name not in self.results["configs"]:
+                    self.results["configs"][name] = dict(about=CONFIGS[name]["about"], skipped="budget", points=[])
+            self.results["meta"]["complete"] = self.stop_reason is None and all(
+                not c.get("skipped") for c in self.results["configs"].values())
+            all_pts = [p for c in self.results["configs"].values() for p in c.get("points", [])]
+            self.results["meta"]["points"] = len(all_pts)
+            self.results["meta"]["points_failed"] = sum(not p["ok"] for p in all_pts)
+        except KeyboardInterrupt:
+            self.stop_reason = "interrupted"
+        finally:
+            for srv in list(self.live):
+                srv.stop()
+            self.save()
+            import shutil
+
+            shutil.rmtree(self.tmp, ignore_errors=True)  # the per-point JSONL files (parsed into results.json)
+        if not a.no_plots:
+            try:
+                for p in report.plots(self.results, a.out) or []:
+                    say(f"wrote {p}")
+            except Exception:  # noqa: BLE001
+                say("plots failed: " + traceback.format_exc().splitlines()[-1])
+        say(f"done in {time.monotonic() - self.t0:.0f}s ({'complete' if self.results['meta']['complete'] else 'INCOMPLETE: ' + str(self.stop_reason)}); "
+            f"results in {a.out}/results.json, results.md")
+        print(report.markdown(self.results), file=REAL_STDOUT, flush=True)
+        return 0
+
+
+def env_facts():
+    from importlib import metadata
+
+    d = {"python": sys.version.split()[0]}
+    for key, pkg in (("sglang", "sglang"), ("torch", "torch")):
+        try:
+            d[key] = metadata.version(pkg)
+        except Exception:  # noqa: BLE001
+            try:
+                d[key] = __import__(pkg).__version__
+            except Exception:  # noqa: BLE001
+                d[key] = None
+    try:
+        import sglang_specv2_fixes
+
+        d["plugin_version"] = sglang_specv2_fixes.__version__
+    except Exception:  # noqa: BLE001
+        d["plugin_version"] = None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip().splitlines()
+        d["device"] = out[0].split(",")[0].strip() if out else "unknown"
+        d["driver"] = out[0].split(",")[1].strip() if out and "," in out[0] else None
+    except Exception:  # noqa: BLE001
+        d["device"] = "unknown (no nvidia-smi)"
+    return d
+
+
+# ------------------------------------------------------------------------------------------ dry run
+def dry_run(a):
+    common = read_common()
+    md = models_dir()
+    paths = {n: os.path.join(md, n) for n in ("target", "eagle3", "eagle")}
+    repeats = parse_repeats(a.repeats, a.configs)
+    fixed = parse_num_prompts(a.num_prompts)
+    print(f"[dry-run] out: {a.out}/{{results.json,results.md,serving.png,pairs.png,server.log}}")
+    print(f"[dry-run] budget {a.budget_s:.0f}s; tiny models in {md} (built by tests/registered/tiny_models.py)")
+    total = 0.0
+    t1 = a.point_seconds / 4  # a guess for the dry run only: the real run calibrates
+    for i, name in enumerate(a.configs):
+        port = a.base_port + 10 * i
+        print(f"\n[dry-run] {name}: {CONFIGS[name]['about']}")
+        for k, side in enumerate(SIDES):
+            srv = Server(name, side, port + k, paths["target"], server_other_args(name, paths, common, a))
+            print(f"  {side:6s} server: {shlex.join(srv.command())}")
+        launch = a.first_launch_s if i == 0 else a.later_launch_s
+        total += launch + 15
+        argv = bench_argv(f"http://127.0.0.1:<port>", paths["target"], "<C>", "<N>", a, f"<tmp>/{name}-<side>-c<C>-r<rep>.jsonl",
+                          f"{name}/<side>/c<C>/r<rep>")
+        print(f"  each point: python3 -m sglang.bench_serving {shlex.join(argv)}")
+        plan = []
+        for c in a.concurrency:
+            r = repeats(name, c)
+            plan.append(f"C={c}: {r} pair(s), N={fixed.get(c, 'auto')}")
+            total += 2 * r * (a.point_seconds + (9.0 if a.bench_subprocess else 2.5))
+        print("  points: " + "; ".join(plan))
+    print(f"\n[dry-run] rough time: {total:.0f}s with {a.first_launch_s:.0f}s for the first launch, "
+          f"{a.later_launch_s:.0f}s for later ones and {a.point_seconds:.0f}s points (budget {a.budget_s:.0f}s)")
+    return 0
+
+
+def build_parser():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench"), help="output folder (default build/bench)")
+    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), help=f"any of {', '.join(CONFIGS)} (space or comma separated)")
+    ap.add_argument("--concurrency", nargs="+", default=["1", "8", "32"], help="--max-concurrency values (default 1 8 32)")
+    ap.add_argument("--repeats", default=DEFAULT_REPEATS,
+                    help="stock/plugin pairs per point: N, or rules N,CONFIG=N,CONFIG@C=N,@C=N (later rules win); "
+                         f"default {DEFAULT_REPEATS}")
+    ap.add_argument("--budget-s", type=float, default=520, help="wall-clock budget in seconds (default 520)")
+    ap.add_argument("--point-seconds", type=float, default=4.0, help="target duration of one point (default 4)")
+    ap.add_argument("--num-prompts", default=None, help="fixed --num-prompts per concurrency, e.g. 1:5,8:24,32:64 "
+                                                          "(default: sized from a calibration request)")
+    ap.add_argument("--input-len", type=int, default=128)
+    ap.add_argument("--output-len", type=int, default=256)
+    ap.add_argument("--seed", type=int, default=1, help="bench_serving --seed (same prompts on both sides)")
+    ap.add_argument("--greedy-prompts", type=int, default=8)
+    ap.add_argument("--greedy-tokens", type=int, default=64)
+    ap.add_argument("--server-args", default="", help="extra server flags appended after COMMON (use the = form: "
+                                                       "--server-args='--cuda-graph-max-bs 32')")
+    ap.add_argument("--no-sleep-on-idle", dest="sleep_on_idle", action="store_false",
+                    help="do not pass --sleep-on-idle (the idle server of a pair then busy-polls a CPU core)")
+    ap.add_argument("--launch-timeout", type=float, default=300)
+    ap.add_argument("--first-launch-s", type=float, default=120, help="expected first launch (JIT, graphs), for planning")
+    ap.add_argument("--later-launch-s", type=float, default=35, help="expected later launches, for planning")
+    ap.add_argument("--base-port", type=int, default=BASE_PORT)
+    ap.add_argument("--bench-subprocess", action="store_true", help="run each point as python3 -m sglang.bench_serving")
+    ap.add_argument("--log-cap-mb", type=float, default=12)
+    ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan; launch nothing")
+    return ap
+
+
+def parse_args(argv=None):
+    a = build_parser().parse_args(argv)
+    a.configs = parse_list(a.configs)
+    a.concurrency = parse_list(a.concurrency, int)
+    unknown = [c for c in a.configs if c not in CONFIGS]
+    if unknown:
+        raise SystemExit(f"unknown config(s) {unknown}; known: {', '.join(CONFIGS)}")
+    parse_repeats(a.repeats, a.configs)
+    a.out = os.path.abspath(a.out)
+    return a
+
+
+def main(argv=None):
+    global LOG
+    a = parse_args(argv)
+    if a.dry_run:
+        return dry_run(a)
+    os.makedirs(a.out, exist_ok=True)
+    LOG = Log(os.path.join(a.out, "server.log"), int(a.log_cap_mb * 2 ** 20))
+    old = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = Router()
+    # the registered tests' import shim: the GPU bundle lacks `datasets`, which bench_serving's imports name
+    import importlib.util
+
+    if importlib.util.find_spec("datasets") is None:
+        sys.path.append(SHIM)
+    try:
+        return Harness(a).run()
+    except BaseException:
+        say("harness error:\n" + traceback.format_exc())
+        raise
+    finally:
+        sys.stdout, sys.stderr = old
+
+
+if __name__ == "__main__":
+    sys.exit(main())

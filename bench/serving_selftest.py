@@ -1,0 +1,429 @@
+#!/usr/bin/env python3
+"""CPU self-test of bench/serving.py and bench/plot.py (no GPU, no network, writes only to a temp dir).
+
+    PYTHONPATH=.venv-cpu/releases/0.5.11 .venv-cpu/bin/python bench/serving_selftest.py [--e2e [--subprocess] [--real-launcher]]
+
+1. Output format: builds a sample JSONL line from the *installed release's* ``sglang/bench_serving.py`` (the keys
+   of the ``result`` dict that ``benchmark()`` writes with ``--output-file``, read from its AST) and parses it with
+   ``serving.parse_bench_line``; checks that every metric the harness keeps is a key the release writes, and that
+   every flag the harness passes is one the release's parser defines (``random-ids`` among the dataset choices).
+2. ``--e2e``: the whole harness (``serving.main``) against fake in-process SGLang HTTP servers (``/generate`` with
+   bench_serving's streaming protocol, ``/server_info``, ``/set_internal_state``, ``/v1/models``): the real
+   ``sglang.bench_serving`` runs in-process as on the GPU, the tiny model's tokenizer from
+   ``tests/registered/tiny_models.py``; then a run cut by ``--budget-s``. Needs the release importable (the CPU venv).
+   ``--subprocess``: the budget run goes through ``python3 -m sglang.bench_serving``; ``--real-launcher``: one more
+   run through the real ``popen_launch_server`` / ``kill_process_tree``, with a fake ``sglang`` on PATH.
+3. ``plot.py`` on the (synthetic) results of 2, or on hand-made results without ``--e2e``: results.md always, PNGs
+   only where matplotlib exists (else the one-line message).
+Nothing is written outside a temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import asyncio
+import importlib.util
+import json
+import math
+import os
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import plot  # noqa: E402
+import serving  # noqa: E402
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+    print(f"  ok: {msg}")
+
+
+# ------------------------------------------------------------------------------- 1. output format
+def bench_serving_source():
+    spec = importlib.util.find_spec("sglang")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("sglang is not importable: run with PYTHONPATH=.venv-cpu/releases/<release>")
+    root = list(spec.submodule_search_locations)[0]
+    return os.path.join(root, "bench_serving.py"), os.path.join(root, "version.py")
+
+
+def result_keys(src):
+    """Keys of ``result = {...}`` inside ``async def benchmark`` (what one --output-file line holds)."""
+    tree = ast.parse(src)
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.AsyncFunctionDef) and fn.name == "benchmark":
+            for node in ast.walk(fn):
+                if (isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "result" for t in node.targets)
+                        and isinstance(node.value, ast.Dict)):
+                    return [k.value for k in node.value.keys]
+    raise AssertionError("result = {...} not found in benchmark()")
+
+
+def parser_flags(src):
+    flags, datasets = set(), []
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+            for a in node.args:
+                if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--"):
+                    flags.add(a.value)
+                    if a.value == "--dataset-name":
+                        for kw in node.keywords:
+                            if kw.arg == "choices":
+                                datasets = ast.literal_eval(kw.value)
+    return flags, datasets
+
+
+def test_format():
+    path, vpath = bench_serving_source()
+    try:
+        from importlib import metadata
+
+        ver = metadata.version("sglang")
+    except Exception:  # noqa: BLE001
+        ver = "?"
+    print(f"[selftest] output format of {path} ({ver})")
+    src = open(path).read()
+    keys = result_keys(src)
+    check(all(k in keys for k in serving.METRIC_KEYS), f"the release writes all {len(serving.METRIC_KEYS)} kept metrics "
+          f"(missing: {[k for k in serving.METRIC_KEYS if k not in keys]})")
+    check("accept_length" in keys and "server_info" in keys, "the release writes accept_length and server_info")
+    sample = {}
+    for i, k in enumerate(keys):
+        sample[k] = 1.5 + i
+    sample.update(backend="sglang", dataset_name="random-ids", request_rate=float("inf"), max_concurrency=8, tag="x",
+                  completed=40, accept_length=3.25, std_tpot_ms=float("nan"),
+                  server_info={"internal_states": [{"avg_spec_accept_length": 3.25, "specv2_fixes": {}}], "version": ver})
+    line = json.dumps(sample)  # as bench_serving writes it: json.dumps(result), NaN/Infinity allowed
+    p = serving.parse_bench_line(line)
+    check(p["completed"] == 40 and p["median_tpot_ms"] == sample["median_tpot_ms"], "metrics parsed")
+    check(p["std_tpot_ms"] is None, "NaN becomes None")
+    check(p["accept_length_bench"] == 3.25 and p["accept_length_bench_server_info"] == 3.25, "accept length parsed")
+    check(p["missing"] == [], "no required key missing")
+    p2 = serving.parse_bench_line(json.dumps({k: v for k, v in sample.items() if k != "p99_itl_ms"}))
+    check(p2["missing"] == ["p99_itl_ms"], "a missing required key is reported")
+    flags, datasets = parser_flags(src)
+    a = serving.parse_args(["--out", tempfile.gettempdir()])
+    argv = serving.bench_argv("http://127.0.0.1:1", "/m", 8, 16, a, "/tmp/o.jsonl", "t")
+    used = [x for x in argv if x.startswith("--")]
+    check(all(f in flags for f in used), f"the release's parser defines every flag used ({len(used)}; "
+          f"unknown: {[f for f in used if f not in flags]})")
+    check("random-ids" in datasets, "random-ids is a dataset choice (no ShareGPT download)")
+    rnd = os.path.join(os.path.dirname(path), "benchmark", "datasets", "random.py")
+    if os.path.exists(rnd):
+        rs = open(rnd).read()
+        check('random_sample=(args.dataset_name == "random")' in rs,
+              "random-ids samples token ids (only `random` downloads ShareGPT)")
+
+
+# ------------------------------------------------------------------------------------ 2. fake servers
+class FakeSGLang:
+    """Just enough of SGLang's HTTP server for bench_serving and the harness."""
+
+    def __init__(self, url, other_args, sink):
+        from aiohttp import web
+
+        self.web = web
+        self.port = int(url.rsplit(":", 1)[1])
+        self.side = "plugin" if other_args[other_args.index("--specv2-fixes") + 1] == "auto" else "stock"
+        self.spec = "--speculative-algorithm" in other_args
+        self.topk = int(other_args[other_args.index("--speculative-eagle-topk") + 1]) if self.spec else 0
+        self.step_tokens = 3 if self.spec else 1
+        self.step_s = 0.006 if self.side == "stock" else 0.003
+        self.acc = self.fwd = 0
+        self.sink = sink
+        self.loop = None
+        self.runner = None
+        self.stopped = False
+        self.failed = None
+        ready = threading.Event()
+        self.thread = threading.Thread(target=self._serve, args=(ready,), daemon=True)
+        self.thread.start()
+        ready.wait(10)
+        sink.write(f"fake server {self.side} on {self.port} (spec={self.spec})\nsecond line\n")
+
+    def _serve(self, ready):
+        web = self.web
+        app = web.Application()
+        app.router.add_post("/generate", self.generate)
+        app.router.add_get("/server_info", self.server_info)
+        app.router.add_post("/set_internal_state", self.set_state)
+        app.router.add_get("/v1/models", lambda r: web.json_response({"data": [{"id": "tiny"}]}))
+        app.router.add_get("/health", lambda r: web.Response(text="ok"))
+        app.router.add_post("/flush_cache", self.flush_cache)
+        app.router.add_get("/health_generate", lambda r: web.Response(text="ok"))
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
+        self.runner = web.AppRunner(app, access_log=None)
+        try:
+            self.loop.run_until_complete(self.runner.setup())
+            self.loop.run_until_complete(web.TCPSite(self.runner, "127.0.0.1", self.port).start())
+        except Exception as e:  # noqa: BLE001
+            self.failed = f"{type(e).__name__}: {e}"
+            ready.set()
+            return
+        ready.set()
+        self.loop.run_forever()
+
+    async def generate(self, request):
+        web = self.web
+        body = await request.json()
+        n = body["sampling_params"]["max_new_tokens"]
+        ids = body.get("input_ids") or [7]
+        out = [16 + (ids[-1] + 13 * (k + 1)) % 980 for k in range(n)]
+        text = lambda m: " ".join(f"t{x}" for x in out[:m])
+        if not body.get("stream"):
+            await asyncio.sleep(self.step_s * math.ceil(n / self.step_tokens))
+            return web.json_response({"text": text(n), "output_ids": out, "meta_info": {"completion_tokens": n}})
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        done = 0
+        while done < n:
+            await asyncio.sleep(self.step_s)
+            k = min(self.step_tokens, n - done)
+            done += k
+            self.fwd += 1
+            self.acc += k
+            chunk = {"text": text(done), "meta_info": {"completion_tokens": done}}
+            await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+
+    async def server_info(self, request):
+        st = {"specv2_fixes": {"selection": "auto" if self.side == "plugin" else "off",
+                               "fixes": {"tree-drafting": {"state": "applied" if self.side == "plugin" else "disabled"}}}}
+        if self.spec and self.fwd:
+            st["avg_spec_accept_length"] = self.acc / self.fwd
+        return self.web.json_response({
+            "speculative_algorithm": "EAGLE3" if self.spec else None, "speculative_eagle_topk": self.topk or None,
+            "disable_overlap_schedule": self.side == "stock" and self.topk > 1, "speculative_accept_threshold_single": 1.0,
+            "version": "fake", "flushes": getattr(self, "flushes", 0), "internal_states": [st]})
+
+    async def flush_cache(self, request):
+        self.flushes = getattr(self, "flushes", 0) + 1
+        return self.web.Response(text="Cache flushed.")
+
+    async def set_state(self, request):
+        body = await request.json()
+        assert set(body["server_args"]) == {"speculative_accept_threshold_single"}, body
+        self.acc = self.fwd = 0
+        return self.web.json_response([True])
+
+    # Popen-like
+    pid = None
+
+    def poll(self):
+        return 0 if self.stopped else None
+
+    def stop(self):
+        if self.stopped:
+            return
+        self.stopped = True
+
+        async def _down():
+            await self.runner.cleanup()
+
+        asyncio.run_coroutine_threadsafe(_down(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def fake_models(d):
+    sys.path.insert(0, serving.REG_DIR)
+    import tiny_models
+
+    paths = {n: os.path.join(d, n) for n in ("target", "eagle3", "eagle")}
+    for n, p in paths.items():
+        os.makedirs(p, exist_ok=True)
+        tiny_models.write_tokenizer(p)
+        with open(os.path.join(p, "config.json"), "w") as f:
+            json.dump(tiny_models.config("LlamaForCausalLM", 1), f)
+    return paths
+
+
+ORIGINAL = (serving.launch_process, serving.stop_process, serving.prepare_launcher)
+
+
+def install_fakes(d):
+    paths = fake_models(os.path.join(d, "models"))
+    serving.model_paths = lambda: paths
+    serving.prepare_launcher = lambda: None
+    serving.launch_process = lambda model, url, other_args, timeout, sink: FakeSGLang(url, other_args, sink)
+    serving.stop_process = lambda proc: proc.stop()
+
+
+def test_e2e(d, with_subprocess):
+    print("[selftest] harness end to end against fake servers (real sglang.bench_serving in-process)")
+    install_fakes(d)
+    out = os.path.join(d, "run1")
+    rc = serving.main(["--out", out, "--configs", "nospec,eagle3-topk1,tree-topk16", "--concurrency", "1", "4",
+                       "--repeats", "1,eagle3-topk1@4=3", "--point-seconds", "0.6", "--output-len", "32",
+                       "--input-len", "16", "--budget-s", "240", "--first-launch-s", "1", "--later-launch-s", "1",
+                       "--base-port", "29100", "--greedy-prompts", "4", "--greedy-tokens", "8"])
+    check(rc == 0, "serving.main returned 0")
+    files = sorted(os.listdir(out))
+    check(set(files) <= {"results.json", "results.md", "server.log", *plot.PNG_FILES}, f"only the expected files: {files}")
+    r = json.load(open(os.path.join(out, "results.json")))
+    check(r["meta"]["complete"] is True and r["meta"]["stop_reason"] is None and r["meta"]["points_failed"] == 0,
+          "run complete, no failed point")
+    pts = r["configs"]["eagle3-topk1"]["points"]
+    check(len(pts) == 2 * (1 + 3), f"eagle3-topk1: 1 pair at c=1 and 3 at c=4 ({len(pts)} points)")
+    check(all(p["ok"] for c in r["configs"].values() for p in c["points"]), "every point ok")
+    reps4 = [(p["rep"], p["side"], p["order"]) for p in pts if p["concurrency"] == 4]
+    check([s for _, s, _ in reps4] == ["plugin", "stock", "stock", "plugin", "plugin", "stock"], f"order alternates: {reps4}")
+    p = pts[0]
+    check(p["accept_length"] is not None and abs(p["accept_length"] - 3.0) < 0.5, f"accept length per point {p['accept_length']}")
+    check(p["accept_reset"] is True, "accept-length counters reset before the point")
+    check(abs(p["accept_length_bench"] - p["accept_length"]) < 0.2, "bench_serving's accept length matches /server_info")
+    check(r["configs"]["nospec"]["points"][0]["accept_length"] is None, "no accept length without speculation")
+    check(r["configs"]["eagle3-topk1"]["greedy"]["identical"] is True, "greedy identity flag")
+    check(r["configs"]["eagle3-topk1"]["greedy"]["equals_nospec"] == {"stock": True, "plugin": True}, "greedy vs nospec")
+    sd = r["configs"]["tree-topk16"]["sides"]
+    check(plot.spec_path(sd["stock"]) == "spec v1 (overlap off)" and plot.spec_path(sd["plugin"]) == "spec v2 (overlap)",
+          "spec path per side from /server_info")
+    n = r["configs"]["eagle3-topk1"]["num_prompts"]
+    check(all(p["num_prompts"] == n[str(p["concurrency"])] for p in pts), f"same num_prompts on both sides {n}")
+    rows = plot.summarize(r)
+    row = next(x for x in rows if x["config"] == "eagle3-topk1" and x["concurrency"] == 4)
+    check(row["pairs"] == 3 and len(row["pair_tpot_ratios"]) == 3 and row["tpot_ratio"] < 0.8,
+          f"TPOT ratio median over 3 pairs: {row['tpot_ratio']:.3f} (the fake plugin sleeps half as long per step)")
+    md = open(os.path.join(out, "results.md")).read()
+    check("| eagle3-topk1 | 4 | 3 |" in md and "Per-pair TPOT" in md, "results.md has the ratio table and per-pair ratios")
+    log = open(os.path.join(out, "server.log")).read()
+    check("[eagle3-topk1/plugin] fake server plugin" in log and "[bench] " in log and "Serving Benchmark Result" in log,
+          "server.log: prefixed server lines, [bench] lines and bench_serving's report")
+    check(log.count("fake server plugin on 29111") == 1, "server lines are not duplicated")
+
+    print("[selftest] a run cut by --budget-s")
+    out2 = os.path.join(d, "run2")
+    t0 = time.time()
+    rc = serving.main(["--out", out2, "--configs", "eagle3-topk1,nospec", "--concurrency", "1", "4", "--repeats", "4",
+                       "--point-seconds", "1.5", "--output-len", "32", "--input-len", "16", "--budget-s", "40",
+                       "--first-launch-s", "1", "--later-launch-s", "1", "--base-port", "29200"]
+                      + (["--bench-subprocess"] if with_subprocess else []))
+    r2 = json.load(open(os.path.join(out2, "results.json")))
+    check(rc == 0 and time.time() - t0 < 45, f"stopped within the budget ({time.time() - t0:.0f}s for a 40s budget)")
+    pts2 = r2["configs"]["eagle3-topk1"]["points"]
+    check(0 < len(pts2) < 16 and len(pts2) % 2 == 0 and all(p["ok"] for p in pts2),
+          f"whole pairs measured before the cut: {len(pts2)} of 16 points")
+    check(r2["meta"]["complete"] is False and r2["meta"]["stop_reason"], f"marked incomplete: {r2['meta']['stop_reason']}")
+    check(r2["configs"]["nospec"].get("skipped"), f"the config that did not fit is listed as skipped: {r2['configs']['nospec'].get('skipped')}")
+    check("INCOMPLETE" in open(os.path.join(out2, "results.md")).read(), "results.md says INCOMPLETE")
+    return os.path.join(out, "results.json")
+
+
+def fake_server_main(argv):
+    """`sglang serve ...` stand-in for the real-launcher scenario (popen_launch_server runs it from PATH)."""
+    port = argv[argv.index("--port") + 1]
+
+    class Out:
+        def write(self, s):
+            sys.stdout.write(s)
+            sys.stdout.flush()
+            sys.stderr.write("stderr: " + s)
+            sys.stderr.flush()
+
+    srv = FakeSGLang(f"http://127.0.0.1:{port}", argv, Out())
+    if srv.failed:
+        print("fake server failed:", srv.failed, flush=True)
+        return 1
+    while True:
+        time.sleep(3600)
+
+
+def test_real_launcher(d):
+    print("[selftest] real launcher: popen_launch_server runs a fake `sglang serve` from PATH; kill_process_tree stops it")
+    serving.launch_process, serving.stop_process, serving.prepare_launcher = ORIGINAL
+    bindir = os.path.join(d, "bin")
+    os.makedirs(bindir, exist_ok=True)
+    with open(os.path.join(bindir, "sglang"), "w") as f:
+        f.write(f'#!/bin/sh\nexec "{sys.executable}" "{os.path.abspath(__file__)}" --fake-server "$@"\n')
+    os.chmod(os.path.join(bindir, "sglang"), 0o755)
+    os.environ["PATH"] = bindir + os.pathsep + os.environ["PATH"]
+    out = os.path.join(d, "run3")
+    rc = serving.main(["--out", out, "--configs", "eagle3-topk1", "--concurrency", "2", "--point-seconds", "0.5",
+                       "--output-len", "16", "--input-len", "8", "--budget-s", "120", "--first-launch-s", "15",
+                       "--base-port", "29300", "--greedy-prompts", "2", "--greedy-tokens", "4"])
+    r = json.load(open(os.path.join(out, "results.json")))
+    check(rc == 0 and r["meta"]["complete"] and r["meta"]["points_failed"] == 0,
+          "complete run through popen_launch_server, no failed point")
+    check(all(p["ok"] for p in r["configs"]["eagle3-topk1"]["points"]) and len(r["configs"]["eagle3-topk1"]["points"]) == 2,
+          "both points ok")
+    log = open(os.path.join(out, "server.log")).read()
+    check("[eagle3-topk1/stock] fake server stock on 29300" in log and "[eagle3-topk1/stock] stderr: fake server" in log,
+          "server stdout and stderr land in server.log, prefixed")
+    check(log.count("fake server stock on 29300") == 2, "each server line logged once per stream (no echo duplicate)")
+    check("command=sglang serve" in log, "popen_launch_server's own command line is in the log")
+    import psutil
+
+    left = [p for p in psutil.process_iter(["cmdline"]) if "--fake-server" in " ".join(p.info["cmdline"] or [])]
+    check(not left, f"servers stopped ({len(left)} fake server processes left)")
+
+
+def synthetic_results():
+    pts = []
+    for c in (1, 8, 32):
+        for rep in range(3 if c == 8 else 1):
+            for side, f in (("stock", 1.0), ("plugin", 0.97)):
+                pts.append(dict(side=side, concurrency=c, rep=rep, order=0, num_prompts=8, ok=True, error=None,
+                                output_throughput=100 * c / f, median_tpot_ms=5 * f, p99_tpot_ms=7 * f, median_itl_ms=5 * f,
+                                p99_itl_ms=9 * f, median_ttft_ms=20, accept_length=3.5))
+    pts.append(dict(side="stock", concurrency=32, rep=1, order=0, num_prompts=8, ok=False, error="synthetic failure"))
+    return {"meta": {"date": "synthetic", "device": "none", "sglang": "x", "torch": "y", "complete": False,
+                     "stop_reason": "synthetic", "args": {"budget_s": 1}},
+            "configs": {"eagle3-topk1": {"points": pts, "greedy": {"identical": True, "n_prompts": 8, "max_new_tokens": 64,
+                                                                     "mismatches": []},
+                                         "sides": {"stock": {"speculative": True, "overlap_schedule": True, "fixes": {}}}}}}
+
+
+def test_plot(d, results_json):
+    print("[selftest] plot.py")
+    if results_json is None:
+        results_json = os.path.join(d, "synthetic.json")
+        with open(results_json, "w") as f:
+            json.dump(synthetic_results(), f)
+    out = os.path.join(d, "plots")
+    rc = plot.main([results_json, out])
+    check(rc == 0 and os.path.exists(os.path.join(out, "results.md")), "results.md regenerated")
+    if plot.have_matplotlib():
+        check(all(os.path.exists(os.path.join(out, p)) for p in plot.PNG_FILES), f"PNGs written: {plot.PNG_FILES}")
+    else:
+        check(not any(os.path.exists(os.path.join(out, p)) for p in plot.PNG_FILES), "no matplotlib: PNGs skipped")
+    rows = plot.summarize(synthetic_results())
+    r8 = next(r for r in rows if r["concurrency"] == 8)
+    check(r8["pairs"] == 3 and abs(r8["tpot_ratio"] - 0.97) < 1e-9, "synthetic: TPOT ratio 0.97 over 3 pairs")
+    check(abs(r8["throughput_ratio"] - 1 / 0.97) < 1e-9, "synthetic: throughput ratio")
+    md = plot.markdown(synthetic_results())
+    check("synthetic failure" in md, "failed points are listed")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--e2e", action="store_true", help="also run the harness against fake servers")
+    ap.add_argument("--subprocess", action="store_true", help="with --e2e: the budget run uses --bench-subprocess")
+    ap.add_argument("--real-launcher", action="store_true",
+                    help="with --e2e: also start fake `sglang serve` processes through popen_launch_server")
+    if len(sys.argv) > 1 and sys.argv[1] == "--fake-server":
+        return fake_server_main(sys.argv[2:])
+    a = ap.parse_args()
+    test_format()
+    with tempfile.TemporaryDirectory(prefix="specv2-bench-selftest-") as d:
+        results_json = None
+        if a.e2e:
+            if importlib.util.find_spec("datasets") is None:
+                sys.path.append(serving.SHIM)
+            results_json = test_e2e(d, a.subprocess)
+            if a.real_launcher:
+                test_real_launcher(d)
+        test_plot(d, results_json)
+    print("[selftest] all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
