@@ -11,6 +11,9 @@
 | live-accept-metrics         | #23456 | applied        | applied        | open (not    | process_batch_result_decode: stale         |
 |                             | follow |                |                | backported)  | requests left out of the spec counters;    |
 |                             | -up    |                |                |              | drop once upstream fixes it (open in 0.5.23)|
+| routed-experts-draft-guard  | #26980 | applied        | applied        | open         | ModelRunner.init_routed_experts_capturer:  |
+|                             |        |                |                |              | draft keeps the target's capturer; drop    |
+|                             |        |                |                |              | once a release ships #26980                |
 | bonus-slot-accounting       | #22651 | upstream       | upstream       | upstream     | nothing (informational, source verified)   |
 | accept-length-split         | #23962 | upstream       | upstream       | upstream     | nothing (informational, source verified)   |
 | seq-lens-helper             | #25818 | not applicable | not applicable | upstream     | nothing (code shape absent before 0.5.13)  |
@@ -24,13 +27,14 @@ from . import (
     accept_length_split,
     bonus_slot_accounting,
     live_accept_metrics,
+    routed_experts_draft_guard,
     seq_lens_helper,
     skip_stale_overlap_updates,
     tree_drafting,
 )
 
-_MODULES = [skip_stale_overlap_updates, tree_drafting, live_accept_metrics, bonus_slot_accounting, accept_length_split,
-            seq_lens_helper]
+_MODULES = [skip_stale_overlap_updates, tree_drafting, live_accept_metrics, routed_experts_draft_guard,
+            bonus_slot_accounting, accept_length_split, seq_lens_helper]
 
 ALL_FIXES = [m.FIX for m in _MODULES]
 

@@ -644,6 +644,14 @@ class v0_5_11:
                 logits_output.hidden_states = _compact_accept_to_front(
                     logits_output.hidden_states
                 )
+            # specv2-fixes: the routed-experts capture is a per-token tape keyed by KV slot
+            # (finalize() scatters row r into out_cache_loc[r], requests read it back through
+            # req_to_token). Its rows follow the tree nodes; move them with the accepted KV.
+            routed_experts_output = forward_batch_output.routed_experts_output
+            if routed_experts_output is not None:
+                routed_experts_output.routed_experts = _compact_accept_to_front(
+                    routed_experts_output.routed_experts
+                )
 
         # Construct the next draft input
         next_draft_input = EagleDraftInput(
@@ -1468,6 +1476,16 @@ class v0_5_12:
                 logits_output.hidden_states = _compact_accept_to_front(
                     logits_output.hidden_states
                 )
+            # specv2-fixes: the state captures (routed experts, indexer top-k) are per-token
+            # tapes keyed by KV slot (finalize() scatters row r into out_cache_loc[r],
+            # requests read them back through req_to_token). Their rows follow the tree
+            # nodes; move them with the accepted KV.
+            for capture_output in (
+                forward_batch_output.routed_experts_output,
+                forward_batch_output.indexer_topk_output,
+            ):
+                if capture_output is not None:
+                    capture_output.topk = _compact_accept_to_front(capture_output.topk)
 
         # Construct the next draft input
         next_draft_input = EagleDraftInput(
@@ -1736,7 +1754,8 @@ FIX = Fix(
         ),
         "0.5.13.post1": ReleaseNote(
             UPSTREAM,
-            "upstream (EAGLEWorkerV2._finalize_accept_tree_path; spec v1 removed, page_size > 1 trees supported)",
+            "upstream (EAGLEWorkerV2._finalize_accept_tree_path; spec v1 removed, page_size > 1 trees supported); "
+            "the routed-experts / indexer top-k compaction this plugin adds on 0.5.11/0.5.12.x is still open there",
             check=(WORKER, "EAGLEWorkerV2._finalize_accept_tree_path", "262f15c339d14aee"),
         ),
     },
