@@ -11,9 +11,12 @@ accept length and verify step to ``spec_num_accepted_tokens`` / ``spec_num_forwa
 numbers then disagree with the per-request ``meta_info`` (``spec_verify_ct``, accepted drafts) of the
 very same requests. Flagged in upstream review, still open in every release up to 0.5.23.
 
-The body is the release's own ``process_batch_result_decode`` with two changes: a stale mask taken on
-entry (the same condition the loop uses to skip a request), and the counters fed with the live
-requests' count and accepted drafts. Everything else is verbatim.
+The body is the release's own ``process_batch_result_decode`` with three changes: a stale mask taken on
+entry (the same condition the loop uses to skip a request), the counters fed with the live requests'
+count and accepted drafts, and the periodic stats report skipped for a step whose log interval then
+holds no live verify step at all (upstream's log divides by that count; stock never has zero, and the
+first GPU run of this fix with ``--decode-log-interval 1`` hit ZeroDivisionError there). Everything
+else is verbatim.
 """
 
 from __future__ import annotations
@@ -198,6 +201,15 @@ class v0_5_11:
         self.token_to_kv_pool_allocator.free_group_end()
 
         self.forward_ct_decode = (self.forward_ct_decode + 1) % (1 << 30)
+        if (
+            stale_mask is not None
+            and self.spec_num_forward_ct == 0
+            and self.forward_ct_decode % self.server_args.decode_log_interval == 0
+        ):
+            # [specv2-fixes live-accept-metrics] no live verify step in this log interval (every
+            # request of the late results was stale): the periodic log divides by that count, so
+            # this step's report is skipped and the interval rolls over into the next one.
+            return
         self.report_decode_stats(
             can_run_cuda_graph,
             running_batch=batch,
@@ -383,6 +395,15 @@ class v0_5_12:
         self.token_to_kv_pool_allocator.free_group_end()
 
         self.forward_ct_decode = (self.forward_ct_decode + 1) % (1 << 30)
+        if (
+            stale_mask is not None
+            and self.spec_num_forward_ct == 0
+            and self.forward_ct_decode % self.server_args.decode_log_interval == 0
+        ):
+            # [specv2-fixes live-accept-metrics] no live verify step in this log interval (every
+            # request of the late results was stale): the periodic log divides by that count, so
+            # this step's report is skipped and the interval rolls over into the next one.
+            return
         self.report_decode_stats(
             can_run_cuda_graph,
             running_batch=batch,

@@ -36,11 +36,16 @@ def scheduler_class():
     return Sched
 
 
-def run(use_plugin_body):
+def run(use_plugin_body, only_stale=False, log_interval=40):
     from sglang.srt.managers.scheduler_output_processor_mixin import SchedulerOutputProcessorMixin as M
 
     stand_in, result, batch = stale_batch_case()
+    if only_stale:  # a late result holding only the finished and the retracted request
+        batch.reqs = batch.reqs[1:]
+        result.accept_lens = result.accept_lens[1:]
+        result.next_token_ids = result.next_token_ids[4:]
     sched = scheduler_class()()
+    sched.server_args = types.SimpleNamespace(decode_log_interval=log_interval)
     sched.__dict__.update(vars(stand_in))
     sched.enable_overlap, sched.enable_overlap_mlx, sched.enable_metrics = True, False, False
     sched.num_generated_tokens = sched.forward_ct_decode = 0
@@ -65,13 +70,15 @@ def run(use_plugin_body):
         fn = build(patch, "live-accept-metrics")
     else:
         fn = M.__dict__["process_batch_result_decode"]
-    live = batch.reqs[0]
+    live = batch.reqs[0] if not only_stale else None
     for r in batch.reqs:
         r.vocab_size = 1024  # what the scheduler passes to Req() for the tiny vocab
         r.sampling_params.normalize(None)  # as the tokenizer manager does before a request reaches the scheduler
     fn(sched, batch, result)
     # the release's own counter name (renamed in 0.5.12)
     accepted = sched.spec_num_accepted_tokens if LINE == "0.5.11" else sched.spec_num_accept_tokens
+    if live is None:
+        return dict(accepted=accepted, forward=sched.spec_num_forward_ct, reported=hasattr(sched, "reported"))
     drafts = getattr(live, "spec_accepted_drafts", getattr(live, "spec_num_correct_drafts", None))
     return dict(accepted=accepted, forward=sched.spec_num_forward_ct, generated=sched.num_generated_tokens,
                 live_verify=live.spec_verify_ct, live_drafts=drafts, live_out=len(live.output_ids))
@@ -112,3 +119,14 @@ def test_body_differs_from_upstream_only_in_the_counters():
         "self.update_spec_metrics(batch.batch_size(), result.%s)" % (
             "num_accepted_drafts" if LINE == "0.5.11" else "num_correct_drafts"),
     ]
+
+
+def test_all_stale_result_skips_the_periodic_report_with_nothing_to_average():
+    """Seen on the GPU (0.5.11, --decode-log-interval 1, 2026-11-22): a late result whose requests were all
+    stale left its log interval with no live verify step, and upstream's periodic log (called from
+    report_decode_stats) divides by that count. The body skips that one report; stock counts the stale
+    requests, so it always has something to divide by."""
+    assert run(True, only_stale=True, log_interval=1) == dict(accepted=0, forward=0, reported=False)
+    assert run(False, only_stale=True, log_interval=1) == dict(accepted=6, forward=2, reported=True)
+    # not a log step: the every-iteration part of the report still runs
+    assert run(True, only_stale=True, log_interval=40)["reported"] is True

@@ -55,7 +55,10 @@ def launch(extra_args, env=None, target=None):
     full_env = {"SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_BUSY": "1"}
     full_env.update(env or {})
     # the A/B switch goes through the plugin's own CLI flag on `sglang serve` (popen_launch_server's command)
-    return popen_launch_server(target or m["target"], URL, timeout=600, other_args=COMMON + extra_args + ["--specv2-fixes", AB],
+    # --decode-log-interval 1: the scheduler's accept-length totals (behind /server_info) are only flushed at
+    # log steps, so a short test would otherwise read none
+    return popen_launch_server(target or m["target"], URL, timeout=600,
+                               other_args=COMMON + ["--decode-log-interval", "1"] + extra_args + ["--specv2-fixes", AB],
                                env=full_env)
 
 

@@ -120,15 +120,23 @@ class TestRoutedExpertsTree(CustomTestCase):
     def test_2_routed_experts_equal_target_only(self):
         with concurrent.futures.ThreadPoolExecutor(N_PROMPTS) as ex:
             got = list(ex.map(lambda p: generate(p, NEW_TOKENS, return_routed_experts=True), self.prompts))
-        bad = []
+        bad, extra_rows = [], []
         for i, (p, g, r) in enumerate(zip(self.prompts, got, self.ref)):
             self.assertEqual(g["output_ids"], r["output_ids"], f"prompt {i}: greedy output differs from target-only")
             a, b = experts(g), experts(r)
-            self.assertEqual(a.shape, b.shape, f"prompt {i}: routed-experts rows (expected len(prompt)+len(output)-1)")
+            # every position whose forward ran (len(prompt)+len(output)-1 rows, as target-only returns) must be
+            # there; spec v2 returns one extra trailing row (the pre-claimed bonus slot of the last verify, seen
+            # on both releases on the GPU, 2026-11-22), which no token's forward filled: not compared
+            self.assertGreaterEqual(a.shape[0], b.shape[0], f"prompt {i}: routed-experts rows missing")
+            self.assertLessEqual(a.shape[0], b.shape[0] + 1, f"prompt {i}: more than one extra routed-experts row")
+            extra_rows.append(a.shape[0] - b.shape[0])
+            a = a[: b.shape[0]]
             for pos in np.nonzero((a != b).any(axis=(1, 2)))[0]:
                 bad.append(f"prompt {i} position {pos} ({'prompt' if pos < len(p) else f'output {pos - len(p)}'}): "
                            f"spec {a[pos].tolist()} vs target-only {b[pos].tolist()}")
         n_out = N_PROMPTS * NEW_TOKENS
+        print(f"routed experts compared at {sum(len(p) for p in self.prompts) + n_out - N_PROMPTS} positions; "
+              f"extra trailing rows per request: {sorted(set(extra_rows))}")
         self.assertEqual(bad, [], f"{len(bad)} of ~{n_out} generated positions report other experts than the "
                                   f"target-only run (first: {bad[:5]})")
 

@@ -27,7 +27,7 @@ class TestTreePageSizeV1(CustomTestCase, SpecChecks):
         cls.log = open(cls.log_path, "w")
         cls.process = popen_launch_server(
             models()["target"], URL, timeout=600,
-            other_args=args + eagle3_args(3, 4, 8) + ["--page-size", "16", "--specv2-fixes", AB],
+            other_args=args + eagle3_args(3, 4, 8) + ["--page-size", "16", "--decode-log-interval", "1", "--specv2-fixes", AB],
             env={"SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_BUSY": "1"}, return_stdout_stderr=(cls.log, cls.log),
         )
 
