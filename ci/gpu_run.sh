@@ -7,16 +7,7 @@
 # RELEASE-results.json, RELEASE-results.md, RELEASE-logs.tar.gz.
 set -uo pipefail
 V=${1:?usage: gpu_run.sh RELEASE [args]}; shift
-source ci/gpu_env.sh "$V" || exit 1
-# entry points are only seen from a dist-info: write a minimal one next to the source (no pip needed)
-EP=/tmp/specv2-ep-$V; rm -rf "$EP"; mkdir -p "$EP/sglang_specv2_fixes-0.1.0.dist-info"
-printf 'Metadata-Version: 2.1\nName: sglang-specv2-fixes\nVersion: 0.1.0\n' > "$EP/sglang_specv2_fixes-0.1.0.dist-info/METADATA"
-printf '[sglang.srt.plugins]\nspecv2_fixes = sglang_specv2_fixes.plugin:register\n' > "$EP/sglang_specv2_fixes-0.1.0.dist-info/entry_points.txt"
-export PYTHONPATH="$PWD:$EP:$PYTHONPATH"
-# the bundle has no console scripts: popen_launch_server runs `sglang serve`
-mkdir -p /tmp/specv2-bin
-printf '#!/bin/sh\nexec python3 -c "import sys; from sglang.cli.main import main; sys.exit(main())" "$@"\n' > /tmp/specv2-bin/sglang
-chmod +x /tmp/specv2-bin/sglang; export PATH="/tmp/specv2-bin:$PATH"
+source ci/gpu_prepare.sh "$V" || exit 1   # bundle, entry point, `sglang` shim
 python3 -m sglang_specv2_fixes status
 RUN=/tmp/specv2-runs/$V; rm -rf "$RUN"; mkdir -p "$RUN"
 python3 ci/run_registered.py --out "$RUN" "$@"; rc=$?

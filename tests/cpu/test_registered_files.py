@@ -84,3 +84,32 @@ def test_runner_budget_kills_and_skips(tmp_path):
     assert res == {("test_long.py", "off"): "budget", ("test_long.py", "auto"): "budget",
                    ("test_too_big.py", "off"): "not run", ("test_too_big.py", "auto"): "not run"}
     assert "| test_too_big.py | not run | not run | (run budget) |" in (out / "results.md").read_text()
+
+
+def test_every_registered_file_loads_its_tests_on_the_release():
+    """Import each registered file against the release under test (no server is started at import) and
+    check unittest finds its tests and that every class starts a server in setUpClass (a mixin placed
+    after CustomTestCase would leave unittest's no-op setUpClass in effect)."""
+    import importlib
+    import unittest
+
+    from conftest import VERSION
+
+    reg_dir = os.path.join(ROOT, "tests", "registered")
+    sys.path.insert(0, reg_dir)
+    try:
+        for path in sorted(glob.glob(os.path.join(reg_dir, "test_*.py"))):
+            if VERSION not in run_registered.registration(path)["releases"]:
+                continue
+            mod = importlib.import_module(os.path.basename(path)[:-3])
+            suite = unittest.defaultTestLoader.loadTestsFromModule(mod)
+            cases = {type(t) for s in suite for t in s}
+            assert cases and suite.countTestCases() > 0, path
+            for case in cases:
+                setup = case.setUpClass.__func__
+                assert getattr(setup, "_safe_setup_wrapped", False), (path, case, "not wrapped by CustomTestCase")
+                # the function CustomTestCase wrapped must be the row's own setUpClass, not unittest's no-op
+                (orig,) = [c.cell_contents for c in setup.__closure__ if callable(c.cell_contents)]
+                assert orig is not unittest.TestCase.setUpClass.__func__, (path, case, "setUpClass is unittest's no-op")
+    finally:
+        sys.path.remove(reg_dir)

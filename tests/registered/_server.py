@@ -294,6 +294,88 @@ def flush_cache(timeout_s=30, url=None):
     return requests.post((url or URL) + f"/flush_cache?timeout={timeout_s}", timeout=TIMEOUT).status_code == 200
 
 
+class TreeRow(SpecChecks):
+    """A tree-drafting row, mixed in *before* CustomTestCase (``class T(TreeRow, CustomTestCase)``, so its
+    setUpClass wins over unittest's no-op one): EAGLE3 STEPS / TOPK / TOKENS at page_size 1 with
+    forced retraction. Stock falls back to spec v1 for explicit topk > 1 (asserted first); the plugin
+    must serve it on spec v2 tree drafting: greedy = target-only, decode logprobs = prefill, 32
+    concurrent requests, a concurrent abort, healthy afterwards."""
+
+    STEPS = TOPK = TOKENS = MIN_ACCEPT = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.process = launch(eagle3_args(steps=cls.STEPS, topk=cls.TOPK, tokens=cls.TOKENS) + ["--page-size", "1"],
+                             env={"SGLANG_TEST_RETRACT": "1"})
+
+    @classmethod
+    def tearDownClass(cls):
+        stop(cls.process)
+
+    def test_1_spec_v2_tree_is_used(self):
+        info = server_info()
+        self.assertFalse(info["disable_overlap_schedule"], f"topk {self.TOPK} fell back to spec v1 (overlap disabled)")
+        self.assertEqual(info["speculative_eagle_topk"], self.TOPK)
+
+    def test_2_greedy_equals_target_only(self):
+        self.check_greedy_equals_target_only()
+
+    def test_3_decode_logprobs_match_prefill(self):
+        self.check_decode_logprobs_match_prefill()
+
+    def test_4_concurrent_load_with_retract(self):
+        self.check_concurrent_load(32)
+        self.check_accept_length(self.MIN_ACCEPT)
+        self.check_alive()
+
+    def test_5_concurrent_abort(self):
+        self.check_concurrent_abort()
+        self.check_greedy_equals_target_only()
+        self.check_alive()
+
+
+class RetractRow(SpecChecks):
+    """A retract guard row, mixed in before CustomTestCase like ``TreeRow``: EAGLE3 3/1/4 on spec v2 at PAGE_SIZE with forced
+    retraction (SGLANG_TEST_RETRACT); long prompts (PROMPT_LEN) split by CHUNK-sized chunked prefill
+    while short requests decode; 64 concurrent mixed-length requests. ``--enable-mixed-chunk`` is
+    passed and SGLang turns it off for EAGLE in these releases (asserted, so the row notices if a
+    release starts mixing). Greedy output = target-only, exact completion lengths, strict memory checks."""
+
+    PAGE_SIZE = CHUNK = PROMPT_LEN = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.process = launch(
+            eagle3_args(3, 1, 4) + ["--page-size", str(cls.PAGE_SIZE), "--enable-mixed-chunk",
+                                    "--chunked-prefill-size", str(cls.CHUNK), "--max-running-requests", "32"],
+            env={"SGLANG_TEST_RETRACT": "1"},
+        )
+
+    @classmethod
+    def tearDownClass(cls):
+        stop(cls.process)
+
+    def test_1_config(self):
+        info = server_info()
+        self.assertFalse(info["disable_overlap_schedule"])  # spec v2
+        self.assertEqual((info["page_size"], info["chunked_prefill_size"]), (self.PAGE_SIZE, self.CHUNK))
+        self.assertFalse(info["enable_mixed_chunk"], "SGLang now mixes chunked prefill with EAGLE: extend this row")
+
+    def test_2_long_prompts_chunked_under_retract_equal_target_only(self):
+        lo, hi = self.PROMPT_LEN
+        ps = prompts(24, seed=21, lo=lo, hi=hi) + prompts(24, seed=22)
+        ref = reference_outputs(ps, 40)
+        with concurrent.futures.ThreadPoolExecutor(48) as ex:
+            got = list(ex.map(lambda p: generate(p, 40)["output_ids"], ps))
+        for i, (g, r) in enumerate(zip(got, ref)):
+            self.assertEqual(g, r, f"prompt {i} (len {len(ps[i])}): output differs from target-only")
+
+    def test_3_concurrent_mixed_lengths(self):
+        self.check_concurrent_load(64)
+        self.check_accept_length(1.5)
+        self.check_alive()
+
+
 class SessionChecks:
     """Streaming-session checks (mixin for CustomTestCase), the scenarios of upstream's
     ``StreamingSessionKitMixin`` (sglang/test/kits/streaming_session_kit.py, in the wheel from 0.5.12) with

@@ -1,47 +1,19 @@
 """Tree drafting at topk 8: EAGLE3 4 steps / topk 8 / 32 draft tokens, overlap on, page_size 1, forced
-retraction, strict busy leak checks, concurrent abort. Stock falls back to spec v1 for explicit topk > 1
-(overlap off, asserted first); the plugin serves it on spec v2 tree drafting with greedy output equal to
-the target-only server and decode logprobs equal to prefill re-scoring."""
+retraction, strict busy leak checks, concurrent abort (checks in ``_server.TreeRow``). Stock falls back to
+spec v1 for explicit topk > 1; the plugin runs it on spec v2 tree drafting."""
 
 import unittest
 
 from _registry import register_specv2_ci
-from _server import SpecChecks, eagle3_args, launch, server_info, stop
+from _server import TreeRow
 from sglang.test.test_utils import CustomTestCase
 
 register_specv2_ci(est_time=200, suite="specv2-gpu", releases=["0.5.11", "0.5.12.post1"],
                    bug_in=["0.5.11", "0.5.12.post1"])
 
 
-class TestTreeTopk8(CustomTestCase, SpecChecks):
-    @classmethod
-    def setUpClass(cls):
-        cls.process = launch(eagle3_args(steps=4, topk=8, tokens=32) + ["--page-size", "1"],
-                             env={"SGLANG_TEST_RETRACT": "1"})
-
-    @classmethod
-    def tearDownClass(cls):
-        stop(cls.process)
-
-    def test_1_spec_v2_tree_is_used(self):
-        info = server_info()
-        self.assertFalse(info["disable_overlap_schedule"], "topk 8 fell back to spec v1 (overlap disabled)")
-        self.assertEqual(info["speculative_eagle_topk"], 8)
-
-    def test_2_greedy_equals_target_only(self):
-        self.check_greedy_equals_target_only()
-
-    def test_3_decode_logprobs_match_prefill(self):
-        self.check_decode_logprobs_match_prefill()
-
-    def test_4_concurrent_load_with_retract(self):
-        self.check_concurrent_load(32)
-        self.check_accept_length(1.5)
-
-    def test_5_concurrent_abort(self):
-        self.check_concurrent_abort()
-        self.check_greedy_equals_target_only()
-        self.check_alive()
+class TestTreeTopk8(TreeRow, CustomTestCase):
+    STEPS, TOPK, TOKENS, MIN_ACCEPT = 4, 8, 32, 1.5
 
 
 if __name__ == "__main__":
