@@ -5,7 +5,8 @@
 | skip-stale-overlap-updates  | #23456 | applied        | upstream       | upstream     | _resolve_spec_overlap_token_ids; drop with |
 |                             |        |                |                |              | 0.5.11                                     |
 | tree-drafting               | #26866 | applied        | applied        | upstream     | v1/v2 routing after auto params, verify    |
-|                             |        |                |                |              | compaction, KV move, draft-extend graph    |
+|                             |        |                |                |              | compaction (tokens, hidden states, routed  |
+|                             |        |                |                |              | experts), KV move, draft-extend graph      |
 |                             |        |                |                |              | gate, busy check; drop once 0.5.13.post1   |
 |                             |        |                |                |              | is the oldest supported release            |
 | live-accept-metrics         | #23456 | applied        | applied        | open (not    | process_batch_result_decode: stale         |
