@@ -47,8 +47,10 @@ for v in $RELEASES; do
   rm -rf "$dst"/bin
   touch "$dst/.ready"
 done
-# Releases whose sources are only read (fingerprints / status), never imported: every fix is upstream there.
-for v in ${SPECV2_SOURCE_RELEASES:-0.5.13.post1}; do
+# Report-only releases: their sources are only read (fingerprints / status), never imported (one wheel
+# each, no deps; tests/cpu/test_source_only_releases.py requires every one of them).
+SOURCE_RELEASES=${SPECV2_SOURCE_RELEASES:-"0.5.13.post1 0.5.14 0.5.15 0.5.15.post1 0.5.16 0.5.17"}
+for v in $SOURCE_RELEASES; do
   dst="$VENV/src/$v"
   if [ -f "$dst/.ready" ]; then step "source tree $v ready"; continue; fi
   step "fetching SGLang $v source (wheel, no deps, not importable here)"

@@ -23,28 +23,52 @@ Invariants counted (a stale result must not touch a request whose KV is already 
 
 In check mode the first violation raises in the scheduler (which stops it) with the request id and
 its counters, instead of only being counted.
+
+From 0.5.14 on spec v1 is gone: ``ScheduleBatch`` has no ``is_spec_v2`` and every speculative batch runs
+the v2 schema, so on those code lines (SPEC_V2_ONLY) any batch with a speculative algorithm counts as
+spec v2. From 0.5.16 on a request's allocation lives in ``req.kv.kv_allocated_len`` (``req.kv`` is None
+once released); _allocated() reads either layout. A code line without an entry in TARGETS / RUN_BATCH
+gets no probe: register() logs why and returns.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Dict
 
+logger = logging.getLogger("sglang_specv2_fixes")
+
+_SCHED_RUN_BATCH = "sglang.srt.managers.scheduler.Scheduler.run_batch"
+_BRP_DECODE = (
+    "sglang.srt.managers.scheduler_components.batch_result_processor."
+    "SchedulerBatchResultProcessor.process_batch_result_decode"
+)
+
+# Scheduler.run_batch(self, batch, pp_proxy_tensors=None) on every code line
 RUN_BATCH = {
-    "0.5.11": "sglang.srt.managers.scheduler.Scheduler.run_batch",
-    "0.5.12": "sglang.srt.managers.scheduler.Scheduler.run_batch",
-    "0.5.13.post1": "sglang.srt.managers.scheduler.Scheduler.run_batch",
+    line: _SCHED_RUN_BATCH
+    for line in ("0.5.11", "0.5.12", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.16", "0.5.17")
 }
 
+# process_batch_result_decode(self, batch, result) on every code line
 TARGETS = {
     "0.5.11": "sglang.srt.managers.scheduler_output_processor_mixin.SchedulerOutputProcessorMixin.process_batch_result_decode",
     "0.5.12": "sglang.srt.managers.scheduler_output_processor_mixin.SchedulerOutputProcessorMixin.process_batch_result_decode",
-    "0.5.13.post1": "sglang.srt.managers.scheduler_components.batch_result_processor.SchedulerBatchResultProcessor.process_batch_result_decode",
+    "0.5.13.post1": _BRP_DECODE,
+    "0.5.14": _BRP_DECODE,
+    "0.5.15": _BRP_DECODE,
+    "0.5.16": _BRP_DECODE,
+    "0.5.17": _BRP_DECODE,
 }
+
+# Code lines without spec v1 (no ScheduleBatch.is_spec_v2): every speculative batch is spec v2.
+SPEC_V2_ONLY = frozenset({"0.5.14", "0.5.15", "0.5.16", "0.5.17"})
 
 _lock = threading.Lock()
 STATS: Dict[str, object] = {}
 _strict = False
+_spec_v2_only = False  # set by register() from the code line
 
 
 class InvariantViolation(AssertionError):
@@ -72,8 +96,24 @@ def reset() -> None:
 reset()
 
 
+def _is_spec_v2(batch) -> bool:
+    if _spec_v2_only:
+        algo = getattr(batch, "spec_algorithm", None)
+        return algo is not None and not algo.is_none()
+    return bool(getattr(batch, "is_spec_v2", False))
+
+
+def _allocated(req) -> int:
+    """kv_allocated_len on both layouts: a Req attribute up to 0.5.15, ``req.kv.kv_allocated_len``
+    from 0.5.16 (``req.kv`` is None once the KV is released: nothing allocated)."""
+    if hasattr(req, "kv_allocated_len"):
+        return req.kv_allocated_len
+    kv = getattr(req, "kv", None)
+    return 0 if kv is None else kv.kv_allocated_len
+
+
 def _around(original, self, batch, result, *args, **kwargs):
-    if not getattr(batch, "is_spec_v2", False):
+    if not _is_spec_v2(batch):
         return original(self, batch, result, *args, **kwargs)
     before = [
         (req, req.kv_committed_len, req.spec_verify_ct, req.is_retracted)
@@ -90,9 +130,9 @@ def _around(original, self, batch, result, *args, **kwargs):
             if req.kv_committed_len > committed0:
                 STATS[f"stale_{kind}_kv_gain"] += 1
                 bad.append(f"kv_committed_len {committed0}->{req.kv_committed_len}")
-            if retracted and req.kv_committed_len > req.kv_allocated_len:
+            if retracted and req.kv_committed_len > _allocated(req):
                 STATS["committed_over_allocated"] += 1
-                bad.append(f"kv_committed_len {req.kv_committed_len} > kv_allocated_len {req.kv_allocated_len}")
+                bad.append(f"kv_committed_len {req.kv_committed_len} > kv_allocated_len {_allocated(req)}")
             if req.spec_verify_ct != verify0:
                 STATS["stale_stat_updates"] += 1
                 bad.append(f"spec_verify_ct {verify0}->{req.spec_verify_ct}")
@@ -101,9 +141,9 @@ def _around(original, self, batch, result, *args, **kwargs):
         for req in batch.reqs:  # stale requests are finished or retracted, so skipped here too
             if req.finished() or req.is_retracted or req.req_pool_idx is None:
                 continue
-            if req.kv_committed_len > req.kv_allocated_len:
+            if req.kv_committed_len > _allocated(req):
                 STATS["live_committed_over_allocated"] += 1
-                _record(f"live rid={req.rid}: kv_committed_len {req.kv_committed_len} > kv_allocated_len {req.kv_allocated_len}")
+                _record(f"live rid={req.rid}: kv_committed_len {req.kv_committed_len} > kv_allocated_len {_allocated(req)}")
     return out
 
 
@@ -112,7 +152,7 @@ def _around_run_batch(original, self, batch, *args, **kwargs):
     if (
         mode is not None
         and mode.is_decode()
-        and (batch.spec_algorithm.is_none() or getattr(batch, "is_spec_v2", False))
+        and (batch.spec_algorithm.is_none() or _is_spec_v2(batch))
         and batch.seq_lens_cpu is not None
         and batch.seq_lens_sum is not None
     ):
@@ -132,14 +172,23 @@ def _record(message: str) -> None:
         raise InvariantViolation(f"sglang-specv2-fixes invariant violated: {message}")
 
 
-def register(code_line: str, strict: bool = False) -> None:
-    """Register the observer; ``strict`` (check mode) makes violations raise."""
-    global _strict
+def register(code_line: str, strict: bool = False) -> bool:
+    """Register the observer; ``strict`` (check mode) makes violations raise. Returns False (and logs
+    why) when this code line has no probe targets: nothing is hooked then."""
+    global _strict, _spec_v2_only
+    if code_line not in TARGETS or code_line not in RUN_BATCH:
+        logger.warning(
+            "sglang-specv2-fixes: SGLANG_SPECV2_FIXES_PROBE / _CHECK ignored: no probe targets for code line "
+            "%s (probe available on %s)", code_line, ", ".join(sorted(set(TARGETS) & set(RUN_BATCH))),
+        )
+        return False
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
     _strict = strict
+    _spec_v2_only = code_line in SPEC_V2_ONLY
     HookRegistry.register(TARGETS[code_line], _around, HookType.AROUND)
     HookRegistry.register(RUN_BATCH[code_line], _around_run_batch, HookType.AROUND)
+    return True
 
 
 # SGLang's own scheduler-wide acceptance counters, per release name (lifetime + current log interval)

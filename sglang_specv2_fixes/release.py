@@ -20,10 +20,20 @@ SUPPORTED_RELEASES = {
     "0.5.11": "0.5.11",
     "0.5.12": "0.5.12",
     "0.5.12.post1": "0.5.12",
-    # every fix of this plugin is upstream here: the plugin only reports (and verifies the sources)
+    # Report-only releases: the plugin patches nothing there; it verifies (by fingerprint) which fixes
+    # the release carries upstream and which bugs are still open, and reports it.
     "0.5.13.post1": "0.5.13.post1",
+    "0.5.14": "0.5.14",
+    # 0.5.15 vs 0.5.15.post1: every function the catalogue checks is byte-identical (the post1 diff is
+    # DSA top-k seeding for PD disaggregation; Scheduler.run_batch differs there, the probe only wraps it)
+    "0.5.15": "0.5.15",
+    "0.5.15.post1": "0.5.15",
+    "0.5.16": "0.5.16",
+    "0.5.17": "0.5.17",
 }
-CODE_LINES = ("0.5.11", "0.5.12", "0.5.13.post1")
+CODE_LINES = ("0.5.11", "0.5.12", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.16", "0.5.17")
+# Code lines on which the plugin has no Patch at all (only ReleaseNotes): it reports, never patches.
+REPORT_ONLY_LINES = ("0.5.13.post1", "0.5.14", "0.5.15", "0.5.16", "0.5.17")
 
 
 def installed_version() -> Optional[str]:

@@ -19,6 +19,19 @@
 | accept-length-split         | #23962 | upstream       | upstream       | upstream     | nothing (informational, source verified)   |
 | seq-lens-helper             | #25818 | not applicable | not applicable | upstream     | nothing (code shape absent before 0.5.13)  |
 
+Report-only releases after 0.5.13.post1 (nothing patched; state verified by fingerprint, per fix):
+
+| fix                         | 0.5.14   | 0.5.15 / .post1 | 0.5.16   | 0.5.17   | note                                   |
+|-----------------------------|----------|-----------------|----------|----------|----------------------------------------|
+| skip-stale-overlap-updates  | upstream | upstream        | upstream | upstream | 0.5.15+: finished-request rollback     |
+|                             |          |                 |          |          | superseded (no bonus pre-claim)        |
+| tree-drafting               | upstream | upstream        | upstream | upstream | 0.5.16+: eagle_worker_common           |
+| live-accept-metrics         | open     | open            | open     | open     | whole batch fed to update_spec_metrics |
+| routed-experts-draft-guard  | open     | upstream        | upstream | upstream | #26980 lands in 0.5.15                 |
+| bonus-slot-accounting       | upstream | not applicable  | n/a      | n/a      | pre-claim replaced (#28754)            |
+| accept-length-split         | upstream | upstream        | upstream | upstream | eagle_utils.eagle_sample               |
+| seq-lens-helper             | upstream | upstream        | upstream | upstream | FutureMap.resolve_seq_lens_cpu         |
+
 Each module holds the per-release bodies and fingerprints of one fix; ``FIX`` is its catalogue record.
 ``python -m sglang_specv2_fixes status`` prints the live version of this table for the installed
 release, and README.md's compatibility table is generated from the same records.

@@ -20,5 +20,18 @@ FIX = Fix(
         "0.5.11": ReleaseNote(UPSTREAM, "upstream in 0.5.11 (num_accepted_drafts / num_accepted_tokens)", check=_T + ("f4882cf41e15caa7",)),
         "0.5.12": ReleaseNote(UPSTREAM, "upstream in 0.5.12, renamed num_correct_drafts / num_accept_tokens", check=_T + ("6e817b9a418683c9",)),
         "0.5.13.post1": ReleaseNote(UPSTREAM, "upstream (num_correct_drafts / num_accept_tokens)", check=_T + ("c756e172672bef6e",)),
+        **{
+            line: ReleaseNote(
+                UPSTREAM,
+                "upstream (num_correct_drafts / num_accept_tokens; the v2 sample moved to eagle_utils.eagle_sample)",
+                check=("sglang.srt.speculative.eagle_utils", "eagle_sample", fp),
+            )
+            for line, fp in (
+                ("0.5.14", "5e49f3d99001edb5"),
+                ("0.5.15", "a71fa4dd6851e3c0"),
+                ("0.5.16", "2e8d7fe3e06f453a"),
+                ("0.5.17", "140530ac2567d399"),
+            )
+        },
     },
 )

@@ -452,5 +452,24 @@ FIX = Fix(
                 "5ce509dbf9bec081",
             ),
         ),
+        **{
+            line: ReleaseNote(
+                NOT_BACKPORTED,
+                "bug present (process_batch_result_decode still feeds metrics_reporter.update_spec_metrics "
+                "with batch.batch_size() and the whole batch's num_correct_drafts, and counts len(batch.reqs) "
+                "generated tokens, stale requests included); report-only release in this plugin version",
+                check=(
+                    "sglang.srt.managers.scheduler_components.batch_result_processor",
+                    "SchedulerBatchResultProcessor.process_batch_result_decode",
+                    fp,
+                ),
+            )
+            for line, fp in (
+                ("0.5.14", "5b11777872b8b330"),
+                ("0.5.15", "c7223534eb68894c"),
+                ("0.5.16", "3005c9221a9e3c6d"),
+                ("0.5.17", "8cd056836d757676"),
+            )
+        },
     },
 )

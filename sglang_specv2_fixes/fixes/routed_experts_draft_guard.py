@@ -17,7 +17,7 @@ unreliable in these releases.
 
 from __future__ import annotations
 
-from ..catalog import NOT_BACKPORTED, Fix, Patch, ReleaseNote
+from ..catalog import NOT_BACKPORTED, UPSTREAM, Fix, Patch, ReleaseNote
 
 RUNNER = "sglang.srt.model_executor.model_runner"
 
@@ -70,7 +70,7 @@ FIX = Fix(
         "with --enable-return-routed-experts and an EAGLE/EAGLE3 draft the scheduler dies at startup "
         "(the draft re-creates the process-wide capturer from its dense config)"
     ),
-    removal="delete per release once it ships #26980 (not in 0.5.13.post1)",
+    removal="delete per release once it ships #26980 (not in 0.5.13.post1 / 0.5.14; upstream from 0.5.15)",
     lines={
         "0.5.11": _patch(),
         "0.5.12": _patch(),
@@ -80,5 +80,24 @@ FIX = Fix(
             "report-only in this plugin version",
             check=(RUNNER, "ModelRunner.init_routed_experts_capturer", "fb25d223da521613"),
         ),
+        "0.5.14": ReleaseNote(
+            NOT_BACKPORTED,
+            "bug present (init_routed_experts_capturer has no draft-worker guard, unchanged since 0.5.11); "
+            "0.5.14 is report-only in this plugin version",
+            check=(RUNNER, "ModelRunner.init_routed_experts_capturer", "fb25d223da521613"),
+        ),
+        **{
+            line: ReleaseNote(
+                UPSTREAM,
+                "upstream (#26980: init_routed_experts_capturer returns early for the draft worker, and the "
+                "draft forward no longer calls the capturer's on_forward_end)",
+                check=(RUNNER, "ModelRunner.init_routed_experts_capturer", fp),
+            )
+            for line, fp in (
+                ("0.5.15", "6d11c7828eb1a3a0"),
+                ("0.5.16", "60219fcde8db8058"),
+                ("0.5.17", "60219fcde8db8058"),
+            )
+        },
     },
 )

@@ -24,5 +24,18 @@ FIX = Fix(
             "upstream in another form (FutureMap.resolve_seq_lens_cpu syncs the overlap snapshot)",
             check=("sglang.srt.managers.overlap_utils", "FutureMap.resolve_seq_lens_cpu", "0e06bbae78da2463"),
         ),
+        **{
+            line: ReleaseNote(
+                UPSTREAM,
+                "upstream in another form (FutureMap.resolve_seq_lens_cpu syncs the overlap snapshot)",
+                check=("sglang.srt.managers.overlap_utils", "FutureMap.resolve_seq_lens_cpu", fp),
+            )
+            for line, fp in (
+                ("0.5.14", "03bc17e32f9094ff"),
+                ("0.5.15", "42648b6d836794f3"),
+                ("0.5.16", "0bc94a38081f5f9b"),
+                ("0.5.17", "0bc94a38081f5f9b"),
+            )
+        },
     },
 )

@@ -17,6 +17,7 @@ from __future__ import annotations
 from ..catalog import Fix, Patch, ReleaseNote, UPSTREAM
 
 MIXIN = "sglang.srt.managers.scheduler_output_processor_mixin"
+_BRP = "sglang.srt.managers.scheduler_components.batch_result_processor"
 
 
 class v0_5_11:
@@ -97,5 +98,26 @@ FIX = Fix(
                 "6772ae0cd329ca86",
             ),
         ),
+        "0.5.14": ReleaseNote(
+            UPSTREAM,
+            "upstream (SchedulerBatchResultProcessor._resolve_spec_v2_tokens skips retracted requests and "
+            "only rolls back the pre-claimed bonus slot of finished ones)",
+            check=(_BRP, "SchedulerBatchResultProcessor._resolve_spec_v2_tokens", "a566b5757f77d5a8"),
+        ),
+        **{
+            line: ReleaseNote(
+                UPSTREAM,
+                "upstream (SchedulerBatchResultProcessor._resolve_spec_v2_tokens: finished and retracted "
+                "requests get no KV or statistics update); the finished-request bonus-slot rollback is "
+                "superseded: no worker pre-claims the bonus any more, resolve commits the full accepted run "
+                "of live requests only",
+                check=(_BRP, "SchedulerBatchResultProcessor._resolve_spec_v2_tokens", fp),
+            )
+            for line, fp in (
+                ("0.5.15", "9e0ca40ab277ef7a"),
+                ("0.5.16", "f2046557f69151de"),
+                ("0.5.17", "2c4bc18f7e2bf70a"),
+            )
+        },
     },
 )

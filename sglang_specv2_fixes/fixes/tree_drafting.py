@@ -1758,5 +1758,23 @@ FIX = Fix(
             "the routed-experts / indexer top-k compaction this plugin adds on 0.5.11/0.5.12.x is still open there",
             check=(WORKER, "EAGLEWorkerV2._finalize_accept_tree_path", "262f15c339d14aee"),
         ),
+        **{
+            line: ReleaseNote(
+                UPSTREAM,
+                "upstream (EAGLEWorkerV2._finalize_accept_tree_path; spec v1 removed); the routed-experts / "
+                "indexer top-k compaction is still open there (verify returns them uncompacted)",
+                check=(WORKER, "EAGLEWorkerV2._finalize_accept_tree_path", "2ce7801a49d5769b"),
+            )
+            for line in ("0.5.14", "0.5.15")
+        },
+        **{
+            line: ReleaseNote(
+                UPSTREAM,
+                "upstream (moved to eagle_worker_common._finalize_accept_tree_path, called from the shared "
+                "verify for topk > 1); the routed-experts / indexer top-k compaction is still open there",
+                check=("sglang.srt.speculative.eagle_worker_common", "_finalize_accept_tree_path", "763824351d7a2f90"),
+            )
+            for line in ("0.5.16", "0.5.17")
+        },
     },
 )

@@ -84,7 +84,7 @@ def test_upstream_note_reports_unverified_source(monkeypatch, tmp_path):
     assert st.state == catalog.UPSTREAM and "not verified" in st.reason
 
 
-@pytest.mark.parametrize("version", ["0.5.10.post1", "0.5.14", "0.5.23", "0.5.11.dev3+gabc"])
+@pytest.mark.parametrize("version", ["0.5.10.post1", "0.5.13", "0.5.18", "0.5.23", "0.5.11.dev3+gabc"])
 def test_unsupported_release_plans_nothing(version):
     report = core.plan(AUTO, version=version)
     assert not report.supported

@@ -114,3 +114,31 @@ def test_seq_lens_sum_invariant_on_decode_batches():
     # spec v1 rewrites its batch inside the worker: not checked
     s, ran = _run_batch(_decode_batch([5, 7, 9], 22, v2=False), strict=True)
     assert s["seq_lens_checks"] == 0 and len(ran) == 1
+
+
+def test_spec_v2_only_lines_and_req_kv_layout(monkeypatch):
+    """0.5.14+: no ScheduleBatch.is_spec_v2 (every spec batch is v2); 0.5.16+: req.kv.kv_allocated_len."""
+    assert probe.SPEC_V2_ONLY <= set(probe.TARGETS) and probe.SPEC_V2_ONLY <= set(probe.RUN_BATCH)
+    monkeypatch.setattr(probe, "_spec_v2_only", True)
+    batch = _decode_batch([5, 7, 9], 22)
+    del batch.is_spec_v2
+    s, _ = _run_batch(batch, strict=False)
+    assert (s["seq_lens_checks"], s["seq_lens_sum_mismatch"]) == (1, 1)
+
+    live = types.SimpleNamespace(rid="live", kv_committed_len=9, kv=types.SimpleNamespace(kv_allocated_len=8),
+                                 is_retracted=False, req_pool_idx=0, spec_verify_ct=0, finished=lambda: False)
+    gone = types.SimpleNamespace(rid="gone", kv_committed_len=0, kv=None, is_retracted=True, req_pool_idx=None,
+                                 spec_verify_ct=0, finished=lambda: False)
+    assert probe._allocated(live) == 8 and probe._allocated(gone) == 0
+    batch = types.SimpleNamespace(spec_algorithm=batch.spec_algorithm, reqs=[live, gone])
+    probe.reset()
+    probe._around(lambda self, b, r: None, None, batch, None)
+    s = probe.snapshot()
+    assert (s["spec_v2_results"], s["stale_retracted_seen"], s["live_committed_over_allocated"]) == (1, 1, 1)
+    assert s["committed_over_allocated"] == 0
+
+
+def test_register_without_targets_logs_and_hooks_nothing(caplog):
+    with caplog.at_level("WARNING", logger="sglang_specv2_fixes"):
+        assert probe.register("0.0.0-no-such-line") is False
+    assert "no probe targets for code line 0.0.0-no-such-line" in caplog.text
