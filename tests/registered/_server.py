@@ -106,40 +106,44 @@ def specv2_state(info):
     return info["internal_states"][0]["specv2_fixes"]
 
 
-def reference_outputs(ps, max_new_tokens, target=None, extra_args=()):
-    """Greedy output ids of a target-only server for prompts ``ps`` (cached on disk per machine, so the
-    rows of one run share a single target-only launch)."""
+def output_ids(response):
+    return response["output_ids"]
+
+
+def reference_outputs(ps, max_new_tokens, target=None, extra_args=(), keep=output_ids, **request):
+    """What a target-only server answers for prompts ``ps`` (greedy): ``keep(response)`` per prompt, by
+    default the output ids. ``extra_args``: server flags; ``request``: extra /generate fields (e.g.
+    ``return_routed_experts=True``). Cached on disk per machine and release behind a file lock, so the
+    stock and plugin runs (and the rows of one run) share a single target-only launch."""
+    import fcntl
     import hashlib
     import json
 
-    import fcntl
-
-    target = target or models()["target"]
     import sglang
 
+    target = target or models()["target"]
     # per release: each release's rows compare against that release's own target-only output
-    key = hashlib.sha256(json.dumps([ps, max_new_tokens, target, list(extra_args), sglang.__version__]).encode()).hexdigest()[:16]
+    key_parts = [ps, max_new_tokens, target, list(extra_args), sglang.__version__]
+    if request or keep is not output_ids:
+        key_parts += [sorted(request.items()), keep.__qualname__]
+    key = hashlib.sha256(json.dumps(key_parts).encode()).hexdigest()[:16]
     path = os.path.join(MODELS_DIR, f"reference-{key}.json")
     with open(path + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the stock and plugin runs share one reference launch
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.exists(path):
             with open(path) as f:
                 return json.load(f)
-        return _launch_reference(ps, max_new_tokens, path, target, list(extra_args))
-
-
-def _launch_reference(ps, max_new_tokens, path, target, extra_args):
-    import json
-    proc = popen_launch_server(target, REF_URL, timeout=600, other_args=COMMON + extra_args + ["--specv2-fixes", "off"])
-    try:
-        with concurrent.futures.ThreadPoolExecutor(16) as ex:
-            outs = list(ex.map(lambda p: generate(p, max_new_tokens, url=REF_URL)["output_ids"], ps))
-    finally:
-        stop(proc)
-    with open(path + f".{os.getpid()}", "w") as f:
-        json.dump(outs, f)
-    os.replace(path + f".{os.getpid()}", path)
-    return outs
+        proc = popen_launch_server(target, REF_URL, timeout=600,
+                                   other_args=COMMON + list(extra_args) + ["--specv2-fixes", "off"])
+        try:
+            with concurrent.futures.ThreadPoolExecutor(16) as ex:
+                outs = list(ex.map(lambda p: keep(generate(p, max_new_tokens, url=REF_URL, **request)), ps))
+        finally:
+            stop(proc)
+        with open(path + f".{os.getpid()}", "w") as f:
+            json.dump(outs, f)
+        os.replace(path + f".{os.getpid()}", path)
+        return outs
 
 
 def rescore_logprobs(input_ids, output_ids):
@@ -591,3 +595,51 @@ class SessionChecks:
         time.sleep(3)  # every session is closed: idle iterations run the scheduler's pool leak checks (raise)
         self.assertTrue(health_ok(), "server unhealthy after the session checks")
         self.assertIsNone(self.process.poll(), "server process exited")
+
+
+class SessionRow(SessionChecks):
+    """A streaming-session row, mixed in before CustomTestCase like ``TreeRow``: the server of
+    ``launch_args()`` with ``--enable-streaming-session``, serving ALGORITHM (None: no speculation) with
+    the overlap scheduler on or off (OVERLAP), checked by every ``SessionChecks`` scenario."""
+
+    ALGORITHM, OVERLAP = None, True
+
+    @classmethod
+    def launch_args(cls):
+        return []
+
+    @classmethod
+    def setUpClass(cls):
+        cls.process = launch(cls.launch_args() + ["--enable-streaming-session"])
+
+    @classmethod
+    def tearDownClass(cls):
+        stop(cls.process)
+
+    def test_0_server_config(self):
+        self.check_server_config(algorithm=self.ALGORITHM, overlap=self.OVERLAP)
+
+    def test_1_kv_inheritance_exact(self):
+        self.check_kv_inheritance()
+
+    def test_2_concurrent_sessions_logprob_modes(self):
+        self.check_concurrent_sessions()
+
+    def test_3_mid_stream_abort_nth_turn(self):
+        self.check_mid_stream_abort(first_turn=False)
+
+    def test_4_mid_stream_abort_first_turn(self):
+        self.check_mid_stream_abort(first_turn=True)
+
+    def test_5_rejected_turns_keep_session(self):
+        self.check_rejected_turns_keep_session()
+
+    def test_9_healthy_and_alive(self):
+        self.check_healthy_after_sessions()
+
+
+class SpecSessionRow(SessionRow, SpecChecks):
+    """A streaming-session row with a speculative draft: also greedy output = target-only."""
+
+    def test_6_greedy_equals_target_only(self):
+        self.check_greedy_equals_target_only()

@@ -21,14 +21,13 @@ compaction.
 
 import base64
 import concurrent.futures
-import os
 import unittest
 
 import numpy as np
 
 from _registry import register_specv2_ci
-from _server import AB, COMMON, MODELS_DIR, REF_URL, eagle3_args, generate, launch, prompts, server_info, stop
-from sglang.test.test_utils import CustomTestCase, popen_launch_server
+from _server import AB, MODELS_DIR, eagle3_args, generate, launch, prompts, reference_outputs, server_info, stop
+from sglang.test.test_utils import CustomTestCase
 
 import tiny_moe
 
@@ -50,34 +49,9 @@ def experts(resp):
     return np.sort(raw.reshape(-1, tiny_moe.L, tiny_moe.TOPK), axis=-1)
 
 
-def reference(ps, target):
-    """Target-only responses (output ids + routed experts) for ``ps``, launched once per machine and
-    release (file lock + cache: the stock and plugin runs of this file share it)."""
-    import fcntl
-    import hashlib
-    import json
-
-    import sglang
-
-    key = hashlib.sha256(json.dumps([ps, NEW_TOKENS, target, MOE_ARGS, sglang.__version__]).encode()).hexdigest()[:16]
-    path = os.path.join(MODELS_DIR, f"reference-routed-{key}.json")
-    with open(path + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if os.path.exists(path):
-            with open(path) as f:
-                return json.load(f)
-        proc = popen_launch_server(target, REF_URL, timeout=600, other_args=COMMON + MOE_ARGS + ["--specv2-fixes", "off"])
-        try:
-            with concurrent.futures.ThreadPoolExecutor(16) as ex:
-                outs = list(ex.map(lambda p: generate(p, NEW_TOKENS, url=REF_URL, return_routed_experts=True), ps))
-        finally:
-            stop(proc)
-        keep = [{"output_ids": o["output_ids"], "meta_info": {"routed_experts": o["meta_info"]["routed_experts"]}}
-                for o in outs]
-        with open(path + f".{os.getpid()}", "w") as f:
-            json.dump(keep, f)
-        os.replace(path + f".{os.getpid()}", path)
-        return keep
+def ids_and_experts(response):
+    """What the target-only reference keeps of a response: output ids and routed experts."""
+    return {"output_ids": response["output_ids"], "meta_info": {"routed_experts": response["meta_info"]["routed_experts"]}}
 
 
 class TestRoutedExpertsTree(CustomTestCase):
@@ -85,7 +59,9 @@ class TestRoutedExpertsTree(CustomTestCase):
     def setUpClass(cls):
         cls.target = tiny_moe.build(MODELS_DIR)
         cls.prompts = prompts(N_PROMPTS, seed=17)
-        cls.ref = reference(cls.prompts, cls.target)  # before the server under test: one server at a time
+        # before the server under test: one server at a time
+        cls.ref = reference_outputs(cls.prompts, NEW_TOKENS, target=cls.target, extra_args=MOE_ARGS,
+                                    keep=ids_and_experts, return_routed_experts=True)
         cls.process, cls.launch_error = None, None
         try:
             cls.process = launch(eagle3_args(steps=3, topk=4, tokens=8) + ["--page-size", "1"] + MOE_ARGS,

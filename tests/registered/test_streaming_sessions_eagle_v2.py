@@ -33,46 +33,19 @@ Greedy output must equal a target-only server.
 import unittest
 
 from _registry import register_specv2_ci
-from _server import SessionChecks, SpecChecks, eagle3_args, launch, stop
+from _server import SpecSessionRow, eagle3_args
 from sglang.test.test_utils import CustomTestCase
 
 register_specv2_ci(est_time=200, suite="specv2-gpu", releases=["0.5.11", "0.5.12.post1"], bug_in=[])
 
 
-class TestStreamingSessionsEagleV2(SessionChecks, SpecChecks, CustomTestCase):
+class TestStreamingSessionsEagleV2(SpecSessionRow, CustomTestCase):
     KV_OFFSET, KV_SLACK = 0, 1
+    ALGORITHM = "EAGLE3"
 
     @classmethod
-    def setUpClass(cls):
-        cls.process = launch(eagle3_args(3, 1, 4) + ["--enable-streaming-session"])
-
-    @classmethod
-    def tearDownClass(cls):
-        stop(cls.process)
-
-    def test_0_server_config(self):
-        self.check_server_config(algorithm="EAGLE3", overlap=True)
-
-    def test_1_kv_inheritance_exact(self):
-        self.check_kv_inheritance()
-
-    def test_2_concurrent_sessions_logprob_modes(self):
-        self.check_concurrent_sessions()
-
-    def test_3_mid_stream_abort_nth_turn(self):
-        self.check_mid_stream_abort(first_turn=False)
-
-    def test_4_mid_stream_abort_first_turn(self):
-        self.check_mid_stream_abort(first_turn=True)
-
-    def test_5_rejected_turns_keep_session(self):
-        self.check_rejected_turns_keep_session()
-
-    def test_6_greedy_equals_target_only(self):
-        self.check_greedy_equals_target_only()
-
-    def test_9_healthy_and_alive(self):
-        self.check_healthy_after_sessions()
+    def launch_args(cls):
+        return eagle3_args(3, 1, 4)
 
 
 if __name__ == "__main__":

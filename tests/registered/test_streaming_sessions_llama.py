@@ -24,43 +24,14 @@ Expected inheritance, from the release sources (0.5.11 line / 0.5.12.post1 line)
 import unittest
 
 from _registry import register_specv2_ci
-from _server import SessionChecks, launch, stop
+from _server import SessionRow
 from sglang.test.test_utils import CustomTestCase
 
 register_specv2_ci(est_time=120, suite="specv2-gpu", releases=["0.5.11", "0.5.12.post1"], bug_in=[])
 
 
-class TestStreamingSessionsLlama(SessionChecks, CustomTestCase):
+class TestStreamingSessionsLlama(SessionRow, CustomTestCase):
     KV_OFFSET, KV_SLACK = 0, 1
-
-    @classmethod
-    def setUpClass(cls):
-        cls.process = launch(["--enable-streaming-session"])
-
-    @classmethod
-    def tearDownClass(cls):
-        stop(cls.process)
-
-    def test_0_server_config(self):
-        self.check_server_config(algorithm=None, overlap=True)
-
-    def test_1_kv_inheritance_exact(self):
-        self.check_kv_inheritance()
-
-    def test_2_concurrent_sessions_logprob_modes(self):
-        self.check_concurrent_sessions()
-
-    def test_3_mid_stream_abort_nth_turn(self):
-        self.check_mid_stream_abort(first_turn=False)
-
-    def test_4_mid_stream_abort_first_turn(self):
-        self.check_mid_stream_abort(first_turn=True)
-
-    def test_5_rejected_turns_keep_session(self):
-        self.check_rejected_turns_keep_session()
-
-    def test_9_healthy_and_alive(self):
-        self.check_healthy_after_sessions()
 
 
 if __name__ == "__main__":
