@@ -185,40 +185,57 @@ def write_tokenizer(d):
             json.dump(obj, f, indent=1)
 
 
-def build_all(out_dir):
-    """Build (once, under a file lock: parallel test processes share OUT_DIR) and return the model paths."""
+def file_stamp(*paths):
+    """sha256 over the given source files and the torch version: a built model is reused while it matches."""
+    h = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            h.update(f.read())
+    h.update(torch.__version__.split("+")[0].encode())
+    return h.hexdigest()
+
+
+def build_once(folder, stamp, write, outputs):
+    """Call ``write()`` unless ``folder/.stamp`` equals ``stamp`` and every path in ``outputs`` exists; under a
+    file lock in ``folder`` (parallel test processes share the models directory)."""
     import fcntl
 
-    out_dir = os.path.abspath(out_dir)
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, ".build.lock"), "w") as lock:
+    os.makedirs(folder, exist_ok=True)
+    sf = os.path.join(folder, ".stamp")
+    with open(os.path.join(folder, ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _build_all_locked(out_dir)
+        if os.path.exists(sf) and open(sf).read() == stamp and all(os.path.exists(p) for p in outputs):
+            return
+        if os.path.exists(sf):
+            os.remove(sf)
+        write()
+        with open(sf, "w") as f:
+            f.write(stamp)
 
 
-def _build_all_locked(out_dir):
+def write_model(path, weights, cfg):
+    """One model directory: bf16 safetensors, config.json and the word-level tokenizer."""
+    os.makedirs(path, exist_ok=True)
+    save_file(weights, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+    os.chmod(os.path.join(path, "model.safetensors"), 0o644)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+    write_tokenizer(path)
+
+
+def build_all(out_dir):
+    """Build (once per stamp) and return the model paths: OUT_DIR/{target,eagle3,eagle}."""
+    out_dir = os.path.abspath(out_dir)
     paths = {n: os.path.join(out_dir, n) for n in ("target", "eagle3", "eagle")}
-    with open(os.path.abspath(__file__), "rb") as f:
-        stamp = hashlib.sha256(f.read() + torch.__version__.split("+")[0].encode()).hexdigest()
-    sf = os.path.join(out_dir, ".stamp")
-    if os.path.exists(sf) and open(sf).read() == stamp and all(
-            os.path.exists(os.path.join(p, "model.safetensors")) for p in paths.values()):
-        return paths
-    if os.path.exists(sf):
-        os.remove(sf)
-    t, e3, e1 = build_weights()
-    cfgs = {"target": config("LlamaForCausalLM", L),
-            "eagle3": config("LlamaForCausalLMEagle3", 1, draft_vocab_size=V),
-            "eagle": config("LlamaForCausalLMEagle", 1)}
-    for name, w in [("target", t), ("eagle3", e3), ("eagle", e1)]:
-        os.makedirs(paths[name], exist_ok=True)
-        save_file(w, os.path.join(paths[name], "model.safetensors"), metadata={"format": "pt"})
-        os.chmod(os.path.join(paths[name], "model.safetensors"), 0o644)
-        with open(os.path.join(paths[name], "config.json"), "w") as f:
-            json.dump(cfgs[name], f, indent=1)
-        write_tokenizer(paths[name])
-    with open(sf, "w") as f:
-        f.write(stamp)
+
+    def write():
+        t, e3, e1 = build_weights()
+        write_model(paths["target"], t, config("LlamaForCausalLM", L))
+        write_model(paths["eagle3"], e3, config("LlamaForCausalLMEagle3", 1, draft_vocab_size=V))
+        write_model(paths["eagle"], e1, config("LlamaForCausalLMEagle", 1))
+
+    build_once(out_dir, file_stamp(os.path.abspath(__file__)), write,
+               [os.path.join(p, "model.safetensors") for p in paths.values()])
     return paths
 
 

@@ -25,10 +25,10 @@ Greedy continuation of any prompt is ``walk(last_token, n)``; ``check()`` verifi
 reference here equals Hugging Face ``GptOssForCausalLM`` (eager attention with sliding window and
 sinks), and the simulated EAGLE3 acceptance of tiny_models' draft on this target.
 """
-import argparse, fcntl, hashlib, json, math, os, sys, time
+import argparse, json, math, os, sys, time
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -107,34 +107,13 @@ def config():
     }
 
 
-def _stamp():
-    h = hashlib.sha256()
-    for f in (os.path.abspath(__file__), os.path.join(HERE, "tiny_models.py")):
-        with open(f, "rb") as fh:
-            h.update(fh.read())
-    h.update(torch.__version__.split("+")[0].encode())
-    return h.hexdigest()
-
-
 def build(out_dir):
-    """Write OUT_DIR/gptoss_swa once (file-locked: the stock and plugin runs may call it together)."""
+    """Write OUT_DIR/gptoss_swa once per stamp (``tiny_models.build_once``: file-locked, the stock and plugin
+    runs may call it together)."""
     path = os.path.join(os.path.abspath(out_dir), NAME)
-    os.makedirs(path, exist_ok=True)
-    stamp, sf = _stamp(), os.path.join(path, ".stamp")
-    with open(os.path.join(path, ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (os.path.exists(sf) and open(sf).read() == stamp
-                and os.path.exists(os.path.join(path, "model.safetensors"))):
-            return path
-        if os.path.exists(sf):
-            os.remove(sf)
-        save_file(build_weights(), os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
-        os.chmod(os.path.join(path, "model.safetensors"), 0o644)
-        with open(os.path.join(path, "config.json"), "w") as f:
-            json.dump(config(), f, indent=1)
-        tm.write_tokenizer(path)
-        with open(sf, "w") as f:
-            f.write(stamp)
+    tm.build_once(path, tm.file_stamp(os.path.abspath(__file__), os.path.join(HERE, "tiny_models.py")),
+                  lambda: tm.write_model(path, build_weights(), config()),
+                  [os.path.join(path, "model.safetensors")])
     return path
 
 
