@@ -2,6 +2,7 @@
 """Report for ``bench/serving.py``: Markdown table and PNG plots from its ``results.json``.
 
     python3 bench/plot.py RESULTS_JSON OUTDIR        # writes OUTDIR/results.md, OUTDIR/serving.png, OUTDIR/pairs.png
+    python3 bench/plot.py --merge OUT_JSON PART_JSON...   # one release's parts run on several GPUs -> one results.json
 
 Runs anywhere with Python 3.8+; the PNGs need matplotlib (present on the GPU machine's image, absent on
 the dev machine): without it the Markdown is still written and a one-line message says the plots were
@@ -124,6 +125,17 @@ def markdown(results):
         + (f" plus `{a['server_args']}`" if a.get("server_args") else "")
         + " (the registered tests' COMMON; their test-only `SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_BUSY` is not set).",
         "",
+    ]
+    if m.get("parts"):
+        lines += [
+            "Run as " + str(len(m["parts"])) + " parts side by side, one GPU each (a configuration's stock/plugin pairs "
+            "always on one GPU): " + "; ".join(
+                f"GPU {p.get('cuda_visible_devices', '?')}: {', '.join(p.get('args', {}).get('configs', []))} "
+                f"({_f(p.get('elapsed_s'), 0)} s{'' if p.get('complete') else ', INCOMPLETE: ' + str(p.get('stop_reason'))})"
+                for p in m["parts"]) + ".",
+            "",
+        ]
+    lines += [
         "Ratios are plugin / stock: throughput > 1 and TPOT/ITL < 1 mean the plugin side is faster. Ratios are "
         "medians over stock/plugin pairs (order alternating between repeats).",
         "",
@@ -297,8 +309,44 @@ def write_markdown(results, outdir):
     return path
 
 
+def merge(parts):
+    """One release's results from parts run side by side on GPUs of one machine (bench/gpu_bench_all.sh
+    --split): configurations are disjoint; ``meta`` is the first part's, with every part's own meta kept in
+    ``meta.parts`` (its GPU, configurations, budget, elapsed time, completeness)."""
+    if not parts:
+        raise ValueError("nothing to merge")
+    releases = {p.get("meta", {}).get("sglang") for p in parts}
+    if len(releases) != 1:
+        raise ValueError(f"parts of different releases: {sorted(map(str, releases))}")
+    out = {"schema": parts[0].get("schema"), "meta": dict(parts[0].get("meta", {})), "configs": {}}
+    for p in parts:
+        clash = set(out["configs"]) & set(p.get("configs", {}))
+        if clash:
+            raise ValueError(f"configuration(s) in more than one part: {sorted(clash)}")
+        out["configs"].update(p.get("configs", {}))
+    out["meta"]["parts"] = [p.get("meta", {}) for p in parts]
+    out["meta"]["complete"] = all(p.get("meta", {}).get("complete") for p in parts)
+    for key in ("points", "points_failed"):
+        out["meta"][key] = sum(p.get("meta", {}).get(key) or 0 for p in parts)
+    out["meta"]["elapsed_s"] = max((p.get("meta", {}).get("elapsed_s") or 0) for p in parts)
+    return out
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--merge":
+        if len(argv) < 3:
+            print("usage: plot.py --merge OUT_JSON PART_JSON [PART_JSON ...]")
+            return 2
+        parts = []
+        for path in argv[2:]:
+            with open(path) as f:
+                parts.append(json.load(f))
+        merged = merge(parts)
+        with open(argv[1], "w") as f:
+            json.dump(merged, f, indent=1)
+        print(f"[plot] merged {len(parts)} part(s), configs {list(merged['configs'])} -> {argv[1]}")
+        return 0
     if len(argv) != 2 or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         return 0 if argv and argv[0] in ("-h", "--help") else 2

@@ -228,6 +228,7 @@ def config_args(name, paths):
 
 def server_other_args(name, paths, common, a):
     extra = shlex.split(a.server_args) if a.server_args else []
+    common = [x for x in common if x != "--sleep-on-idle"]  # the tests' COMMON has it; here --no-sleep-on-idle decides
     return common + config_args(name, paths) + extra + (["--sleep-on-idle"] if a.sleep_on_idle else [])
 
 
@@ -704,6 +705,7 @@ class Harness:
             bench_mode="python3 -m sglang.bench_serving (subprocess)" if a.bench_subprocess else
             "sglang.bench_serving CLI run in-process (runpy)",
             env={k: v for k, v in os.environ.items() if k.startswith("SGLANG_SPECV2")},
+            cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
             complete=False, first_launch_s=None), configs={})
         for k in ("SGLANG_SPECV2_FIXES_CHECK", "SGLANG_SPECV2_FIXES_PROBE"):
             if os.environ.get(k):

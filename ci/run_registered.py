@@ -108,6 +108,9 @@ def main():
     ap.add_argument("--budget", type=float, default=0,
                     help="hard wall-clock budget in seconds (0: none): a file is not started unless its est_time "
                          "fits, and whatever still runs at the budget is killed (rc 'budget') so reports get written")
+    ap.add_argument("--gpus", default=os.environ.get("SPECV2_GPUS", ""),
+                    help="comma-separated GPU ids for this runner's files (slot i -> GPU i mod n, both modes of a "
+                         "file on one GPU, reference servers with them); empty: leave CUDA_VISIBLE_DEVICES as it is")
     ap.add_argument("--mode-env", action="append", default=[], metavar="MODE:KEY=VALUE",
                     help="extra environment for one mode's runs, e.g. auto:SGLANG_SPECV2_FIXES_CHECK=1 "
                          "(the plugin side runs in check mode: any invariant violation stops its server)")
@@ -117,8 +120,13 @@ def main():
         mode, kv = item.split(":", 1)
         key, value = kv.split("=", 1)
         mode_env.setdefault(mode, {})[key] = value
+    gpus = [g for g in args.gpus.split(",") if g.strip()]
     t_start = time.time()
     facts = env_facts()
+    if gpus:
+        facts["gpus"] = gpus
+    facts["jobs"] = args.jobs
+    facts["t_start"] = t_start  # reports carry the run's wall clock so far (the matrix must fit one device call)
     rel = facts.get("sglang")
     os.makedirs(args.out, exist_ok=True)
     tests = [(p, r) for p, r in discover(args.suite, args.files) if rel in r["releases"]]
@@ -126,7 +134,8 @@ def main():
     tests.sort(key=lambda t: -t[1]["est_time"])
     facts["mode_env"] = mode_env
     print(f"[runner] sglang {rel} torch {facts.get('torch')} on {facts.get('device')}: {len(tests)} file(s) x "
-          f"{args.modes}, {args.jobs} at a time, extra env {mode_env or 'none'}", flush=True)
+          f"{args.modes}, {args.jobs} at a time{f' over GPUs {gpus}' if gpus else ''}, extra env {mode_env or 'none'}",
+          flush=True)
     prebuild_models()
     results, running, free_slots = [], {}, list(range(args.jobs))
     pending = list(enumerate(tests, 1))
@@ -140,6 +149,8 @@ def main():
             # ports: base + 1000*mode + 40*slot; the file's reference server is on port + 500
             env = {**os.environ, **mode_env.get(mode, {}), "SPECV2_AB": mode,
                    "SPECV2_PORT": str(args.port_base + 1000 * k + 40 * slot)}
+            if gpus:
+                env["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
             # own session: a timeout kills the test *and* the servers it started
             p = subprocess.Popen([sys.executable, path], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REG_DIR,
                                  start_new_session=True)
@@ -199,11 +210,16 @@ def main():
 def write_reports(out, facts, results):
     rel = facts.get("sglang")
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    summary = dict(date=stamp, **facts, results=results)
+    facts = dict(facts)
+    t_start = facts.pop("t_start", None)
+    wall = round(time.time() - t_start) if t_start else None
+    summary = dict(date=stamp, **facts, wall_s=wall, results=results)
     json.dump(summary, open(os.path.join(out, "results.json"), "w"), indent=2)
     extra = "; ".join(f"{m}: {' '.join(f'{k}={v}' for k, v in e.items())}" for m, e in facts.get("mode_env", {}).items())
     lines = [f"Run {stamp} on {facts.get('device')}, sglang {rel}, torch {facts.get('torch')}"
-             + (f", extra env ({extra})" if extra else ""), "",
+             + (f", extra env ({extra})" if extra else "")
+             + (f"; {facts.get('jobs')} files at a time" + (f" over GPUs {','.join(facts['gpus'])}" if facts.get("gpus") else "")
+                + f", wall clock {wall} s" if wall is not None else ""), "",
              "| test | stock (off) | plugin (auto) | expectation |", "|---|---|---|---|"]
     for name in dict.fromkeys(r["file"] for r in results):
         cells = {r["mode"]: r for r in results if r["file"] == name}

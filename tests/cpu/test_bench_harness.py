@@ -15,3 +15,41 @@ def test_serving_harness_selftest_on_the_release():
     p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "serving_selftest.py"), "--e2e"],
                        capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert p.returncode == 0 and "[selftest] all checks passed" in p.stdout, p.stdout[-3000:] + p.stderr[-3000:]
+
+
+def test_plot_merges_parts_run_on_several_gpus():
+    """bench/gpu_bench_all.sh --split runs a release's configurations as parts on several GPUs; plot.py --merge
+    makes one results.json of them (checked on a committed real run, split by configuration)."""
+    import copy
+    import json
+
+    import pytest
+
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import plot
+
+    real = json.load(open(os.path.join(ROOT, "docs", "bench", "serving-2026-11-22", "0.5.11-results.json")))
+    names = list(real["configs"])
+    assert len(names) >= 2
+    parts = []
+    for k, name in enumerate(names):
+        p = copy.deepcopy(real)
+        p["configs"] = {name: real["configs"][name]}
+        p["meta"].update(cuda_visible_devices=str(k), elapsed_s=100.0 + k, complete=k == 0,
+                         stop_reason=None if k == 0 else "budget", points=6, points_failed=0)
+        p["meta"]["args"] = dict(p["meta"]["args"], configs=[name])
+        parts.append(p)
+    merged = plot.merge(parts)
+    assert list(merged["configs"]) == names and merged["configs"] == real["configs"]
+    assert merged["meta"]["complete"] is False and merged["meta"]["elapsed_s"] == 100.0 + len(names) - 1
+    assert merged["meta"]["points"] == 6 * len(names)
+    md = plot.markdown(merged)
+    assert f"Run as {len(names)} parts side by side" in md and f"GPU 0: {names[0]} (100 s)" in md
+    assert "INCOMPLETE: budget" in md
+    assert plot.summarize(merged) == plot.summarize(real)  # the table rows are the real run's
+    with pytest.raises(ValueError, match="more than one part"):
+        plot.merge([parts[0], parts[0]])
+    other = copy.deepcopy(parts[1])
+    other["meta"]["sglang"] = "0.0.1"
+    with pytest.raises(ValueError, match="different releases"):
+        plot.merge([parts[0], other])

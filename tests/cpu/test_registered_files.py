@@ -39,6 +39,9 @@ def test_runner_runs_files_in_parallel_and_reports_verdicts(tmp_path):
                           "if __name__ == '__main__':\n    sys.exit(0 if os.environ['SPECV2_AB'] == 'off' else 1)\n"),
         "test_hang.py": (f"register_specv2_ci(est_time=1, suite='specv2-gpu', releases=['{VERSION}'])\n"
                          "if __name__ == '__main__':\n    time.sleep(60)\n"),
+        # --gpus: each file's processes see exactly one of the runner's GPUs
+        "test_gpu.py": (f"register_specv2_ci(est_time=2, suite='specv2-gpu', releases=['{VERSION}'])\n"
+                        "if __name__ == '__main__':\n    sys.exit(0 if os.environ.get('CUDA_VISIBLE_DEVICES') in ('7', '9') else 1)\n"),
         "test_other_release.py": ("register_specv2_ci(est_time=1, suite='specv2-gpu', releases=['0.0.1'])\n"
                                   "if __name__ == '__main__':\n    sys.exit(1)\n"),
     }
@@ -48,17 +51,20 @@ def test_runner_runs_files_in_parallel_and_reports_verdicts(tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "SPECV2_REG_DIR": str(reg)}
     p = subprocess.run([sys.executable, os.path.join(ROOT, "ci", "run_registered.py"), "--out", str(out),
-                        "--jobs", "3", "--timeout", "8"], env=env, capture_output=True, text=True, timeout=120)
+                        "--jobs", "3", "--timeout", "8", "--gpus", "7,9"], env=env, capture_output=True, text=True, timeout=120)
     res = json.loads((out / "results.json").read_text())
     got = {(r["file"], r["mode"]): (r["passed"], r["verdict"]) for r in res["results"]}
     assert got == {
         ("test_bug.py", "off"): (False, "as expected"), ("test_bug.py", "auto"): (True, "as expected"),
         ("test_guard.py", "off"): (True, "as expected"), ("test_guard.py", "auto"): (False, "UNEXPECTED"),
         ("test_hang.py", "off"): (False, "UNEXPECTED"), ("test_hang.py", "auto"): (False, "UNEXPECTED"),
+        ("test_gpu.py", "off"): (True, "as expected"), ("test_gpu.py", "auto"): (True, "as expected"),
     }, p.stdout + p.stderr
+    assert res["gpus"] == ["7", "9"] and res["jobs"] == 3 and res["wall_s"] >= 8
     assert [r["rc"] for r in res["results"] if r["file"] == "test_hang.py"] == ["timeout", "timeout"]
     assert p.returncode == 1
     md = (out / "results.md").read_text()
+    assert "3 files at a time over GPUs 7,9, wall clock" in md
     assert "| test_bug.py | FAIL (rc=1) | pass | stock fails, plugin passes: met |" in md
     assert "test_guard.py | pass | FAIL (rc=1) | both pass: NOT MET" in md
 

@@ -28,11 +28,17 @@ AB = os.environ.get("SPECV2_AB", "auto")
 MODELS_DIR = os.environ.get("SPECV2_MODELS", "/tmp/specv2-tiny-models")
 COMMON = [
     "--attention-backend", "triton", "--sampling-backend", "pytorch", "--grammar-backend", "none",
-    "--cuda-graph-max-bs", "8", "--mem-fraction-static", os.environ.get("SPECV2_MEM_FRACTION", "0.2"), "--log-level", "info",
+    "--mem-fraction-static", os.environ.get("SPECV2_MEM_FRACTION", "0.2"), "--log-level", "info",
     # many tiny-model servers share one GPU in a matrix run: the static fraction only has to leave slack for
     # other servers' allocations during profiling; the KV pool itself is capped (a few hundred MB) and the
     # piecewise CUDA graphs (~10 s and up to ~3 GB per server, no use for these tests) are off
     "--max-total-tokens", os.environ.get("SPECV2_MAX_TOTAL_TOKENS", "131072"), "--disable-piecewise-cuda-graph",
+    # an idle scheduler otherwise spins a core at 100% (its own IdleSleeper docstring): with a dozen servers up
+    # at once that starved every other process of the matrix run. It sleeps only when fully idle, after the
+    # idle checks (strict memory check included) ran, and wakes on the next request: busy behaviour unchanged
+    "--sleep-on-idle",
+    # four graph sizes instead of eight (bs 3/5/6/7 pad to the next one): half the capture time per server
+    "--cuda-graph-bs", "1", "2", "4", "8",
 ]
 
 
@@ -110,23 +116,55 @@ def output_ids(response):
     return response["output_ids"]
 
 
-def reference_outputs(ps, max_new_tokens, target=None, extra_args=(), keep=output_ids, **request):
-    """What a target-only server answers for prompts ``ps`` (greedy): ``keep(response)`` per prompt, by
-    default the output ids. ``extra_args``: server flags; ``request``: extra /generate fields (e.g.
-    ``return_routed_experts=True``). Cached on disk per machine and release behind a file lock, so the
-    stock and plugin runs (and the rows of one run) share a single target-only launch."""
-    import fcntl
+_REF_POOL = None
+_REF_PENDING = {}
+
+
+def _reference_key(ps, max_new_tokens, target, extra_args, keep, request):
     import hashlib
     import json
 
     import sglang
 
-    target = target or models()["target"]
     # per release: each release's rows compare against that release's own target-only output
     key_parts = [ps, max_new_tokens, target, list(extra_args), sglang.__version__]
     if request or keep is not output_ids:
         key_parts += [sorted(request.items()), keep.__qualname__]
-    key = hashlib.sha256(json.dumps(key_parts).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(key_parts).encode()).hexdigest()[:16]
+
+
+def prefetch_reference(ps, max_new_tokens, target=None, extra_args=(), keep=output_ids, **request):
+    """Start ``reference_outputs(...)`` (same arguments) in a background thread and return at once: called
+    *before* launching the server under test, the target-only launch overlaps that server's start instead of
+    following it. A later ``reference_outputs`` with the same arguments waits for this one."""
+    global _REF_POOL
+    target = target or models()["target"]
+    key = _reference_key(ps, max_new_tokens, target, extra_args, keep, request)
+    if key not in _REF_PENDING:
+        if _REF_POOL is None:
+            _REF_POOL = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="specv2-reference")  # one REF_URL
+        _REF_PENDING[key] = _REF_POOL.submit(_reference, key, ps, max_new_tokens, target, extra_args, keep, request)
+    return _REF_PENDING[key]
+
+
+def reference_outputs(ps, max_new_tokens, target=None, extra_args=(), keep=output_ids, **request):
+    """What a target-only server answers for prompts ``ps`` (greedy): ``keep(response)`` per prompt, by
+    default the output ids. ``extra_args``: server flags; ``request``: extra /generate fields (e.g.
+    ``return_routed_experts=True``). Cached on disk per machine and release behind a file lock, so the
+    stock and plugin runs (and the rows of one run) share a single target-only launch; a ``prefetch_reference``
+    of this process with the same arguments is waited for instead of launching again."""
+    target = target or models()["target"]
+    key = _reference_key(ps, max_new_tokens, target, extra_args, keep, request)
+    pending = _REF_PENDING.get(key)
+    if pending is not None:
+        return pending.result()
+    return _reference(key, ps, max_new_tokens, target, extra_args, keep, request)
+
+
+def _reference(key, ps, max_new_tokens, target, extra_args, keep, request):
+    import fcntl
+    import json
+
     path = os.path.join(MODELS_DIR, f"reference-{key}.json")
     with open(path + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -161,6 +199,12 @@ class SpecChecks:
     """Assertions shared by the speculative rows (mixin for CustomTestCase)."""
 
     N_REF, REF_TOKENS = 16, 48
+
+    @classmethod
+    def prefetch_target_only(cls):
+        """Start the target-only launch behind ``check_greedy_equals_target_only`` now: call it in setUpClass
+        before ``launch`` so the two servers start together."""
+        prefetch_reference(prompts(cls.N_REF, seed=7), cls.REF_TOKENS)
 
     def check_greedy_equals_target_only(self):
         ps = prompts(self.N_REF, seed=7)
@@ -309,6 +353,7 @@ class TreeRow(SpecChecks):
 
     @classmethod
     def setUpClass(cls):
+        cls.prefetch_target_only()
         cls.process = launch(eagle3_args(steps=cls.STEPS, topk=cls.TOPK, tokens=cls.TOKENS) + ["--page-size", "1"],
                              env={"SGLANG_TEST_RETRACT": "1"})
 
@@ -348,7 +393,13 @@ class RetractRow(SpecChecks):
     PAGE_SIZE = CHUNK = PROMPT_LEN = None
 
     @classmethod
+    def long_and_short_prompts(cls):
+        lo, hi = cls.PROMPT_LEN
+        return prompts(24, seed=21, lo=lo, hi=hi) + prompts(24, seed=22)
+
+    @classmethod
     def setUpClass(cls):
+        prefetch_reference(cls.long_and_short_prompts(), 40)
         cls.process = launch(
             eagle3_args(3, 1, 4) + ["--page-size", str(cls.PAGE_SIZE), "--enable-mixed-chunk",
                                     "--chunked-prefill-size", str(cls.CHUNK), "--max-running-requests", "32"],
@@ -366,8 +417,7 @@ class RetractRow(SpecChecks):
         self.assertFalse(info["enable_mixed_chunk"], "SGLang now mixes chunked prefill with EAGLE: extend this row")
 
     def test_2_long_prompts_chunked_under_retract_equal_target_only(self):
-        lo, hi = self.PROMPT_LEN
-        ps = prompts(24, seed=21, lo=lo, hi=hi) + prompts(24, seed=22)
+        ps = self.long_and_short_prompts()
         ref = reference_outputs(ps, 40)
         with concurrent.futures.ThreadPoolExecutor(48) as ex:
             got = list(ex.map(lambda p: generate(p, 40)["output_ids"], ps))
@@ -640,6 +690,11 @@ class SessionRow(SessionChecks):
 
 class SpecSessionRow(SessionRow, SpecChecks):
     """A streaming-session row with a speculative draft: also greedy output = target-only."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.prefetch_target_only()
+        super().setUpClass()
 
     def test_6_greedy_equals_target_only(self):
         self.check_greedy_equals_target_only()

@@ -14,13 +14,14 @@ from _registry import register_specv2_ci
 from _server import SpecChecks, eagle3_args, launch, server_info, specv2_state, stop
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=200, suite="specv2-gpu", releases=["0.5.11", "0.5.12.post1"],
-                   bug_in=["0.5.11", "0.5.12.post1"])
+register_specv2_ci(est_time=200, suite="specv2-gpu", releases=["0.5.11", "0.5.12", "0.5.12.post1"],
+                   bug_in=["0.5.11", "0.5.12", "0.5.12.post1"])
 
 
 class TestDefaultSpecParams(CustomTestCase, SpecChecks):
     @classmethod
     def setUpClass(cls):
+        cls.prefetch_target_only()
         cls.process = launch(eagle3_args(steps=None), env={"SGLANG_TEST_RETRACT": "1"})
 
     @classmethod

@@ -9,7 +9,7 @@ from _registry import register_specv2_ci
 from _server import SpecChecks, eagle3_args, launch, server_info, stop
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=240, suite="specv2-gpu", releases=["0.5.11", "0.5.12.post1"], bug_in=[])
+register_specv2_ci(est_time=240, suite="specv2-gpu", releases=["0.5.11", "0.5.12", "0.5.12.post1"], bug_in=[])
 
 
 class _EagleChain(SpecChecks):
@@ -17,6 +17,7 @@ class _EagleChain(SpecChecks):
 
     @classmethod
     def setUpClass(cls):
+        cls.prefetch_target_only()
         cls.process = launch(eagle3_args(3, 1, 4, algorithm="EAGLE", draft="eagle") + cls.EXTRA,
                              env={"SGLANG_TEST_RETRACT": "1"})
 

@@ -26,13 +26,14 @@ import unittest
 import numpy as np
 
 from _registry import register_specv2_ci
-from _server import AB, MODELS_DIR, eagle3_args, generate, launch, prompts, reference_outputs, server_info, stop
+from _server import (AB, MODELS_DIR, eagle3_args, generate, launch, prefetch_reference, prompts, reference_outputs,
+                     server_info, stop)
 from sglang.test.test_utils import CustomTestCase
 
 import tiny_moe
 
-register_specv2_ci(est_time=240, suite="specv2-gpu", releases=["0.5.11", "0.5.12.post1"],
-                   bug_in=["0.5.11", "0.5.12.post1"])
+register_specv2_ci(est_time=240, suite="specv2-gpu", releases=["0.5.11", "0.5.12", "0.5.12.post1"],
+                   bug_in=["0.5.11", "0.5.12", "0.5.12.post1"])
 
 # both servers: the prefill rows are not what this row tests (and are computed the same way in both), so the
 # experimental piecewise (torch.compile) prefill graph stays out of the picture
@@ -59,15 +60,15 @@ class TestRoutedExpertsTree(CustomTestCase):
     def setUpClass(cls):
         cls.target = tiny_moe.build(MODELS_DIR)
         cls.prompts = prompts(N_PROMPTS, seed=17)
-        # before the server under test: one server at a time
-        cls.ref = reference_outputs(cls.prompts, NEW_TOKENS, target=cls.target, extra_args=MOE_ARGS,
-                                    keep=ids_and_experts, return_routed_experts=True)
+        ref_args = dict(target=cls.target, extra_args=MOE_ARGS, keep=ids_and_experts, return_routed_experts=True)
+        prefetch_reference(cls.prompts, NEW_TOKENS, **ref_args)  # starts together with the server under test
         cls.process, cls.launch_error = None, None
         try:
             cls.process = launch(eagle3_args(steps=3, topk=4, tokens=8) + ["--page-size", "1"] + MOE_ARGS,
                                  target=cls.target)
         except Exception as e:  # noqa: BLE001 - reported by every test below
             cls.launch_error = f"{type(e).__name__}: {e}"
+        cls.ref = reference_outputs(cls.prompts, NEW_TOKENS, **ref_args)
 
     @classmethod
     def tearDownClass(cls):

@@ -13,7 +13,7 @@ from _registry import register_specv2_ci
 from _server import AB, concurrent_generate, eagle3_args, health_ok, launch, server_info, specv2_state, stop
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=150, suite="specv2-gpu", releases=["0.5.11", "0.5.12.post1"], bug_in=["0.5.11"])
+register_specv2_ci(est_time=150, suite="specv2-gpu", releases=["0.5.11", "0.5.12", "0.5.12.post1"], bug_in=["0.5.11"])
 
 
 class TestStaleOverlapUpdates(CustomTestCase):

@@ -27,7 +27,7 @@ from _registry import register_specv2_ci
 from _server import SessionRow
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=120, suite="specv2-gpu", releases=["0.5.11", "0.5.12.post1"], bug_in=[])
+register_specv2_ci(est_time=120, suite="specv2-gpu", releases=["0.5.11", "0.5.12", "0.5.12.post1"], bug_in=[])
 
 
 class TestStreamingSessionsLlama(SessionRow, CustomTestCase):

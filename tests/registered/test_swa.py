@@ -29,12 +29,12 @@ import requests
 
 from _registry import register_specv2_ci
 from _server import (MODELS_DIR, TIMEOUT, URL, SpecChecks, concurrent_generate, eagle3_args, generate, health_ok,
-                     launch, prompts, reference_outputs, rescore_logprobs, server_info, stop)
+                     launch, prefetch_reference, prompts, reference_outputs, rescore_logprobs, server_info, stop)
 from sglang.test.test_utils import CustomTestCase
 
 import tiny_swa
 
-register_specv2_ci(est_time=360, suite="specv2-gpu", releases=["0.5.11", "0.5.12.post1"], bug_in=[])
+register_specv2_ci(est_time=360, suite="specv2-gpu", releases=["0.5.11", "0.5.12", "0.5.12.post1"], bug_in=[])
 
 MOE = os.environ.get("SPECV2_SWA_MOE", "triton")
 SWA_ARGS = ["--moe-runner-backend", MOE, "--disable-piecewise-cuda-graph"]
@@ -84,11 +84,12 @@ class TestSWASpecV2(CustomTestCase, SpecChecks):
         cls.model = tiny_swa.build(MODELS_DIR)
         cls.ref_prompts = prompts(REF_N, seed=7)
         t0 = time.time()
-        cls.ref = reference_outputs(cls.ref_prompts, REF_TOKENS, target=cls.model, extra_args=SWA_ARGS)
-        print(f"[swa] target-only SWA reference ready in {time.time() - t0:.0f}s", flush=True)
+        prefetch_reference(cls.ref_prompts, REF_TOKENS, target=cls.model, extra_args=SWA_ARGS)  # starts alongside
         cls.process = launch(eagle3_args(3, 1, 4) + SWA_ARGS + ["--enable-streaming-session",
                                                                  "--max-running-requests", "32"],
                              env={"SGLANG_TEST_RETRACT": "1"}, target=cls.model)
+        cls.ref = reference_outputs(cls.ref_prompts, REF_TOKENS, target=cls.model, extra_args=SWA_ARGS)
+        print(f"[swa] server under test and target-only SWA reference ready in {time.time() - t0:.0f}s", flush=True)
 
     @classmethod
     def tearDownClass(cls):

@@ -13,7 +13,7 @@ from _registry import register_specv2_ci
 from _server import AB, COMMON, URL, SpecChecks, eagle3_args, models, server_info, stop
 from sglang.test.test_utils import CustomTestCase, popen_launch_server
 
-register_specv2_ci(est_time=420, suite="specv2-gpu", releases=["0.5.11", "0.5.12.post1"])
+register_specv2_ci(est_time=420, suite="specv2-gpu", releases=["0.5.11", "0.5.12", "0.5.12.post1"])
 
 REASON = "spec v2 tree drafting (topk > 1) requires page_size == 1, got page_size=16"
 
@@ -21,6 +21,7 @@ REASON = "spec v2 tree drafting (topk > 1) requires page_size == 1, got page_siz
 class TestTreePageSizeV1(CustomTestCase, SpecChecks):
     @classmethod
     def setUpClass(cls):
+        cls.prefetch_target_only()
         args = [a for a in COMMON]
         args[args.index("--attention-backend") + 1] = "flashinfer"
         cls.log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"specv2-page16-{AB}-{os.getpid()}.log")

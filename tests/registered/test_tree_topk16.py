@@ -8,8 +8,8 @@ from _registry import register_specv2_ci
 from _server import TreeRow
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=200, suite="specv2-gpu", releases=["0.5.11", "0.5.12.post1"],
-                   bug_in=["0.5.11", "0.5.12.post1"])
+register_specv2_ci(est_time=200, suite="specv2-gpu", releases=["0.5.11", "0.5.12", "0.5.12.post1"],
+                   bug_in=["0.5.11", "0.5.12", "0.5.12.post1"])
 
 
 class TestTreeTopk16(TreeRow, CustomTestCase):

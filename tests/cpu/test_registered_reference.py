@@ -1,0 +1,102 @@
+"""The registered tests' target-only reference (tests/registered/_server.py): ``prefetch_reference`` starts the
+target-only launch in the background so it overlaps the launch of the server under test, and every row that
+compares against target-only output starts it *before* its own launch. Servers are stand-ins here (no GPU);
+the SGLang release under test is imported for real by ``_server``."""
+
+import glob
+import importlib
+import os
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import ROOT, VERSION, requires_sglang
+
+REG_DIR = os.path.join(ROOT, "tests", "registered")
+pytestmark = requires_sglang
+
+
+@pytest.fixture
+def server_mod(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(REG_DIR)
+    import _server
+
+    monkeypatch.setattr(_server, "MODELS_DIR", str(tmp_path))
+    monkeypatch.setattr(_server, "_REF_PENDING", {})
+    return _server
+
+
+def test_prefetch_overlaps_and_launches_once(server_mod, monkeypatch):
+    s = server_mod
+    launches, threads = [], []
+
+    def fake_launch(model, url, timeout, other_args):
+        threads.append(threading.current_thread().name)
+        launches.append((model, url, list(other_args)))
+        time.sleep(0.5)  # a server start
+        return object()
+
+    monkeypatch.setattr(s, "popen_launch_server", fake_launch)
+    monkeypatch.setattr(s, "stop", lambda proc: None)
+    monkeypatch.setattr(s, "generate", lambda p, n, url=None, **kw: {"output_ids": [len(p), n, url == s.REF_URL]})
+    ps = [[1, 2, 3], [4, 5]]
+    t0 = time.time()
+    fut = s.prefetch_reference(ps, 7, target="T")
+    assert time.time() - t0 < 0.3, "prefetch must return before the target-only server is up"
+    assert s.prefetch_reference(ps, 7, target="T") is fut  # the same work is not queued twice
+    assert s.reference_outputs(ps, 7, target="T") == [[3, 7, True], [2, 7, True]]
+    assert len(launches) == 1 and threads[0].startswith("specv2-reference")
+    assert launches[0][:2] == ("T", s.REF_URL) and launches[0][2][-2:] == ["--specv2-fixes", "off"]
+    # a new process (nothing pending) reads the on-disk cache: no launch
+    monkeypatch.setattr(s, "_REF_PENDING", {})
+    assert s.reference_outputs(ps, 7, target="T") == [[3, 7, True], [2, 7, True]]
+    assert len(launches) == 1
+    # other arguments are another reference
+    s.reference_outputs(ps, 8, target="T")
+    assert len(launches) == 2
+
+
+def test_rows_start_their_reference_before_their_server(server_mod, monkeypatch):
+    """setUpClass of every registered row with the launches stubbed: a row that compares against target-only
+    output must have prefetched that reference when its own server launch begins."""
+    import unittest
+
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "ci"))
+    import run_registered
+
+    s = server_mod
+    events = []
+    monkeypatch.setattr(s, "models", lambda: {k: f"/m/{k}" for k in ("target", "eagle", "eagle3")})
+    monkeypatch.setattr(s, "prefetch_reference", lambda *a, **k: events.append("prefetch"))
+    monkeypatch.setattr(s, "reference_outputs", lambda *a, **k: events.append("reference") or [])
+
+    def fake_server(*a, **k):
+        events.append("launch")
+        return None
+
+    monkeypatch.setattr(s, "launch", fake_server)
+    monkeypatch.setattr(s, "popen_launch_server", fake_server)
+    for name in ("tiny_moe", "tiny_swa"):
+        monkeypatch.setattr(importlib.import_module(name), "build", lambda d: "/m/other")
+    checked = []
+    for path in sorted(glob.glob(os.path.join(REG_DIR, "test_*.py"))):
+        if VERSION not in run_registered.registration(path)["releases"]:
+            continue
+        mod = importlib.import_module(os.path.basename(path)[:-3])
+        for attr in ("launch", "popen_launch_server", "prefetch_reference", "reference_outputs"):
+            if hasattr(mod, attr):
+                monkeypatch.setattr(mod, attr, getattr(s, attr))
+        suite = unittest.defaultTestLoader.loadTestsFromModule(mod)
+        for case in {type(t) for sub in suite for t in sub}:
+            events.clear()
+            # the row's own setUpClass (CustomTestCase wraps it with retries / teardown)
+            (setup,) = [c.cell_contents for c in case.setUpClass.__func__.__closure__ if callable(c.cell_contents)]
+            setup(case)
+            assert "launch" in events, (path, case, events)
+            needs_ref = issubclass(case, s.SpecChecks) or "reference_outputs" in open(path).read()
+            if needs_ref:
+                assert "prefetch" in events and events.index("prefetch") < events.index("launch"), (path, case, events)
+                checked.append(case.__name__)
+    assert len(checked) >= 8, checked
