@@ -334,7 +334,9 @@ class Server:
     def __init__(self, config, side, port, model, other_args):
         self.config, self.side, self.port, self.model = config, side, port, model
         self.url = f"http://127.0.0.1:{port}"
-        self.other_args = list(other_args) + ["--specv2-fixes", SIDES[side]]
+        # a fixed torch.distributed port (HTTP port + 200, clear of every server port of this run): SGLang's default
+        # get_free_port() can race with the other servers of a run (seen in the registered matrix)
+        self.other_args = list(other_args) + ["--nccl-port", str(port + 200), "--specv2-fixes", SIDES[side]]
         self.proc = None
         self.error = None
         self.launch_s = None

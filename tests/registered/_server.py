@@ -42,6 +42,13 @@ COMMON = [
 ]
 
 
+def nccl_args(url):
+    """A fixed torch.distributed port per server (its HTTP port + 20, inside the runner's 40-port slot): left
+    unset, SGLang takes ``get_free_port()``, which races with the other servers and clients of a matrix run
+    (seen: EADDRINUSE in init_process_group with ~40 servers starting on one host)."""
+    return ["--nccl-port", str(int(url.rsplit(":", 1)[1]) + 20)]
+
+
 def models():
     return tiny_models.build_all(MODELS_DIR)
 
@@ -64,7 +71,8 @@ def launch(extra_args, env=None, target=None):
     # --decode-log-interval 1: the scheduler's accept-length totals (behind /server_info) are only flushed at
     # log steps, so a short test would otherwise read none
     return popen_launch_server(target or m["target"], URL, timeout=600,
-                               other_args=COMMON + ["--decode-log-interval", "1"] + extra_args + ["--specv2-fixes", AB],
+                               other_args=COMMON + nccl_args(URL) + ["--decode-log-interval", "1"] + extra_args
+                               + ["--specv2-fixes", AB],
                                env=full_env)
 
 
@@ -172,7 +180,7 @@ def _reference(key, ps, max_new_tokens, target, extra_args, keep, request):
             with open(path) as f:
                 return json.load(f)
         proc = popen_launch_server(target, REF_URL, timeout=600,
-                                   other_args=COMMON + list(extra_args) + ["--specv2-fixes", "off"])
+                                   other_args=COMMON + nccl_args(REF_URL) + list(extra_args) + ["--specv2-fixes", "off"])
         try:
             with concurrent.futures.ThreadPoolExecutor(16) as ex:
                 outs = list(ex.map(lambda p: keep(generate(p, max_new_tokens, url=REF_URL, **request)), ps))

@@ -10,7 +10,7 @@ import os
 import unittest
 
 from _registry import register_specv2_ci
-from _server import AB, COMMON, URL, SpecChecks, eagle3_args, models, server_info, stop
+from _server import AB, COMMON, URL, SpecChecks, eagle3_args, models, nccl_args, server_info, stop
 from sglang.test.test_utils import CustomTestCase, popen_launch_server
 
 register_specv2_ci(est_time=420, suite="specv2-gpu", releases=["0.5.11", "0.5.12", "0.5.12.post1"])
@@ -28,7 +28,7 @@ class TestTreePageSizeV1(CustomTestCase, SpecChecks):
         cls.log = open(cls.log_path, "w")
         cls.process = popen_launch_server(
             models()["target"], URL, timeout=600,
-            other_args=args + eagle3_args(3, 4, 8) + ["--page-size", "16", "--decode-log-interval", "1", "--specv2-fixes", AB],
+            other_args=args + nccl_args(URL) + eagle3_args(3, 4, 8) + ["--page-size", "16", "--decode-log-interval", "1", "--specv2-fixes", AB],
             env={"SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_BUSY": "1"}, return_stdout_stderr=(cls.log, cls.log),
         )
 
