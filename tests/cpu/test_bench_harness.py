@@ -53,3 +53,27 @@ def test_plot_merges_parts_run_on_several_gpus():
     other["meta"]["sglang"] = "0.0.1"
     with pytest.raises(ValueError, match="different releases"):
         plot.merge([parts[0], other])
+
+
+def test_hot_path_overhead_benchmark_runs_on_the_release():
+    """bench/hot_path_overhead.py (a benchmark: no timing is asserted) times the release's real
+    process_batch_result_decode against the plugin's body on the CPU tests' scenario; it must keep running."""
+    import json
+
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "hot_path_overhead.py"), "-n", "100"],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    res = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("{")][-1])
+    case = res["cases"]["process_batch_result_decode"]
+    assert case["stock_us"] > 0 and case["plugin_us"] > 0
+
+
+def test_import_overhead_benchmark_splits_the_cost():
+    import json
+
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "import_overhead.py"), "-n", "1"],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    res = json.loads(p.stdout.splitlines()[-1])
+    assert res["hooked_targets"] >= 8 and res["hook_registry_propagate_ms"] > 0
+    assert abs(res["plugin_own_ms"] + res["hook_registry_propagate_ms"] - res["added_ms"]) < 1e-6

@@ -36,7 +36,20 @@ def scheduler_class():
     return Sched
 
 
-def run(use_plugin_body, only_stale=False, log_interval=40):
+_BODIES = {}
+
+
+def body(fix_module, fix_name):
+    """The fix's body for this release, compiled once per process (as the plugin does)."""
+    if fix_name not in _BODIES:
+        (patch,) = fix_module.FIX.patches(LINE)
+        _BODIES[fix_name] = build(patch, fix_name)
+    return _BODIES[fix_name]
+
+
+def prepare(use_plugin_body, only_stale=False, log_interval=40):
+    """The case ready to run: (fn, sched, batch, result, live request or None); ``fn(sched, batch, result)``
+    runs it once (bench/hot_path_overhead.py times exactly that call)."""
     from sglang.srt.managers.scheduler_output_processor_mixin import SchedulerOutputProcessorMixin as M
 
     stand_in, result, batch = stale_batch_case()
@@ -54,8 +67,7 @@ def run(use_plugin_body, only_stale=False, log_interval=40):
     sched.token_to_kv_pool_allocator = types.SimpleNamespace(free_group_begin=lambda: None, free_group_end=lambda: None)
     sched.model_config = types.SimpleNamespace(think_end_id=None)
     if LINE == "0.5.11":  # resolve with #23456 as the plugin ships it (the stock one corrupts the stale requests)
-        (p,) = skip_stale_overlap_updates.FIX.patches(LINE)
-        setattr(sched, resolve_name(), build(p, "skip-stale-overlap-updates").__get__(sched))
+        setattr(sched, resolve_name(), body(skip_stale_overlap_updates, "skip-stale-overlap-updates").__get__(sched))
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     batch.spec_algorithm = SpeculativeAlgorithm.EAGLE3
@@ -66,14 +78,18 @@ def run(use_plugin_body, only_stale=False, log_interval=40):
         result.indexer_topk_output = None
     result.logits_output, result.can_run_cuda_graph = types.SimpleNamespace(hidden_states=None), False
     if use_plugin_body:
-        (patch,) = live_accept_metrics.FIX.patches(LINE)
-        fn = build(patch, "live-accept-metrics")
+        fn = body(live_accept_metrics, "live-accept-metrics")
     else:
         fn = M.__dict__["process_batch_result_decode"]
     live = batch.reqs[0] if not only_stale else None
     for r in batch.reqs:
         r.vocab_size = 1024  # what the scheduler passes to Req() for the tiny vocab
         r.sampling_params.normalize(None)  # as the tokenizer manager does before a request reaches the scheduler
+    return fn, sched, batch, result, live
+
+
+def run(use_plugin_body, only_stale=False, log_interval=40):
+    fn, sched, batch, result, live = prepare(use_plugin_body, only_stale, log_interval)
     fn(sched, batch, result)
     # the release's own counter name (renamed in 0.5.12)
     accepted = sched.spec_num_accepted_tokens if LINE == "0.5.11" else sched.spec_num_accept_tokens
