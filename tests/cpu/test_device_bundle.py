@@ -1,0 +1,106 @@
+"""The device bundle layout (ci/make_combined_bundle.sh + ci/gpu_env.sh) on synthetic release bundles: a
+combined carry with an overlay release must unpack on the device to exactly what that release's own
+bundle holds, and ``importlib.metadata`` must read its version (on the GPU, a leftover empty dist-info of the
+base release once made 0.5.12 read as version None, so the plugin declared it unsupported)."""
+
+import filecmp
+import os
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from conftest import ROOT
+
+if subprocess.run(["bash", "-c", "command -v xz"], capture_output=True).returncode:
+    pytest.skip("xz not installed", allow_module_level=True)
+
+
+def make_release(root, version, extra):
+    """A site tree like make_bundle.sh's: sglang package + dist-info, a shared dependency, FlashInfer part."""
+    site = {f"sglang-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n",
+            f"sglang-{version}.dist-info/licenses/LICENSE": "Apache-2.0\n",
+            "sglang/__init__.py": "", "sglang/_version.py": f"__version__ = version = '{version}'\n",
+            "sglang/srt/common.py": "X = 1\n", "dep/__init__.py": "DEP = 1\n"}
+    site.update(extra)
+    d = root / ".device-bundle" / version
+    d.mkdir(parents=True)
+    for name, files in (("site", site), ("fi", {"flashinfer/__init__.py": "FI = 1\n"})):
+        src = root / f"src-{version}-{name}"
+        for rel, text in files.items():
+            (src / rel).parent.mkdir(parents=True, exist_ok=True)
+            (src / rel).write_text(text)
+        with tarfile.open(d / f"{name}.tar.xz", "w:xz") as t:
+            for rel in sorted(files):
+                t.add(src / rel, arcname=rel)
+    return site
+
+
+def unpack(root, version, bundle):
+    env = {**os.environ, "SPECV2_UNPACK_ONLY": "1", "SPECV2_UNPACK_ROOT": str(root / "unpacked"), "PYTHONPATH": ""}
+    (root / "unpacked").mkdir(exist_ok=True)
+    p = subprocess.run(["bash", "-c", f"source {ROOT}/ci/gpu_env.sh {version} {bundle} && echo PP=$PYTHONPATH"],
+                       cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return root / "unpacked" / f"sglang-{version}"
+
+
+def test_overlay_release_unpacks_to_its_own_bundle(tmp_path):
+    make_release(tmp_path, "9.1.0", {"sglang/srt/only_a.py": "A = 1\n"})
+    make_release(tmp_path, "9.2.0.post1", {"sglang/srt/changed.py": "V = 'post1'\n", "sglang/srt/gone.py": ""})
+    make_release(tmp_path, "9.2.0", {"sglang/srt/changed.py": "V = 'base'\n", "sglang/srt/new.py": "N = 1\n"})
+    p = subprocess.run(["bash", os.path.join(ROOT, "ci", "make_combined_bundle.sh"), "9.1.0", "9.2.0.post1",
+                        "9.2.0=9.2.0.post1"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    both = tmp_path / ".device-bundle" / "both"
+    assert (both / "9.2.0.base").read_text().strip() == "9.2.0.post1"
+    assert not (both / "9.2.0.tar.xz").exists() and not (both / "fi-9.2.0.tar.xz").exists()  # overlay + base's FI
+    for version in ("9.1.0", "9.2.0.post1", "9.2.0"):
+        got = unpack(tmp_path, version, ".device-bundle/both")
+        ref = tmp_path / f"ref-{version}"
+        ref.mkdir()
+        for part in ("site", "fi"):
+            with tarfile.open(tmp_path / ".device-bundle" / version / f"{part}.tar.xz") as t:
+                t.extractall(ref)
+        cmp = filecmp.dircmp(ref, got, ignore=[".ready"])
+
+        def differences(c):
+            out = c.left_only + c.right_only + c.diff_files
+            for sub in c.subdirs.values():
+                out += differences(sub)
+            return out
+
+        assert differences(cmp) == [], (version, differences(cmp))
+        v = subprocess.run([sys.executable, "-c", "import importlib.metadata as m; print(m.version('sglang'))"],
+                           env={**os.environ, "PYTHONPATH": str(got)}, capture_output=True, text=True, cwd=tmp_path)
+        assert v.stdout.strip() == version, v.stdout + v.stderr
+
+
+@pytest.mark.parametrize("ngpu,releases,expected", [
+    (4, "a b", {"a": "0,2", "b": "1,3"}),
+    (4, "a b c", {"a": "0,3", "b": "1", "c": "2"}),
+    (2, "a b c", {"a": "0", "b": "1", "c": "0"}),
+    (1, "a b", {"a": "0", "b": "0"}),
+])
+def test_gpu_matrix_deals_gpus_round_robin(tmp_path, ngpu, releases, expected):
+    import shutil
+
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "bin").mkdir()
+    shutil.copy(os.path.join(ROOT, "ci", "gpu_matrix.sh"), tmp_path / "ci")
+    (tmp_path / "ci" / "gpu_run.sh").write_text('echo "RUN $1 $*"\n')
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + "".join(f"echo 'GPU {i}: H200'\n" for i in range(ngpu)))
+    smi.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    env.pop("OUT", None)
+    p = subprocess.run(["bash", "ci/gpu_matrix.sh", releases, "--jobs", "7"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    got = {}
+    for line in p.stdout.splitlines():
+        words = line.split()  # [REL] RUN REL REL --gpus G --port-base P --jobs 7
+        got[words[2]] = words[words.index("--gpus") + 1]
+        assert words[-2:] == ["--jobs", "7"]
+    assert got == expected
