@@ -48,8 +48,7 @@ def main():
     a = ap.parse_args()
     import importlib.metadata
 
-    import test_fix_live_accept_metrics as lam
-    from scenarios import resolve_name, stale_batch_case
+    from scenarios import decode_case, resolve_name, stale_batch_case
 
     from sglang_specv2_fixes import release
     from sglang_specv2_fixes.bodies import build
@@ -59,7 +58,7 @@ def main():
 
     def decode(plugin):
         def make():
-            fn, sched, batch, result, _ = lam.prepare(plugin)
+            fn, sched, batch, result, _ = decode_case(plugin)
             return fn, (sched, batch, result)
         return make
 

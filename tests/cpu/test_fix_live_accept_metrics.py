@@ -2,94 +2,16 @@
 a late overlap result carrying one live, one finished and one retracted request. SGLang's own resolve
 step and ``update_spec_metrics`` run; only the scheduler plumbing not under test is stubbed."""
 
-import types
-
-import pytest
 from conftest import LINE, requires_sglang
-from scenarios import resolve_name, stale_batch_case
+from scenarios import decode_case
 
-from sglang_specv2_fixes.bodies import build
-from sglang_specv2_fixes.fixes import live_accept_metrics, skip_stale_overlap_updates
+from sglang_specv2_fixes.fixes import live_accept_metrics
 
 pytestmark = requires_sglang
 
 
-def scheduler_class():
-    import sglang.srt.managers.scheduler  # noqa: F401  (import order SGLang itself uses: no import cycle)
-    from sglang.srt.managers.scheduler_output_processor_mixin import SchedulerOutputProcessorMixin
-    from sglang.srt.observability.scheduler_metrics_mixin import SchedulerMetricsMixin
-
-    class Sched(SchedulerOutputProcessorMixin, SchedulerMetricsMixin):
-        # plumbing outside the counters under test
-        def _handle_finished_req(self, *a, **k):
-            pass
-
-        def stream_output(self, *a, **k):
-            pass
-
-        def report_decode_stats(self, *a, **k):
-            self.reported = k
-
-        def _mamba_prefix_cache_update(self, *a, **k):
-            pass
-
-    return Sched
-
-
-_BODIES = {}
-
-
-def body(fix_module, fix_name):
-    """The fix's body for this release, compiled once per process (as the plugin does)."""
-    if fix_name not in _BODIES:
-        (patch,) = fix_module.FIX.patches(LINE)
-        _BODIES[fix_name] = build(patch, fix_name)
-    return _BODIES[fix_name]
-
-
-def prepare(use_plugin_body, only_stale=False, log_interval=40):
-    """The case ready to run: (fn, sched, batch, result, live request or None); ``fn(sched, batch, result)``
-    runs it once (bench/hot_path_overhead.py times exactly that call)."""
-    from sglang.srt.managers.scheduler_output_processor_mixin import SchedulerOutputProcessorMixin as M
-
-    stand_in, result, batch = stale_batch_case()
-    if only_stale:  # a late result holding only the finished and the retracted request
-        batch.reqs = batch.reqs[1:]
-        result.accept_lens = result.accept_lens[1:]
-        result.next_token_ids = result.next_token_ids[4:]
-    sched = scheduler_class()()
-    sched.server_args = types.SimpleNamespace(decode_log_interval=log_interval)
-    sched.__dict__.update(vars(stand_in))
-    sched.enable_overlap, sched.enable_overlap_mlx, sched.enable_metrics = True, False, False
-    sched.num_generated_tokens = sched.forward_ct_decode = 0
-    for name in ("spec_num_accepted_tokens", "spec_num_accept_tokens", "spec_num_forward_ct"):
-        setattr(sched, name, 0)
-    sched.token_to_kv_pool_allocator = types.SimpleNamespace(free_group_begin=lambda: None, free_group_end=lambda: None)
-    sched.model_config = types.SimpleNamespace(think_end_id=None)
-    if LINE == "0.5.11":  # resolve with #23456 as the plugin ships it (the stock one corrupts the stale requests)
-        setattr(sched, resolve_name(), body(skip_stale_overlap_updates, "skip-stale-overlap-updates").__get__(sched))
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-
-    batch.spec_algorithm = SpeculativeAlgorithm.EAGLE3
-    batch.is_spec_v2, batch.return_logprob = True, False
-    batch.batch_size = lambda: len(batch.reqs)
-    result.copy_done = result.routed_experts_output = None
-    if hasattr(result, "indexer_topk_output"):
-        result.indexer_topk_output = None
-    result.logits_output, result.can_run_cuda_graph = types.SimpleNamespace(hidden_states=None), False
-    if use_plugin_body:
-        fn = body(live_accept_metrics, "live-accept-metrics")
-    else:
-        fn = M.__dict__["process_batch_result_decode"]
-    live = batch.reqs[0] if not only_stale else None
-    for r in batch.reqs:
-        r.vocab_size = 1024  # what the scheduler passes to Req() for the tiny vocab
-        r.sampling_params.normalize(None)  # as the tokenizer manager does before a request reaches the scheduler
-    return fn, sched, batch, result, live
-
-
 def run(use_plugin_body, only_stale=False, log_interval=40):
-    fn, sched, batch, result, live = prepare(use_plugin_body, only_stale, log_interval)
+    fn, sched, batch, result, live = decode_case(use_plugin_body, only_stale, log_interval)
     fn(sched, batch, result)
     # the release's own counter name (renamed in 0.5.12)
     accepted = sched.spec_num_accepted_tokens if LINE == "0.5.11" else sched.spec_num_accept_tokens
