@@ -408,18 +408,27 @@ def check(paths, n_new=64):
     return ok
 
 
-def main():
+def cli(build_fn, check_fn):
+    """``python3 tiny_X.py OUT_DIR [--check]`` of every tiny-model builder: build (``build_fn(out_dir)`` gives
+    one model dir or a {name: dir} map), print what was written as JSON, optionally run ``check_fn`` on it."""
     ap = argparse.ArgumentParser()
     ap.add_argument("out_dir")
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
     t0 = time.time()
-    paths = build_all(args.out_dir)
-    size = {n: os.path.getsize(os.path.join(p, "model.safetensors")) for n, p in paths.items()}
-    print(json.dumps(dict(paths, bytes=size, seconds=round(time.time() - t0, 2))))
+    built = build_fn(args.out_dir)
+
+    def size(path):
+        return os.path.getsize(os.path.join(path, "model.safetensors"))
+
+    if isinstance(built, dict):
+        info = dict(built, bytes={n: size(p) for n, p in built.items()})
+    else:
+        info = dict(path=built, bytes=size(built))
+    print(json.dumps(dict(info, seconds=round(time.time() - t0, 2))))
     if args.check:
-        sys.exit(0 if check(paths) else 1)
+        sys.exit(0 if check_fn(built) else 1)
 
 
 if __name__ == "__main__":
-    main()
+    cli(build_all, check)

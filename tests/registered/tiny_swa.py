@@ -25,7 +25,7 @@ Greedy continuation of any prompt is ``walk(last_token, n)``; ``check()`` verifi
 reference here equals Hugging Face ``GptOssForCausalLM`` (eager attention with sliding window and
 sinks), and the simulated EAGLE3 acceptance of tiny_models' draft on this target.
 """
-import argparse, json, math, os, sys, time
+import math, os, sys
 
 import torch
 from safetensors.torch import load_file
@@ -235,18 +235,5 @@ def check(path, n_new=40):
     return ok
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("out_dir")
-    ap.add_argument("--check", action="store_true")
-    args = ap.parse_args()
-    t0 = time.time()
-    path = build(args.out_dir)
-    print(json.dumps(dict(path=path, bytes=os.path.getsize(os.path.join(path, "model.safetensors")),
-                          seconds=round(time.time() - t0, 2))))
-    if args.check:
-        sys.exit(0 if check(path) else 1)
-
-
 if __name__ == "__main__":
-    main()
+    tm.cli(build, check)
