@@ -126,7 +126,6 @@ def main():
     if gpus:
         facts["gpus"] = gpus
     facts["jobs"] = args.jobs
-    facts["t_start"] = t_start  # reports carry the run's wall clock so far (the matrix must fit one device call)
     rel = facts.get("sglang")
     os.makedirs(args.out, exist_ok=True)
     tests = [(p, r) for p, r in discover(args.suite, args.files) if rel in r["releases"]]
@@ -167,7 +166,7 @@ def main():
                             verdict=verdict, seconds=round(time.time() - t0, 1), log=os.path.basename(log.name)))
         print(f"[runner]   {name} {mode}: {'pass' if passed else 'FAIL'} rc={rc} in {results[-1]['seconds']}s "
               f"({verdict})", flush=True)
-        write_reports(args.out, facts, results)  # after every result: a cut-off matrix keeps what it did
+        write_reports(args.out, facts, results, t_start)  # after every result: a cut-off matrix keeps what it did
 
     while pending or running:
         while pending and free_slots:
@@ -183,7 +182,7 @@ def main():
                         results.append(dict(file=os.path.basename(path), mode=mode, passed=False, rc="not run",
                                             expected_fail=False, verdict="not run", seconds=0, log=None))
                 pending = []
-                write_reports(args.out, facts, results)
+                write_reports(args.out, facts, results, t_start)
                 break
             i, (path, reg) = pending.pop(fitting[0])
             slot = free_slots.pop(0)
@@ -202,16 +201,16 @@ def main():
             if not procs:
                 del running[path]
                 free_slots.append(slot)
-    lines = write_reports(args.out, facts, results)
+    lines = write_reports(args.out, facts, results, t_start)
     print("\n".join(lines), flush=True)
     return 0 if all(r["verdict"] == "as expected" for r in results) else 1
 
 
-def write_reports(out, facts, results):
+def write_reports(out, facts, results, t_start=None):
+    """results.json + results.md; ``t_start``: the run's start, so reports carry its wall clock so far (the
+    matrix of a release must fit one device call)."""
     rel = facts.get("sglang")
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    facts = dict(facts)
-    t_start = facts.pop("t_start", None)
     wall = round(time.time() - t_start) if t_start else None
     summary = dict(date=stamp, **facts, wall_s=wall, results=results)
     json.dump(summary, open(os.path.join(out, "results.json"), "w"), indent=2)
