@@ -45,3 +45,13 @@ def run_py(code, timeout=240, **env):
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=child_env(**env), cwd=ROOT
     )
+
+
+def own_setup_class(case):
+    """The row's own setUpClass function that SGLang's CustomTestCase wrapped (``safe_setUpClass`` keeps it in
+    its closure), or None when setUpClass is not CustomTestCase-wrapped."""
+    setup = case.setUpClass.__func__
+    if not getattr(setup, "_safe_setup_wrapped", False):
+        return None
+    (orig,) = [c.cell_contents for c in setup.__closure__ if callable(c.cell_contents)]
+    return orig

@@ -99,7 +99,7 @@ def test_every_registered_file_loads_its_tests_on_the_release():
     import importlib
     import unittest
 
-    from conftest import VERSION
+    from conftest import VERSION, own_setup_class
 
     reg_dir = os.path.join(ROOT, "tests", "registered")
     sys.path.insert(0, reg_dir)
@@ -112,10 +112,9 @@ def test_every_registered_file_loads_its_tests_on_the_release():
             cases = {type(t) for s in suite for t in s}
             assert cases and suite.countTestCases() > 0, path
             for case in cases:
-                setup = case.setUpClass.__func__
-                assert getattr(setup, "_safe_setup_wrapped", False), (path, case, "not wrapped by CustomTestCase")
+                orig = own_setup_class(case)
+                assert orig is not None, (path, case, "not wrapped by CustomTestCase")
                 # the function CustomTestCase wrapped must be the row's own setUpClass, not unittest's no-op
-                (orig,) = [c.cell_contents for c in setup.__closure__ if callable(c.cell_contents)]
                 assert orig is not unittest.TestCase.setUpClass.__func__, (path, case, "setUpClass is unittest's no-op")
     finally:
         sys.path.remove(reg_dir)

@@ -6,13 +6,12 @@ the SGLang release under test is imported for real by ``_server``."""
 import glob
 import importlib
 import os
-import sys
 import threading
 import time
 
 import pytest
 
-from conftest import ROOT, VERSION, requires_sglang
+from conftest import ROOT, VERSION, own_setup_class, requires_sglang
 
 REG_DIR = os.path.join(ROOT, "tests", "registered")
 pytestmark = requires_sglang
@@ -91,9 +90,7 @@ def test_rows_start_their_reference_before_their_server(server_mod, monkeypatch)
         suite = unittest.defaultTestLoader.loadTestsFromModule(mod)
         for case in {type(t) for sub in suite for t in sub}:
             events.clear()
-            # the row's own setUpClass (CustomTestCase wraps it with retries / teardown)
-            (setup,) = [c.cell_contents for c in case.setUpClass.__func__.__closure__ if callable(c.cell_contents)]
-            setup(case)
+            own_setup_class(case)(case)  # the row's own setUpClass (CustomTestCase wraps it with retries / teardown)
             assert "launch" in events, (path, case, events)
             needs_ref = issubclass(case, s.SpecChecks) or "reference_outputs" in open(path).read()
             if needs_ref:
