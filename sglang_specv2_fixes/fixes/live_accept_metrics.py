@@ -24,6 +24,7 @@ from __future__ import annotations
 from ..catalog import NOT_BACKPORTED, Fix, Patch, ReleaseNote
 
 MIXIN = "sglang.srt.managers.scheduler_output_processor_mixin"
+_BRP = "sglang.srt.managers.scheduler_components.batch_result_processor"  # 0.5.13.post1+
 
 
 class v0_5_11:
@@ -447,7 +448,7 @@ FIX = Fix(
             "bug present (batch_result_processor feeds metrics_reporter.update_spec_metrics with the whole "
             "batch); 0.5.13.post1 is report-only in this plugin version",
             check=(
-                "sglang.srt.managers.scheduler_components.batch_result_processor",
+                _BRP,
                 "SchedulerBatchResultProcessor.process_batch_result_decode",
                 "5ce509dbf9bec081",
             ),
@@ -459,7 +460,7 @@ FIX = Fix(
                 "with batch.batch_size() and the whole batch's num_correct_drafts, and counts len(batch.reqs) "
                 "generated tokens, stale requests included); report-only release in this plugin version",
                 check=(
-                    "sglang.srt.managers.scheduler_components.batch_result_processor",
+                    _BRP,
                     "SchedulerBatchResultProcessor.process_batch_result_decode",
                     fp,
                 ),

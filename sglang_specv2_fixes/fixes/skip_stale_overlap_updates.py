@@ -92,11 +92,7 @@ FIX = Fix(
         "0.5.13.post1": ReleaseNote(
             UPSTREAM,
             "upstream (scheduler_components SchedulerBatchResultProcessor._resolve_spec_v2_tokens)",
-            check=(
-                "sglang.srt.managers.scheduler_components.batch_result_processor",
-                "SchedulerBatchResultProcessor._resolve_spec_v2_tokens",
-                "6772ae0cd329ca86",
-            ),
+            check=(_BRP, "SchedulerBatchResultProcessor._resolve_spec_v2_tokens", "6772ae0cd329ca86"),
         ),
         "0.5.14": ReleaseNote(
             UPSTREAM,
