@@ -1,91 +1,85 @@
-"""The fix catalogue as data.
+"""The vocabulary: fix records and the per-release entries of the release table.
 
-Every fix is one ``Fix`` record (name, upstream PR, what/why, removal plan) plus, per SGLang code line,
-either the ``Patch`` list that backports it or a ``ReleaseNote`` saying why nothing is patched there
-(already upstream, not applicable). The CLI, the per-process log line, ``/server_info``, the README
-compatibility table and ``patches/`` are all generated from these records.
+A ``Fix`` says what a fix is (name, upstream PRs, what / why / removal plan). What it does on a given
+release is one entry of the release table (``releases.py``):
 
-A ``Patch`` replaces one function or method. Its body is written as a plain ``def`` with the upstream
-name, nested in a per-release namespace class of the fix module (``class v0_5_11: def verify(...)``);
-at apply time that source is compiled into the *target module's* globals, so the body resolves names
-exactly as it would if it were pasted into the upstream file. That is what makes the exported
-``patches/`` series and the plugin one source of truth.
+* ``patch("0.5.11")``: apply ``patches/<fix>/0.5.11.patch`` (a unified diff against the upstream
+  functions, see ``patchfile.py``); the file's header carries the fingerprints of the code it was
+  written against, so a release whose functions are unchanged simply names the same file;
+* ``note(UPSTREAM | OPEN | NOT_APPLICABLE, reason, check=(module, qualname, fingerprint))``: nothing
+  to patch; ``check`` names the upstream code that carries the fix (or the bug) so the state is verified
+  against the installed source rather than trusted.
+
+The CLI, the per-process log line, ``/server_info``, the README compatibility table and the packagers'
+series all come from these records and the patch files.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Optional, Tuple
 
-
-# States a fix can be in for one release (and process).
+# States a fix can be in for one release (and process). One name each, everywhere (JSON, CLI, README).
 APPLIED = "applied"  # the plugin replaced the upstream code in this process
-READY = "ready"  # would be applied (CLI view: nothing is patched in the CLI process)
+READY = "ready"  # fingerprints match; the plugin applies it when SGLang loads it (CLI view)
 UPSTREAM = "upstream"  # the release already has the fix
-PRESENT = "present"  # the installed source already equals our body (a patches/ series was applied)
+PRESENT = "present"  # the installed source already equals the patched code (the patch was applied by hand)
 NOT_APPLICABLE = "not-applicable"  # the bug's code shape does not exist in this release
+OPEN = "open"  # the bug is in this release and this plugin version does not patch it there
 DISABLED = "disabled"  # deselected by SGLANG_SPECV2_FIXES / --specv2-fixes
-REFUSED = "refused"  # fingerprint mismatch: the installed code is not the code the body was written for
+REFUSED = "refused"  # fingerprint mismatch: the installed code is not the code the patch was written for
 FAILED = "failed"  # selected and fingerprints matched, but the patch is not in effect (see reason)
-NOT_BACKPORTED = "open"  # the bug is present in this release, but this plugin version does not patch it there
 UNSUPPORTED = "unsupported-release"
 
-
-@dataclasses.dataclass(frozen=True)
-class Patch:
-    """Replace ``module.qualname`` with the body ``namespace.<name>`` of the fix module.
-
-    fingerprint: short sha256 of the normalised upstream source this body was written against
-    (see fingerprint.py). A mismatch refuses the whole fix for that release.
-    processes: where the patch matters ("launcher": the process that parses server args;
-    "scheduler": every scheduler subprocess). Patches are registered in every process that loads
-    the plugin (cheap), but a process only *reports* the ones for its role.
-    """
-
-    module: str
-    qualname: str
-    fingerprint: str
-    body: Tuple[type, str]  # (namespace class, function name) inside the fix module
-    processes: Tuple[str, ...] = ("scheduler",)
-
-    @property
-    def target(self) -> str:
-        return f"{self.module}.{self.qualname}"
+NOTE_STATES = (UPSTREAM, OPEN, NOT_APPLICABLE)
 
 
 @dataclasses.dataclass(frozen=True)
-class ReleaseNote:
-    """Nothing to patch on this code line; ``state`` is UPSTREAM, NOT_APPLICABLE or NOT_BACKPORTED.
+class Patched:
+    """This release gets ``patches/<fix>/<name>.patch``."""
 
-    check: optional (module, qualname, fingerprint) of the upstream code that carries the fix, so the
-    CLI can say "upstream (source verified)" rather than trusting the table.
-    """
+    name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Note:
+    """Nothing to patch on this release: ``state`` is UPSTREAM, OPEN or NOT_APPLICABLE."""
 
     state: str
     reason: str
-    check: Optional[Tuple[str, str, str]] = None
+    check: Optional[Tuple[str, str, str]] = None  # (module, qualname, fingerprint) of the code meant
+
+    def __post_init__(self):
+        if self.state not in NOTE_STATES:
+            raise ValueError(f"note state must be one of {NOTE_STATES}, got {self.state!r}")
+
+
+def patch(name: str) -> Patched:
+    return Patched(name)
+
+
+def note(state: str, reason: str, check: Optional[Tuple[str, str, str]] = None) -> Note:
+    return Note(state, reason, check)
 
 
 @dataclasses.dataclass(frozen=True)
 class Fix:
-    name: str
-    pr: str  # "#23456"
+    name: str  # the id users select and every report uses, e.g. "tree-drafting"
+    upstream: Tuple[str, ...]  # upstream PRs, e.g. ("#26866",); () for a fix that goes beyond upstream
     title: str
     what: str  # what is patched and how
     why: str  # the user-visible bug
     removal: str  # when this patch can be deleted
-    lines: Dict[str, object]  # code line -> List[Patch] | ReleaseNote
-    # Optional hook run after the patches are applied (e.g. extra runtime state); must be idempotent.
-    extra_setup: Optional[Callable[[], None]] = None
 
-    def for_line(self, line: str):
-        return self.lines.get(line)
-
-    def patches(self, line: str) -> List[Patch]:
-        entry = self.lines.get(line)
-        return list(entry) if isinstance(entry, (list, tuple)) else []
+    @property
+    def ref(self) -> str:
+        """Short reference for reports: the first upstream PR, or 'beyond upstream'."""
+        return self.upstream[0] if self.upstream else "beyond upstream"
 
     @property
     def aliases(self) -> Tuple[str, ...]:
-        num = self.pr.lstrip("#")
-        return (self.name, self.pr, num) if num.isdigit() else (self.name,)
+        """Every spelling a selection accepts: the name, each PR as '#N' and 'N'."""
+        out = [self.name]
+        for pr in self.upstream:
+            out += [pr, pr.lstrip("#")]
+        return tuple(out)

@@ -1,143 +1,136 @@
 """Command line: ``sglang-specv2-fixes`` / ``python -m sglang_specv2_fixes``.
 
-    status [--json]        installed sglang, each fix's state and reason, fingerprint checks (no GPU,
-                           nothing imported from sglang, nothing patched)
-    matrix [--markdown]    the fix x release compatibility table of this plugin version
-    check-selection VALUE  validate an SGLANG_SPECV2_FIXES / --specv2-fixes value
-    diff FIX               the fix as a unified diff against the installed sglang
-    export-patches --release V --out DIR [--source SGLANG_DIR]
-                           write the quilt series for release V (source: the installed sglang)
+    status [--json]          installed sglang, each fix's state and reason, fingerprint checks (no GPU,
+                             nothing imported from sglang, nothing patched)
+    matrix [--markdown]      the fix x release compatibility table of this plugin version
+    index                    the patch index (what / why / PRs / which patch file on which release)
+    check-selection [VALUE]  validate a selection (default: $SGLANG_SPECV2_FIXES)
+    diff FIX [--release V]   the patch file a release gets for FIX (default: the installed release)
+    series --release V       the packagers' series of release V (paths under patches/)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
-from . import __version__, catalog, core, release, selection
-from .catalog import ReleaseNote
+from . import __version__, catalog, core, export, installed, patchfile, releases, selection
+from .catalog import Patched
 from .fixes import ALL_FIXES
 
 
-def _status(args) -> int:
+def _selection(value):
     try:
-        sel = selection.from_env(ALL_FIXES)
+        return selection.parse(value, ALL_FIXES), None
     except selection.SelectionError as e:
-        print(e, file=sys.stderr)
+        return None, str(e)
+
+
+def _patchable_here(sel, line) -> list:
+    return [n for n in sorted(sel.names) if line and isinstance(releases.entry(n, line), Patched)]
+
+
+def _status(args) -> int:
+    sel, err = _selection(os.environ.get(selection.ENV))
+    if err:
+        print(err, file=sys.stderr)
         return 2
     report = core.plan(sel)
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
-        return 0
+        return 2 if (sel.explicit and not report.supported) else 0
     v = report.sglang_version
     print(f"sglang-specv2-fixes {__version__}")
-    if v is None:
-        print("sglang: not installed in this environment")
-    else:
-        where = release.sglang_root()
-        print(f"sglang: {v} ({where})")
-    if not report.supported:
-        print(
-            f"  not a supported release: nothing would be patched. Supported: {', '.join(release.SUPPORTED_RELEASES)}"
-        )
+    print("sglang: not installed in this environment" if v is None else f"sglang: {v} ({installed.sglang_root()})")
     print(f"selection: {report.selection} (${selection.ENV} or {selection.FLAG})")
-    print()
+    if not report.supported:
+        what = "no sglang" if v is None else f"sglang {v} is not a release this plugin knows"
+        print(f"\n{what}: nothing would be patched. Known releases: {', '.join(releases.RELEASES)}")
+        if sel.explicit:
+            print(f"error: fixes named explicitly ({sel.canonical}): a server would stop at startup", file=sys.stderr)
+            return 2
+        return 0
+    print(f"code line: {report.code_line}\n")
     for f in report.fixes:
-        shown = "would apply" if f.state == catalog.READY else f.state
-        print(f"  {f.pr:<16} {f.name:<28} {shown}")
-        print(f"  {'':<16} {f.title}")
+        print(f"  {f.name:<28} {f.state:<15} {', '.join(f.upstream) or 'beyond upstream'}")
+        print(f"  {'':<28} {f.title}")
         if f.reason:
-            print(f"  {'':<16} reason: {f.reason}")
+            print(f"  {'':<28} {f.reason}")
         for t in f.targets:
             mark = "ok" if t.ok else "MISMATCH" if t.installed else "NOT FOUND"
-            print(f"  {'':<16} fingerprint {mark}: {t.target} installed={t.installed} expected={t.expected}")
+            print(f"  {'':<28} {mark:<9} {t.target.rsplit('.', 2)[-2]}.{t.target.rsplit('.', 1)[-1]}")
+            if not t.ok:
+                print(f"  {'':<38} installed {t.installed}, expected {t.expected}")
     for w in report.warnings:
         print(f"warning: {w}", file=sys.stderr)
-    print()
-    print("'would apply' becomes 'applied' in each SGLang process that loads the plugin; the running")
-    print("server's own view is in GET /server_info -> specv2_fixes.")
-    return 1 if any(f.state == catalog.REFUSED for f in report.fixes) else 0
-
-
-def matrix_rows():
-    """(fix, {release: cell}) for every fix and supported release, from the catalogue."""
-    rows = []
-    for fix in ALL_FIXES:
-        cells = {}
-        for ver, line in release.SUPPORTED_RELEASES.items():
-            entry = fix.for_line(line)
-            if entry is None:
-                cells[ver] = catalog.NOT_APPLICABLE
-            elif isinstance(entry, ReleaseNote):
-                cells[ver] = entry.state
-            else:
-                cells[ver] = catalog.APPLIED
-        rows.append((fix, cells))
-    return rows
+    if sel.explicit and not _patchable_here(sel, report.code_line):
+        print(f"\nnote: none of the selected fixes ({sel.canonical}) is patched on this release: nothing would be patched")
+    print("\n'ready' becomes 'applied' in each SGLang process that loads the plugin; the running server's own")
+    print("view is in GET /server_info -> specv2_fixes.")
+    return 1 if any(f.state in (catalog.REFUSED, catalog.FAILED) for f in report.fixes) else 0
 
 
 def _matrix(args) -> int:
-    vers = list(release.SUPPORTED_RELEASES)
+    vers = list(releases.RELEASES)
+    rows = export.matrix_rows()
     if args.markdown:
-        print("| fix | PR | " + " | ".join(vers) + " |")
+        print("| fix | upstream | " + " | ".join(vers) + " |")
         print("|---|---|" + "---|" * len(vers))
-        for fix, cells in matrix_rows():
-            print(f"| `{fix.name}` | {fix.pr} | " + " | ".join(cells[v] for v in vers) + " |")
+        for fix, cells in rows:
+            print(f"| `{fix.name}` | {', '.join(fix.upstream) or '-'} | " + " | ".join(cells[v] for v in vers) + " |")
     else:
-        print(f"{'fix':<28} {'PR':<16} " + " ".join(f"{v:<15}" for v in vers))
-        for fix, cells in matrix_rows():
-            print(f"{fix.name:<28} {fix.pr:<16} " + " ".join(f"{cells[v]:<15}" for v in vers))
+        for fix, cells in rows:
+            print(f"{fix.name} ({', '.join(fix.upstream) or 'beyond upstream'})")
+            for state in dict.fromkeys(cells.values()):
+                print(f"    {state:<15} {', '.join(v for v in vers if cells[v] == state)}")
+    return 0
+
+
+def _index(args) -> int:
+    print(export.index_text(), end="")
     return 0
 
 
 def _check_selection(args) -> int:
-    try:
-        sel = selection.parse(args.value, ALL_FIXES)
-    except selection.SelectionError as e:
-        print(e, file=sys.stderr)
+    value = args.value if args.value is not None else os.environ.get(selection.ENV)
+    sel, err = _selection(value)
+    if err:
+        print(err, file=sys.stderr)
         return 2
-    print(f"ok: {sel.mode}" + (f" {sorted(sel.names)}" if sel.explicit else ""))
+    print(f"ok: {sel.canonical}" + ("" if args.value is not None or value is None else f" (from ${selection.ENV})"))
+    if sel.explicit:
+        patched = {n: releases.release_set(f"fix:{n}") for n in sorted(sel.names)}
+        for n, vs in patched.items():
+            print(f"  {n}: patched on {', '.join(vs)}" if vs else f"  {n}: never patched by this plugin (upstream or not applicable everywhere)")
+        if not any(patched.values()):
+            print("note: nothing would be patched on any release with this selection")
     return 0
 
 
 def _diff(args) -> int:
-    from . import export
-
-    version = release.installed_version()
-    root = release.sglang_root()
-    try:
-        fix = next(f for f in ALL_FIXES if args.fix in f.aliases)
-    except StopIteration:
+    fix = core.fix_by_alias(args.fix)
+    if fix is None:
         print(selection._message(f"unknown fix name(s): {args.fix}", ALL_FIXES), file=sys.stderr)
         return 2
-    if root is None:
-        print("sglang is not installed in this environment", file=sys.stderr)
+    version = args.release or installed.version()
+    line = releases.code_line(version)
+    if line is None:
+        print(f"error: sglang {version} is not a release this plugin knows; pass --release", file=sys.stderr)
         return 2
-    try:
-        diff = export.fix_diff(fix, version, root)
-    except export.ExportError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    print(diff if diff else f"{fix.name}: nothing to patch on sglang {version}")
+    e = releases.entry(fix.name, line)
+    if not isinstance(e, Patched):
+        print(f"{fix.name}: nothing patched on sglang {version} ({e.state}: {e.reason})")
+        return 0
+    with open(patchfile.patch_path(fix.name, e.name), encoding="utf-8") as f:
+        sys.stdout.write(f.read())
     return 0
 
 
-def _export(args) -> int:
-    from . import export
-
-    root = args.source or release.sglang_root()
-    installed = release.installed_version()
-    if args.source is None and installed != args.release:
-        print(f"error: installed sglang is {installed}; pass --source with sglang {args.release}'s package dir",
-              file=sys.stderr)
-        return 2
-    try:
-        names = export.export(args.release, root, args.out)
-    except export.ExportError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    print(f"{args.out}/series: {len(names)} patch(es): {', '.join(names) or '-'}")
+def _series(args) -> int:
+    for p in export.series(args.release):
+        print(p)
     return 0
 
 
@@ -146,22 +139,22 @@ def main(argv=None) -> int:
     p.add_argument("--version", action="version", version=__version__)
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("status", help="what the plugin would do with the installed sglang")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="the same report as JSON (as in GET /server_info)")
     s.set_defaults(func=_status)
     m = sub.add_parser("matrix", help="fix x release compatibility table")
-    m.add_argument("--markdown", action="store_true")
+    m.add_argument("--markdown", action="store_true", help="as the README's Markdown table")
     m.set_defaults(func=_matrix)
+    sub.add_parser("index", help="the patch index (fixes/__init__.py)").set_defaults(func=_index)
     c = sub.add_parser("check-selection", help="validate a selection value")
-    c.add_argument("value")
+    c.add_argument("value", nargs="?", help=f"default: ${selection.ENV}")
     c.set_defaults(func=_check_selection)
-    d = sub.add_parser("diff", help="a fix as a unified diff against the installed sglang")
+    d = sub.add_parser("diff", help="the patch file a release gets for a fix")
     d.add_argument("fix")
+    d.add_argument("--release", choices=list(releases.RELEASES), help="default: the installed sglang")
     d.set_defaults(func=_diff)
-    e = sub.add_parser("export-patches", help="write patches/<release>/series from the plugin's bodies")
-    e.add_argument("--release", required=True, choices=list(release.SUPPORTED_RELEASES))
-    e.add_argument("--out", required=True)
-    e.add_argument("--source", help="sglang package directory of that release (default: the installed one)")
-    e.set_defaults(func=_export)
+    e = sub.add_parser("series", help="the packagers' patch series of a release (paths under patches/)")
+    e.add_argument("--release", required=True, choices=releases.release_set("patched"))
+    e.set_defaults(func=_series)
     args = p.parse_args(argv)
     try:
         return args.func(args)

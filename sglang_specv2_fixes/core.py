@@ -1,12 +1,15 @@
-"""Plan, register and verify fixes; the per-process report.
+"""Plan, register and verify fixes; the per-process report and state.
 
     plan()      -> Report   decide every fix's state for the installed release (reads files, imports
-                            nothing from sglang): upstream / not-applicable / disabled / refused / ready
-    register(r)             compile the READY bodies and hand them to SGLang's HookRegistry (REPLACE)
-    verify(r)               after HookRegistry.apply_hooks(): check each target really is our body now;
-                            READY -> applied, or failed with the reason (HookRegistry only logs failures)
+                            nothing from sglang): upstream / open / not-applicable / disabled / refused /
+                            present / ready
+    register(r)             apply each READY fix's patch file to the installed source, compile the patched
+                            functions and hand them to SGLang's HookRegistry (REPLACE)
+    verify(r)               after HookRegistry.apply_hooks(): check each target really runs our function
+                            now; READY -> applied, or failed with the reason (HookRegistry only logs failures)
 
-All three are idempotent per process; plugin.py calls them from SGLang's plugin entry point.
+All three are idempotent per process; ``STATE`` holds what this process did (``STATE.reset()`` for tests,
+as SGLang's ``HookRegistry.reset()``). plugin.py calls them from SGLang's plugin entry point.
 """
 
 from __future__ import annotations
@@ -15,11 +18,10 @@ import dataclasses
 import logging
 import os
 import pkgutil
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
-from . import __version__, catalog, release
-from .bodies import MARK, body_fingerprint, build
-from .catalog import Fix, Patch, ReleaseNote
+from . import __version__, catalog, installed, patchfile, releases
+from .catalog import Fix, Note, Patched
 from .fingerprint import fingerprint_in_file
 from .fixes import ALL_FIXES
 from .selection import Selection
@@ -30,7 +32,7 @@ logger = logging.getLogger("sglang_specv2_fixes")
 @dataclasses.dataclass
 class TargetCheck:
     target: str
-    expected: str  # fingerprint the body was written against
+    expected: str  # fingerprint the patch (or note) was written against
     installed: Optional[str]  # fingerprint of the installed source (None: not found)
     ok: bool
 
@@ -38,17 +40,19 @@ class TargetCheck:
 @dataclasses.dataclass
 class FixStatus:
     name: str
-    pr: str
+    upstream: List[str]
     title: str
     state: str
     reason: str
+    patch: Optional[str] = None  # patches/<fix>/<name>.patch used on this release
     targets: List[TargetCheck] = dataclasses.field(default_factory=list)
-    patches: List[Patch] = dataclasses.field(default_factory=list, repr=False)
+
+    @property
+    def ref(self) -> str:
+        return self.upstream[0] if self.upstream else "beyond upstream"
 
     def as_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d.pop("patches")
-        return d
+        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass
@@ -85,12 +89,12 @@ class Report:
         """One line: release and what each fix does in this process."""
         if not self.supported:
             return (
-                f"sglang-specv2-fixes {self.plugin_version}: sglang {self.sglang_version} is not a supported "
-                f"release ({', '.join(release.SUPPORTED_RELEASES)}); nothing patched"
+                f"sglang-specv2-fixes {self.plugin_version}: sglang {self.sglang_version} is not a known "
+                f"release (known: {', '.join(releases.RELEASES)}); nothing patched"
             )
         groups: Dict[str, List[str]] = {}
         for f in self.fixes:
-            groups.setdefault(f.state, []).append(f"{f.name}({f.pr})")
+            groups.setdefault(f.state, []).append(f"{f.name}({f.ref})" if f.upstream else f.name)
         parts = "; ".join(f"{state}: {', '.join(names)}" for state, names in groups.items())
         return (
             f"sglang-specv2-fixes {self.plugin_version} on sglang {self.sglang_version} "
@@ -98,87 +102,105 @@ class Report:
         )
 
 
+# ------------------------------------------------------------------------------------------ planning
 def _installed_fp(module: str, qualname: str) -> Optional[str]:
-    path = release.module_file(module)
+    path = installed.module_file(module)
     return fingerprint_in_file(path, qualname) if path else None
 
 
-def _plan_fix(fix: Fix, line: str, selection: Selection) -> FixStatus:
-    st = FixStatus(fix.name, fix.pr, fix.title, catalog.NOT_APPLICABLE, "", [])
-    entry = fix.for_line(line)
-    if entry is None:
-        st.reason = f"no entry for code line {line}"
-        return st
-    if isinstance(entry, ReleaseNote):
-        st.state, st.reason = entry.state, entry.reason
-        if entry.check:
-            module, qualname, expected = entry.check
-            installed = _installed_fp(module, qualname)
-            ok = installed == expected
-            st.targets.append(TargetCheck(f"{module}.{qualname}", expected, installed, ok))
-            st.reason += " (source verified)" if ok else " (installed source differs from the release: not verified)"
-        return st
-    patches: List[Patch] = list(entry)
-    st.patches = patches
-    for p in patches:
-        installed = _installed_fp(p.module, p.qualname)
-        st.targets.append(TargetCheck(p.target, p.fingerprint, installed, installed == p.fingerprint))
-    if not selection.wants(fix.name):
-        st.state, st.reason = catalog.DISABLED, f"not selected ({selection.raw})"
-        return st
-    if all(t.ok for t in st.targets):
-        st.state, st.reason = catalog.READY, "fingerprints match"
-        return st
-    present = [t.installed is not None and t.installed == body_fingerprint(p) for t, p in zip(st.targets, patches)]
-    if all(present):
-        st.state, st.reason = catalog.PRESENT, "installed source already carries this fix (patches/ applied)"
-        return st
-    bad = [t for t, pres in zip(st.targets, present) if not t.ok and not pres]
-    st.state = catalog.REFUSED
-    st.reason = "; ".join(
-        f"{t.target} not found in the installed sglang" if t.installed is None
-        else f"{t.target}: installed source fingerprint {t.installed} != {t.expected} expected for {line}"
-        for t in bad
-    ) + " - refusing to patch code this plugin was not written against"
+def _plan_note(st: FixStatus, entry: Note) -> FixStatus:
+    st.state, st.reason = entry.state, entry.reason
+    if entry.check:
+        module, qualname, expected = entry.check
+        installed = _installed_fp(module, qualname)
+        ok = installed == expected
+        st.targets.append(TargetCheck(f"{module}.{qualname}", expected, installed, ok))
+        st.reason += " (source verified)" if ok else " (installed source differs from the release: not verified)"
+    return st
+
+
+def _plan_patch(st: FixStatus, entry: Patched, selection: Selection, line: str) -> FixStatus:
+    st.patch = f"patches/{st.name}/{entry.name}.patch"
+    pf = patchfile.load(st.name, entry.name)
+    for t in pf.targets:
+        installed = _installed_fp(t.module, t.qualname)
+        st.targets.append(TargetCheck(t.dotted, t.before, installed, installed == t.before))
+    if not selection.wants(st.name):
+        st.state, st.reason = catalog.DISABLED, f"not selected (selection: {selection.canonical})"
+    elif all(c.ok for c in st.targets):
+        st.state, st.reason = catalog.READY, f"fingerprints match {st.patch}"
+    elif all(c.installed == t.after for c, t in zip(st.targets, pf.targets)):
+        st.state, st.reason = catalog.PRESENT, f"the installed source already carries {st.patch}"
+    else:
+        bad = [c for c, t in zip(st.targets, pf.targets) if not c.ok and c.installed != t.after]
+        st.state = catalog.REFUSED
+        st.reason = "; ".join(
+            f"{c.target} not found in the installed sglang" if c.installed is None
+            else f"{c.target}: installed source has fingerprint {c.installed}, {st.patch} was written "
+            f"against {c.expected} ({line})"
+            for c in bad
+        ) + " - refusing to patch code this plugin was not written against"
     return st
 
 
 def plan(selection: Selection, version: Optional[str] = None, fixes=None) -> Report:
     fixes = ALL_FIXES if fixes is None else fixes
-    version = release.installed_version() if version is None else version
-    line = release.code_line(version)
-    report = Report(__version__, version, line, selection.raw, [])
-    if line is None:
-        for fix in fixes:
-            report.fixes.append(FixStatus(fix.name, fix.pr, fix.title, catalog.UNSUPPORTED, f"sglang {version} is not supported"))
-        return report
+    version = installed.version() if version is None else version
+    line = releases.code_line(version)
+    report = Report(__version__, version, line, selection.canonical, [])
     for fix in fixes:
-        st = _plan_fix(fix, line, selection)
+        st = FixStatus(fix.name, list(fix.upstream), fix.title, catalog.UNSUPPORTED, "")
+        if line is None:
+            st.reason = f"sglang {version} is not a known release"
+        else:
+            entry = releases.entry(fix.name, line)
+            if isinstance(entry, Note):
+                _plan_note(st, entry)
+            else:
+                _plan_patch(st, entry, selection, line)
+                if st.state == catalog.REFUSED:
+                    report.warnings.append(f"{fix.name} refused: {st.reason}")
         report.fixes.append(st)
-        if st.state == catalog.REFUSED:
-            report.warnings.append(f"{fix.name} ({fix.pr}) refused: {st.reason}")
     return report
 
 
-# ---------------------------------------------------------------- registration and verification
-_built: Dict[str, Dict[str, object]] = {}  # fix name -> target -> our compiled body (this process)
+# ------------------------------------------------------------------------------- process-wide state
+class State:
+    """What the plugin did in this process: the report, the functions it built, the roles it logged."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.report: Optional[Report] = None
+        self.selection: Optional[Selection] = None
+        self.built: Dict[str, Dict[str, Callable]] = {}  # fix name -> target -> our compiled function
+        self.announced: set = set()  # roles already logged in this process
+        self.ours: set = set()  # id() of every function we registered (see plugin._fast_propagate)
 
 
+STATE = State()
+
+
+# ---------------------------------------------------------------------- registration and verification
 def register(report: Report) -> None:
-    """Compile the READY bodies and register them as REPLACE hooks (once per process)."""
+    """Compile each READY fix's patched functions and register them as REPLACE hooks (once per process)."""
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
+    root = os.path.dirname(installed.sglang_root())
     for st in report.fixes:
-        if st.state != catalog.READY or st.name in _built:
+        if st.state != catalog.READY or st.name in STATE.built:
             continue
+        entry = releases.entry(st.name, report.code_line)
         try:
-            built = {p.target: build(p, st.name) for p in st.patches}
-        except Exception as e:  # a body that does not compile against this release: refuse the fix
-            st.state, st.reason = catalog.FAILED, f"body could not be built: {type(e).__name__}: {e}"
-            report.warnings.append(f"{st.name} ({st.pr}) failed: {st.reason}")
+            built = patchfile.build(patchfile.load(st.name, entry.name), root)
+        except Exception as e:  # a patch that does not apply/compile here: that fix is not applied
+            st.state, st.reason = catalog.FAILED, f"{st.patch} could not be built: {type(e).__name__}: {e}"
+            report.warnings.append(f"{st.name} failed: {st.reason}")
             continue
-        _built[st.name] = built
+        STATE.built[st.name] = built
         for target, fn in built.items():
+            STATE.ours.add(id(fn))
             HookRegistry.register(target, fn, HookType.REPLACE)
 
 
@@ -198,11 +220,6 @@ def _chain(obj):
         obj = getattr(obj, "__wrapped__", None)
 
 
-def _is_ours(obj, ours) -> bool:
-    """True if ``obj`` is ``ours`` or a HookRegistry wrapper chain that calls it."""
-    return any(f is ours for f in _chain(obj))
-
-
 def resolve_raw(target: str):
     owner_path, attr = target.rsplit(".", 1)
     owner = pkgutil.resolve_name(owner_path)
@@ -216,14 +233,14 @@ def verify(report: Report) -> None:
     for st in report.fixes:
         if st.state not in (catalog.READY, catalog.APPLIED):
             continue
-        built = _built.get(st.name)
+        built = STATE.built.get(st.name)
         if not built:
             st.state, st.reason = catalog.FAILED, "never registered in this process"
             continue
         missing = []
         for target, fn in built.items():
             try:
-                ok = _is_ours(resolve_raw(target), fn)
+                ok = any(f is fn for f in _chain(resolve_raw(target)))
             except Exception as e:
                 ok = False
                 target = f"{target} ({type(e).__name__}: {e})"
@@ -231,15 +248,36 @@ def verify(report: Report) -> None:
                 missing.append(target)
         if missing:
             st.state = catalog.FAILED
-            st.reason = "HookRegistry did not install the body on: " + ", ".join(missing) + " (see 'Failed to apply hooks' in the log)"
+            st.reason = "HookRegistry did not install the patched function on: " + ", ".join(missing) + \
+                " (see 'Failed to apply hooks' in the log)"
         else:
-            st.state, st.reason = catalog.APPLIED, "fingerprints match; body installed"
+            st.state, st.reason = catalog.APPLIED, f"{st.patch} applied (fingerprints match)"
 
 
 def is_patched(target: str) -> bool:
-    """True if ``target`` currently runs one of this plugin's bodies."""
+    """True if ``target`` currently runs one of this plugin's functions."""
     try:
         obj = resolve_raw(target)
     except Exception:
         return False
-    return any(getattr(f, MARK, None) for f in _chain(obj))
+    return any(getattr(f, patchfile.MARK, None) for f in _chain(obj))
+
+
+def build_fix(name: str, version: Optional[str] = None) -> Dict[str, Callable]:
+    """Compile ``name``'s patched functions for the installed release without registering them (tests and
+    benchmarks call the real patched code this way); fingerprints are checked as in plan()."""
+    version = installed.version() if version is None else version
+    line = releases.code_line(version)
+    entry = releases.entry(name, line) if line else None
+    if not isinstance(entry, Patched):
+        raise LookupError(f"{name} is not patched on sglang {version}")
+    pf = patchfile.load(name, entry.name)
+    for t in pf.targets:
+        if _installed_fp(t.module, t.qualname) != t.before:
+            raise patchfile.PatchError(f"{t.dotted}: installed source is not what {pf.path} was written against")
+    return patchfile.build(pf, os.path.dirname(installed.sglang_root()))
+
+
+def fix_by_alias(name: str) -> Optional[Fix]:
+    low = name.strip().lower()
+    return next((f for f in ALL_FIXES if low in (a.lower() for a in f.aliases)), None)

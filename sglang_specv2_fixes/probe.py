@@ -27,8 +27,8 @@ its counters, instead of only being counted.
 From 0.5.14 on spec v1 is gone: ``ScheduleBatch`` has no ``is_spec_v2`` and every speculative batch runs
 the v2 schema, so on those code lines (SPEC_V2_ONLY) any batch with a speculative algorithm counts as
 spec v2. From 0.5.16 on a request's allocation lives in ``req.kv.kv_allocated_len`` (``req.kv`` is None
-once released); _allocated() reads either layout. A code line without an entry in TARGETS / RUN_BATCH
-gets no probe: register() logs why and returns.
+once released); _allocated() reads either layout. The targets per code line are in the release table
+(``releases.LINES[line].probe_decode`` / ``.run_batch`` / ``.spec_v2_only``).
 """
 
 from __future__ import annotations
@@ -38,32 +38,6 @@ import threading
 from typing import Dict
 
 logger = logging.getLogger("sglang_specv2_fixes")
-
-_SCHED_RUN_BATCH = "sglang.srt.managers.scheduler.Scheduler.run_batch"
-_BRP_DECODE = (
-    "sglang.srt.managers.scheduler_components.batch_result_processor."
-    "SchedulerBatchResultProcessor.process_batch_result_decode"
-)
-
-# Scheduler.run_batch(self, batch, pp_proxy_tensors=None) on every code line
-RUN_BATCH = {
-    line: _SCHED_RUN_BATCH
-    for line in ("0.5.11", "0.5.12", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.16", "0.5.17")
-}
-
-# process_batch_result_decode(self, batch, result) on every code line
-TARGETS = {
-    "0.5.11": "sglang.srt.managers.scheduler_output_processor_mixin.SchedulerOutputProcessorMixin.process_batch_result_decode",
-    "0.5.12": "sglang.srt.managers.scheduler_output_processor_mixin.SchedulerOutputProcessorMixin.process_batch_result_decode",
-    "0.5.13.post1": _BRP_DECODE,
-    "0.5.14": _BRP_DECODE,
-    "0.5.15": _BRP_DECODE,
-    "0.5.16": _BRP_DECODE,
-    "0.5.17": _BRP_DECODE,
-}
-
-# Code lines without spec v1 (no ScheduleBatch.is_spec_v2): every speculative batch is spec v2.
-SPEC_V2_ONLY = frozenset({"0.5.14", "0.5.15", "0.5.16", "0.5.17"})
 
 _lock = threading.Lock()
 STATS: Dict[str, object] = {}
@@ -172,23 +146,20 @@ def _record(message: str) -> None:
         raise InvariantViolation(f"sglang-specv2-fixes invariant violated: {message}")
 
 
-def register(code_line: str, strict: bool = False) -> bool:
-    """Register the observer; ``strict`` (check mode) makes violations raise. Returns False (and logs
-    why) when this code line has no probe targets: nothing is hooked then."""
+def register(code_line: str, strict: bool = False):
+    """Register the observer for ``code_line`` (its targets come from the release table); ``strict``
+    (check mode) makes violations raise. Returns the hook functions registered."""
     global _strict, _spec_v2_only
-    if code_line not in TARGETS or code_line not in RUN_BATCH:
-        logger.warning(
-            "sglang-specv2-fixes: SGLANG_SPECV2_FIXES_PROBE / _CHECK ignored: no probe targets for code line "
-            "%s (probe available on %s)", code_line, ", ".join(sorted(set(TARGETS) & set(RUN_BATCH))),
-        )
-        return False
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
+    from .releases import LINES
+
+    line = LINES[code_line]
     _strict = strict
-    _spec_v2_only = code_line in SPEC_V2_ONLY
-    HookRegistry.register(TARGETS[code_line], _around, HookType.AROUND)
-    HookRegistry.register(RUN_BATCH[code_line], _around_run_batch, HookType.AROUND)
-    return True
+    _spec_v2_only = line.spec_v2_only
+    HookRegistry.register(line.probe_decode, _around, HookType.AROUND)
+    HookRegistry.register(line.run_batch, _around_run_batch, HookType.AROUND)
+    return (_around, _around_run_batch)
 
 
 # SGLang's own scheduler-wide acceptance counters, per release name (lifetime + current log interval)

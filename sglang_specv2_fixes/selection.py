@@ -2,7 +2,11 @@
 
     auto            every fix this release needs (default)
     off | none      nothing is patched (status and reporting still work)
-    NAME[,NAME...]  exactly these; a name is a fix name, its PR number ("#23456" or "23456")
+    NAME[,NAME...]  exactly these; a name is a fix name or one of its upstream PR numbers ("#23456",
+                    "23456"); a fix that goes beyond upstream is named by its name only
+
+A ``Selection`` compares by meaning (``26866`` == ``tree-drafting``); ``canonical`` is the spelling
+every report uses.
 """
 
 from __future__ import annotations
@@ -25,7 +29,11 @@ class SelectionError(ValueError):
 class Selection:
     mode: str  # "auto" | "off" | "explicit"
     names: FrozenSet[str] = frozenset()  # canonical fix names when explicit
-    raw: str = "auto"
+    raw: str = dataclasses.field(default="auto", compare=False)  # as the user wrote it
+
+    @property
+    def canonical(self) -> str:
+        return ",".join(sorted(self.names)) if self.explicit else self.mode
 
     def wants(self, fix_name: str) -> bool:
         if self.mode == "auto":
@@ -67,7 +75,7 @@ def parse(value: Optional[str], fixes: Iterable) -> Selection:
 
 
 def _message(problem: str, fixes) -> str:
-    valid = ", ".join(f"{f.name} ({f.pr})" for f in fixes)
+    valid = ", ".join(f"{f.name} ({', '.join(f.upstream)})" if f.upstream else f.name for f in fixes)
     return (
         f"sglang-specv2-fixes: invalid {ENV} / {FLAG} value: {problem}. "
         f"Use 'auto', 'off' or a comma list of: {valid}."

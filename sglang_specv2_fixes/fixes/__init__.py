@@ -1,40 +1,83 @@
-"""Patch index: every fix this plugin knows, with what / why / related PR / removal plan.
+"""Patch index: every fix this plugin knows (what, why, upstream PRs, which patch file on which release,
+removal plan). The block below is generated (``sglang-specv2-fixes index``) and a CPU test fails when it
+drifts from the fix records, the release table or the patch files.
 
-| fix                         | PR     | 0.5.11         | 0.5.12.x       | 0.5.13.post1 | what is patched (and removal plan)         |
-|-----------------------------|--------|----------------|----------------|--------------|--------------------------------------------|
-| skip-stale-overlap-updates  | #23456 | applied        | upstream       | upstream     | _resolve_spec_overlap_token_ids; drop with |
-|                             |        |                |                |              | 0.5.11                                     |
-| tree-drafting               | #26866 | applied        | applied        | upstream     | v1/v2 routing after auto params, verify    |
-|                             |        |                |                |              | compaction (tokens, hidden states, routed  |
-|                             |        |                |                |              | experts), KV move, draft-extend graph      |
-|                             |        |                |                |              | gate, busy check; drop once 0.5.13.post1   |
-|                             |        |                |                |              | is the oldest supported release            |
-| live-accept-metrics         | #23456 | applied        | applied        | open (not    | process_batch_result_decode: stale         |
-|                             | follow |                |                | backported)  | requests left out of the spec counters;    |
-|                             | -up    |                |                |              | drop once upstream fixes it (open in 0.5.23)|
-| routed-experts-draft-guard  | #26980 | applied        | applied        | open         | ModelRunner.init_routed_experts_capturer:  |
-|                             |        |                |                |              | draft keeps the target's capturer; drop    |
-|                             |        |                |                |              | once a release ships #26980                |
-| bonus-slot-accounting       | #22651 | upstream       | upstream       | upstream     | nothing (informational, source verified)   |
-| accept-length-split         | #23962 | upstream       | upstream       | upstream     | nothing (informational, source verified)   |
-| seq-lens-helper             | #25818 | not applicable | not applicable | upstream     | nothing (code shape absent before 0.5.13)  |
+BEGIN INDEX
+skip-stale-overlap-updates  [#23456]  skip stale state updates in spec-v2 overlap
+    What: SchedulerOutputProcessorMixin._resolve_spec_overlap_token_ids (0.5.11) replaced: retracted
+        requests get no update, finished requests only roll back the bonus slot pre-claimed by
+        prepare_for_decode, per-request spec statistics only for live requests
+    Why: late overlap results extend the committed KV of finished/retracted requests past their
+        allocation and add spurious acceptance statistics
+    - applied: patches/skip-stale-overlap-updates/0.5.11.patch (0.5.11)
+    - upstream (0.5.12 … 0.5.17)
+    Removal: delete when 0.5.11 leaves the supported releases (upstream from 0.5.12)
 
-Report-only releases after 0.5.13.post1 (nothing patched; state verified by fingerprint, per fix):
+tree-drafting  [#26866]  spec v2 tree drafting (EAGLE topk > 1) with page_size == 1
+    What: ServerArgs._handle_speculative_decoding routes topk > 1 after
+        auto_choose_speculative_params (page_size == 1 dense models on fa3/flashinfer/triton keep
+        spec v2, everything else spec v1 with a warning); EAGLEWorkerV2.verify uses the accepted
+        width as bonus stride and compacts the accepted tree path (target KV via
+        move_accepted_tokens_to_target_kvcache, predict, hidden states) to the front of each request
+        block; move_accepted_tokens_to_target_kvcache launches bs * accept_index.shape[1];
+        EagleDraftWorker.init_cuda_graphs skips the num_steps+1-wide draft-extend graph for trees;
+        the busy leak check runs for spec v2 tree drafting
+    Why: default EAGLE/EAGLE3 params (auto-chosen topk 4) keep the overlap scheduler on and run the
+        unfinished spec v2 tree path: out-of-bounds reads (device-side assert 'vectorized gather
+        kernel index out of bounds' under concurrency) and wrong bonus tokens / hidden states / KV
+    - applied: patches/tree-drafting/0.5.11.patch (0.5.11)
+    - applied: patches/tree-drafting/0.5.12.patch (0.5.12 … 0.5.12.post1)
+    - upstream (0.5.13.post1 … 0.5.17)
+    Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream re-landed it in
+        0.5.13.post1, where spec v1 is gone)
 
-| fix                         | 0.5.14   | 0.5.15 / .post1 | 0.5.16   | 0.5.17   | note                                   |
-|-----------------------------|----------|-----------------|----------|----------|----------------------------------------|
-| skip-stale-overlap-updates  | upstream | upstream        | upstream | upstream | 0.5.15+: finished-request rollback     |
-|                             |          |                 |          |          | superseded (no bonus pre-claim)        |
-| tree-drafting               | upstream | upstream        | upstream | upstream | 0.5.16+: eagle_worker_common           |
-| live-accept-metrics         | open     | open            | open     | open     | whole batch fed to update_spec_metrics |
-| routed-experts-draft-guard  | open     | upstream        | upstream | upstream | #26980 lands in 0.5.15                 |
-| bonus-slot-accounting       | upstream | not applicable  | n/a      | n/a      | pre-claim replaced (#28754)            |
-| accept-length-split         | upstream | upstream        | upstream | upstream | eagle_utils.eagle_sample               |
-| seq-lens-helper             | upstream | upstream        | upstream | upstream | FutureMap.resolve_seq_lens_cpu         |
+live-accept-metrics  [beyond upstream]  acceptance counters over live requests only
+    What: SchedulerOutputProcessorMixin.process_batch_result_decode replaced by the release's own
+        body with the stale (finished/retracted) requests of a late overlap result left out of
+        update_spec_metrics(...) and num_generated_tokens
+    Why: avg_spec_accept_length, spec verify counts and generation throughput include requests whose
+        tokens were discarded, so they disagree with the per-request meta_info of the same run
+    - applied: patches/live-accept-metrics/0.5.11.patch (0.5.11)
+    - applied: patches/live-accept-metrics/0.5.12.patch (0.5.12 … 0.5.12.post1)
+    - open (0.5.13.post1 … 0.5.17)
+    Removal: delete per release once upstream counts live requests only (open upstream as of 0.5.23)
 
-Each module holds the per-release bodies and fingerprints of one fix; ``FIX`` is its catalogue record.
-``python -m sglang_specv2_fixes status`` prints the live version of this table for the installed
-release, and README.md's compatibility table is generated from the same records.
+routed-experts-draft-guard  [#26980]  draft runner keeps the target's routed-experts capturer
+    What: ModelRunner.init_routed_experts_capturer replaced: returns early for the draft worker (the
+        upstream function is the same in 0.5.11 and 0.5.12.x)
+    Why: with --enable-return-routed-experts and an EAGLE/EAGLE3 draft the scheduler dies at startup
+        (the draft re-creates the process-wide capturer from its dense config)
+    - applied: patches/routed-experts-draft-guard/0.5.11.patch (0.5.11 … 0.5.12.post1)
+    - open (0.5.13.post1 … 0.5.14)
+    - upstream (0.5.15 … 0.5.17)
+    Removal: delete per release once it ships #26980 (not in 0.5.13.post1 / 0.5.14; upstream from
+        0.5.15)
+
+bonus-slot-accounting  [#22651]  spec v2 bonus-slot accounting for streaming sessions
+    What: nothing patched: upstream in all supported releases
+    Why: a finished turn's cached KV was one token short, breaking streaming-session KV inheritance
+    - upstream (0.5.11 … 0.5.14)
+    - not-applicable (0.5.15 … 0.5.17)
+    Removal: informational entry; keep while releases without it could be supported
+
+accept-length-split  [#23962]  accept_length split into drafts-only and drafts+bonus counters
+    What: nothing patched: upstream in all supported releases
+    Why: one field meant both 'accepted drafts' and 'accepted drafts + bonus', inviting off-by-one
+        bugs
+    - upstream (0.5.11 … 0.5.17)
+    Removal: informational entry
+
+seq-lens-helper  [#25818]  consolidate seq_lens_cpu/seq_lens_sum maintenance into one helper
+    What: nothing patched: the code shape it fixes does not exist in the supported releases
+    Why: stale seq_lens_cpu/seq_lens_sum after an overlap snapshot/restore
+    - not-applicable (0.5.11 … 0.5.12.post1)
+    - upstream (0.5.13.post1 … 0.5.17)
+    Removal: informational entry
+END INDEX
+
+Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
+themselves are the unified diffs in ``patches/<fix>/``; which release gets which file, or why it gets
+none, is ``releases.py``.
 """
 
 from . import (
@@ -47,14 +90,7 @@ from . import (
     tree_drafting,
 )
 
-_MODULES = [skip_stale_overlap_updates, tree_drafting, live_accept_metrics, routed_experts_draft_guard,
-            bonus_slot_accounting, accept_length_split, seq_lens_helper]
-
-ALL_FIXES = [m.FIX for m in _MODULES]
-
-
-def by_name(name: str):
-    for fix in ALL_FIXES:
-        if name in fix.aliases:
-            return fix
-    raise KeyError(name)
+ALL_FIXES = [m.FIX for m in (
+    skip_stale_overlap_updates, tree_drafting, live_accept_metrics, routed_experts_draft_guard,
+    bonus_slot_accounting, accept_length_split, seq_lens_helper,
+)]

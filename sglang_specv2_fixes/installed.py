@@ -1,4 +1,4 @@
-"""Which SGLang release is installed, and which code line of the catalogue it belongs to.
+"""Which SGLang release is installed and where (its code line comes from releases.py).
 
 Detection reads package metadata (``importlib.metadata``) and never imports ``sglang``: the CLI and the
 plugin's planning step stay cheap and work on machines without a GPU. A bare source checkout on
@@ -13,30 +13,8 @@ import os
 import re
 from typing import Optional
 
-# Exact releases this plugin was written and fingerprinted for -> code line key used in the catalogue.
-# Releases mapped to one line have byte-identical sources in every file the plugin touches
-# (0.5.12 vs 0.5.12.post1: only _version.py and jit_kernel/deepseek_v4.py differ in the wheels).
-SUPPORTED_RELEASES = {
-    "0.5.11": "0.5.11",
-    "0.5.12": "0.5.12",
-    "0.5.12.post1": "0.5.12",
-    # Report-only releases: the plugin patches nothing there; it verifies (by fingerprint) which fixes
-    # the release carries upstream and which bugs are still open, and reports it.
-    "0.5.13.post1": "0.5.13.post1",
-    "0.5.14": "0.5.14",
-    # 0.5.15 vs 0.5.15.post1: every function the catalogue checks is byte-identical (the post1 diff is
-    # DSA top-k seeding for PD disaggregation; Scheduler.run_batch differs there, the probe only wraps it)
-    "0.5.15": "0.5.15",
-    "0.5.15.post1": "0.5.15",
-    "0.5.16": "0.5.16",
-    "0.5.17": "0.5.17",
-}
-CODE_LINES = ("0.5.11", "0.5.12", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.16", "0.5.17")
-# Code lines on which the plugin has no Patch at all (only ReleaseNotes): it reports, never patches.
-REPORT_ONLY_LINES = ("0.5.13.post1", "0.5.14", "0.5.15", "0.5.16", "0.5.17")
 
-
-def installed_version() -> Optional[str]:
+def version() -> Optional[str]:
     """Installed sglang version string, or None when sglang is not importable."""
     try:
         return importlib.metadata.version("sglang")
@@ -73,7 +51,3 @@ def module_file(module: str, root: Optional[str] = None) -> Optional[str]:
         if os.path.exists(cand):
             return cand
     return None
-
-
-def code_line(version: Optional[str]) -> Optional[str]:
-    return SUPPORTED_RELEASES.get(version or "")

@@ -1,0 +1,385 @@
+"""Patch files: the one stored form of every change (``patches/<fix>/<release>.patch``).
+
+A patch file is a plain unified diff (``patch -p1 --fuzz=0`` applies it from site-packages) preceded by a
+header that ``patch`` ignores::
+
+    specv2-fixes-patch: 1
+    fix: live-accept-metrics
+    written-against: sglang 0.5.11
+    target: sglang.srt.managers.x Cls.fn before=<fp> after=<fp> span=412-598
+
+    what changes and why, free text
+
+    --- a/sglang/srt/managers/x.py
+    +++ b/sglang/srt/managers/x.py
+    @@ -430,6 +430,15 @@
+    ...
+
+At run time the plugin never trusts the file blindly: it reads the installed module, locates each
+target, requires the ``before`` fingerprint, applies the hunks exactly (every context and removed line
+must equal the installed line; a hunk only moves by the offset of its own target function, so one file
+serves every release whose functions are unchanged), requires the ``after`` fingerprint of the result
+and compiles the patched function in the target module's globals. The compiled code names the installed
+file with a ``[specv2-fixes <fix>]`` suffix and carries the patched file's line numbers; the patched text
+is registered in ``linecache``, so a traceback shows the line that ran.
+
+    python -m sglang_specv2_fixes.patchfile write --fix F --release R --pristine DIR --edited DIR \
+        --target MODULE:QUALNAME [...] --message TEXT        # author a patch file (DIR: site-packages)
+    python -m sglang_specv2_fixes.patchfile check FILE --root DIR   # apply to a tree, report
+"""
+
+from __future__ import annotations
+
+import __future__
+import argparse
+import dataclasses
+import difflib
+import functools
+import importlib
+import linecache
+import os
+import re
+import sys
+import textwrap
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from .fingerprint import SourceNotFound, fingerprint_source, function_source, read_source
+
+MAGIC = "specv2-fixes-patch: 1"
+MARK = "__specv2_fix__"  # attribute set on every compiled function: "<fix>:<target>"
+PATCH_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "patches")
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_TARGET = re.compile(r"^target: (\S+) (\S+) before=([0-9a-f]{16}) after=([0-9a-f]{16}) span=(\d+)-(\d+)$")
+
+
+class PatchError(ValueError):
+    """A patch file that is malformed or does not apply exactly."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    module: str
+    qualname: str
+    before: str  # fingerprint of the upstream function the patch was written against
+    after: str  # fingerprint of the same function once patched
+    span: Tuple[int, int]  # its 1-based line range in the base release's file
+
+    @property
+    def dotted(self) -> str:
+        return f"{self.module}.{self.qualname}"
+
+    @property
+    def rel_path(self) -> str:
+        return self.module.replace(".", "/") + ".py"
+
+
+@dataclasses.dataclass(frozen=True)
+class Hunk:
+    old_start: int
+    old_len: int
+    lines: Tuple[str, ...]  # each with its ' ', '-' or '+' prefix, no newline
+
+    @property
+    def old(self) -> List[str]:
+        return [ln[1:] for ln in self.lines if ln[:1] in (" ", "-")]
+
+    @property
+    def new(self) -> List[str]:
+        return [ln[1:] for ln in self.lines if ln[:1] in (" ", "+")]
+
+    @property
+    def first_index(self) -> int:
+        """0-based index in the base file of the hunk's first old line (its insertion point if empty)."""
+        return self.old_start - 1 if self.old_len else self.old_start
+
+    def changed_base_lines(self) -> List[int]:
+        """1-based base-file lines the hunk removes or inserts before/after."""
+        out, cur = [], self.first_index + 1
+        for ln in self.lines:
+            if ln[:1] == "-":
+                out.append(cur)
+                cur += 1
+            elif ln[:1] == "+":
+                out.append(cur - 1 if cur > 1 else cur)
+            else:
+                cur += 1
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class PatchFile:
+    fix: str
+    written_against: str
+    targets: Tuple[Target, ...]
+    files: Tuple[Tuple[str, Tuple[Hunk, ...]], ...]  # (rel path "sglang/...", hunks)
+    description: str
+    path: str
+
+    def targets_in(self, rel: str) -> List[Target]:
+        return [t for t in self.targets if t.rel_path == rel]
+
+
+def parse(text: str, path: str = "<patch>", check_spans: bool = True) -> PatchFile:
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != MAGIC:
+        raise PatchError(f"{path}: first line must be {MAGIC!r}")
+    fix = against = None
+    targets: List[Target] = []
+    i = 1
+    while i < len(lines) and lines[i].strip():
+        ln = lines[i]
+        if ln.startswith("fix: "):
+            fix = ln[5:].strip()
+        elif ln.startswith("written-against: "):
+            against = ln[len("written-against: "):].strip()
+        elif ln.startswith("target: "):
+            m = _TARGET.match(ln.strip())
+            if not m:
+                raise PatchError(f"{path}:{i + 1}: malformed target line")
+            targets.append(Target(m[1], m[2], m[3], m[4], (int(m[5]), int(m[6]))))
+        else:
+            raise PatchError(f"{path}:{i + 1}: unknown header line {ln!r}")
+        i += 1
+    if not fix or not against or not targets:
+        raise PatchError(f"{path}: header needs fix:, written-against: and at least one target:")
+    desc: List[str] = []
+    while i < len(lines) and not lines[i].startswith("--- "):
+        desc.append(lines[i])
+        i += 1
+    files: List[Tuple[str, Tuple[Hunk, ...]]] = []
+    while i < len(lines):
+        if not lines[i].startswith("--- a/") or i + 1 >= len(lines) or not lines[i + 1].startswith("+++ b/"):
+            raise PatchError(f"{path}:{i + 1}: expected a '--- a/' '+++ b/' file header")
+        rel = lines[i + 1][6:].split("\t")[0].strip()
+        i += 2
+        hunks: List[Hunk] = []
+        while i < len(lines) and lines[i].startswith("@@"):
+            m = _HUNK.match(lines[i])
+            if not m:
+                raise PatchError(f"{path}:{i + 1}: malformed hunk header")
+            old_start, old_len = int(m[1]), int(m[2] if m[2] is not None else 1)
+            new_len = int(m[4] if m[4] is not None else 1)
+            i += 1
+            body: List[str] = []
+            n_old = n_new = 0
+            while i < len(lines) and (n_old < old_len or n_new < new_len):
+                ln = lines[i]
+                tag = ln[:1] if ln else " "  # an empty line is an empty context line
+                if tag not in (" ", "-", "+"):
+                    raise PatchError(f"{path}:{i + 1}: unexpected line in hunk")
+                body.append(tag + ln[1:] if ln else " ")
+                n_old += tag != "+"
+                n_new += tag != "-"
+                i += 1
+            if (n_old, n_new) != (old_len, new_len):
+                raise PatchError(f"{path}: hunk at line {old_start} of {rel} is truncated")
+            hunks.append(Hunk(old_start, old_len, tuple(body)))
+        if not hunks:
+            raise PatchError(f"{path}: no hunks for {rel}")
+        files.append((rel, tuple(hunks)))
+    if not files:
+        raise PatchError(f"{path}: no diff")
+    for rel, hunks in files if check_spans else ():
+        spans = [t.span for t in targets if t.rel_path == rel]
+        for h in hunks:
+            first, last = h.first_index + 1, h.first_index + h.old_len
+            if not any(a <= first and last <= b + 1 for a, b in spans) and h.old_len:
+                raise PatchError(f"{path}: hunk @@ -{h.old_start} of {rel} reaches outside its target function")
+    return PatchFile(fix, against, tuple(targets), tuple(files), "\n".join(desc).strip(), path)
+
+
+def patch_path(fix: str, name: str) -> str:
+    return os.path.join(PATCH_DIR, fix, f"{name}.patch")
+
+
+@functools.lru_cache(maxsize=None)
+def load(fix: str, name: str) -> PatchFile:
+    path = patch_path(fix, name)
+    with open(path, encoding="utf-8") as f:
+        pf = parse(f.read(), path)
+    if pf.fix != fix:
+        raise PatchError(f"{path}: header says fix {pf.fix!r}, file is stored under {fix!r}")
+    return pf
+
+
+# ------------------------------------------------------------------------------------------ applying
+def _owner(h: Hunk, targets: Sequence[Target]) -> Target:
+    line = h.changed_base_lines()[0]
+    for t in targets:
+        if t.span[0] <= line <= t.span[1] + 1:
+            return t
+    raise PatchError(f"hunk at base line {h.old_start} belongs to no target")
+
+
+def apply_text(pf: PatchFile, rel: str, text: str) -> str:
+    """Apply ``pf``'s hunks for file ``rel`` to ``text`` exactly; raise PatchError on any mismatch."""
+    targets = pf.targets_in(rel)
+    hunks = dict(pf.files).get(rel)
+    if hunks is None:
+        raise PatchError(f"{pf.path}: no diff for {rel}")
+    lines = text.splitlines()
+    delta = {}
+    for t in targets:
+        try:
+            _, first, _ = function_source(text, t.qualname)
+        except (SourceNotFound, SyntaxError, IndentationError):
+            raise PatchError(f"{t.dotted} not found") from None
+        delta[t] = first - t.span[0]
+    shift = 0  # lines added so far by earlier hunks
+    for h in hunks:
+        at = h.first_index + delta[_owner(h, targets)] + shift
+        old = h.old
+        if lines[at : at + len(old)] != old:
+            raise PatchError(f"{pf.path}: hunk @@ -{h.old_start} does not apply exactly to {rel} (at line {at + 1})")
+        new = h.new
+        lines[at : at + len(old)] = new
+        shift += len(new) - len(old)
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+
+
+def module_path(module: str, root: str) -> str:
+    """File of dotted ``module`` under ``root`` (the directory holding the ``sglang`` package)."""
+    base = os.path.join(root, *module.split("."))
+    return base + ".py" if os.path.exists(base + ".py") else os.path.join(base, "__init__.py")
+
+
+def patched_texts(pf: PatchFile, root: str) -> Dict[str, Tuple[str, str, str]]:
+    """rel path -> (file path, installed text, patched text) for every file of the patch."""
+    out = {}
+    for rel, _ in pf.files:
+        path = os.path.join(root, rel)
+        text = read_source(path)
+        out[rel] = (path, text, apply_text(pf, rel, text))
+    return out
+
+
+def compile_target(pf: PatchFile, target: Target, path: str, patched: str) -> Callable:
+    """Compile ``target`` out of the patched module text into the target module's globals."""
+    src, first, _ = function_source(patched, target.qualname)
+    if fingerprint_source(src) != target.after:
+        raise PatchError(f"{pf.path}: patched {target.dotted} has fingerprint {fingerprint_source(src)}, "
+                         f"header says after={target.after}")
+    filename = f"{path} [specv2-fixes {pf.fix}]"
+    linecache.cache[filename] = (len(patched), None, patched.splitlines(keepends=True), filename)
+    code = compile(
+        "\n" * (first - 1) + textwrap.dedent(src),
+        filename,
+        "exec",
+        flags=__future__.annotations.compiler_flag,  # upstream annotations may name TYPE_CHECKING-only types
+        dont_inherit=True,
+    )
+    if "." in target.qualname and "super()" in src:
+        raise PatchError(f"{target.dotted}: zero-argument super() cannot be compiled outside its class")
+    module = importlib.import_module(target.module)
+    local_ns: dict = {}
+    exec(code, module.__dict__, local_ns)  # noqa: S102 - fingerprinted upstream code plus the stored diff
+    (fn,) = local_ns.values()
+    fn.__qualname__ = target.qualname
+    fn.__module__ = target.module
+    setattr(fn, MARK, f"{pf.fix}:{target.dotted}")
+    return fn
+
+
+def build(pf: PatchFile, root: str) -> Dict[str, Callable]:
+    """target dotted name -> compiled patched function, for the sglang tree at ``root``."""
+    texts = patched_texts(pf, root)
+    return {t.dotted: compile_target(pf, t, texts[t.rel_path][0], texts[t.rel_path][2]) for t in pf.targets}
+
+
+# ----------------------------------------------------------------------------------------- authoring
+def render(fix: str, release: str, pristine_root: str, edited_root: str, targets: Sequence[Tuple[str, str]],
+           message: str) -> str:
+    """Patch file text: header + whole-file unified diffs (n=3) from pristine to edited."""
+    header = [MAGIC, f"fix: {fix}", f"written-against: sglang {release}"]
+    diffs: List[str] = []
+    by_file: Dict[str, List[str]] = {}
+    for module, qualname in targets:
+        by_file.setdefault(module, []).append(qualname)
+    for module, quals in by_file.items():
+        old = read_source(module_path(module, pristine_root))
+        new = read_source(module_path(module, edited_root))
+        for q in quals:
+            src, first, last = function_source(old, q)
+            header.append(f"target: {module} {q} before={fingerprint_source(src)} "
+                          f"after={fingerprint_source(function_source(new, q)[0])} span={first}-{last}")
+        rel = module.replace(".", "/") + ".py"
+        diffs.extend(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}", n=3))
+    raw = "".join(ln if ln.endswith("\n") else ln + "\n" for ln in diffs)
+    head = "\n".join(header) + "\n\n" + textwrap.fill(message.strip(), 100) + "\n\n"
+    pf = parse(head + raw, "<render>", check_spans=False)
+    body = "".join(_format_file(rel, [_trim(h, pf.targets_in(rel)) for h in hunks]) for rel, hunks in pf.files)
+    text = head + body
+    parse(text)  # a file that does not parse is never written
+    return text
+
+
+def _trim(h: Hunk, targets: Sequence[Target]) -> Hunk:
+    """Drop the hunk's context lines outside its target function: the fingerprint covers the function
+    only, so context outside it would make the patch fail on a release whose neighbours differ."""
+    a, b = _owner(h, targets).span
+    lines, start = list(h.lines), h.first_index + 1
+    while lines and lines[0][:1] == " " and start < a:
+        lines.pop(0)
+        start += 1
+    end = start + sum(ln[:1] != "+" for ln in lines) - 1
+    while lines and lines[-1][:1] == " " and end > b:
+        lines.pop()
+        end -= 1
+    old_len = sum(ln[:1] != "+" for ln in lines)
+    return Hunk(start if old_len else start - 1, old_len, tuple(lines))
+
+
+def _format_file(rel: str, hunks: Sequence[Hunk]) -> str:
+    out, shift = [f"--- a/{rel}\n", f"+++ b/{rel}\n"], 0
+    for h in hunks:
+        new_len = sum(ln[:1] != "-" for ln in h.lines)
+        new_start = h.old_start + shift if h.old_len or not new_len else h.old_start + shift + 1
+        out.append(f"@@ -{h.old_start},{h.old_len} +{new_start},{new_len} @@\n")
+        out.extend(ln + "\n" for ln in h.lines)
+        shift += new_len - h.old_len
+    return "".join(out)
+
+
+def _main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m sglang_specv2_fixes.patchfile", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("write", help="author patches/<fix>/<release>.patch from a pristine and an edited tree")
+    w.add_argument("--fix", required=True)
+    w.add_argument("--release", required=True)
+    w.add_argument("--pristine", required=True, help="directory holding the pristine sglang package")
+    w.add_argument("--edited", required=True, help="directory holding the edited sglang package")
+    w.add_argument("--target", action="append", required=True, help="MODULE:QUALNAME (repeat)")
+    w.add_argument("--message", required=True)
+    w.add_argument("--out", help="default: the package's patches/<fix>/<release>.patch")
+    c = sub.add_parser("check", help="apply a patch file to a tree in memory and compile-check the result")
+    c.add_argument("file")
+    c.add_argument("--root", required=True, help="directory holding the sglang package")
+    a = p.parse_args(argv)
+    if a.cmd == "write":
+        targets = [tuple(t.split(":", 1)) for t in a.target]
+        text = render(a.fix, a.release, a.pristine, a.edited, targets, a.message)
+        out = a.out or patch_path(a.fix, a.release)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(out)
+        return 0
+    pf = parse(open(a.file, encoding="utf-8").read(), a.file)
+    try:
+        for rel, (path, old, new) in patched_texts(pf, a.root).items():
+            compile(new, path, "exec")
+            for t in pf.targets_in(rel):
+                ok_before = fingerprint_source(function_source(old, t.qualname)[0]) == t.before
+                ok_after = fingerprint_source(function_source(new, t.qualname)[0]) == t.after
+                print(f"{t.dotted}: before {'ok' if ok_before else 'MISMATCH'}, after {'ok' if ok_after else 'MISMATCH'}")
+                if not (ok_before and ok_after):
+                    return 1
+    except PatchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
