@@ -25,6 +25,7 @@ is registered in ``linecache``, so a traceback shows the line that ran.
 
     python -m sglang_specv2_fixes.patchfile write --fix F --release R --pristine DIR --edited DIR \
         --target MODULE:QUALNAME [...] --message TEXT        # author a patch file (DIR: site-packages)
+    python -m sglang_specv2_fixes.patchfile normalize FILE...        # trim hunk context to the targets
     python -m sglang_specv2_fixes.patchfile check FILE --root DIR   # apply to a tree, report
 """
 
@@ -307,11 +308,16 @@ def render(fix: str, release: str, pristine_root: str, edited_root: str, targets
         diffs.extend(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}", n=3))
     raw = "".join(ln if ln.endswith("\n") else ln + "\n" for ln in diffs)
     head = "\n".join(header) + "\n\n" + textwrap.fill(message.strip(), 100) + "\n\n"
-    pf = parse(head + raw, "<render>", check_spans=False)
+    return normalize(head + raw)
+
+
+def normalize(text: str) -> str:
+    """Re-emit a patch file with every hunk's context trimmed to its target function (see _trim)."""
+    pf = parse(text, "<normalize>", check_spans=False)
+    head = text[: text.index("\n--- a/") + 1]
     body = "".join(_format_file(rel, [_trim(h, pf.targets_in(rel)) for h in hunks]) for rel, hunks in pf.files)
-    text = head + body
-    parse(text)  # a file that does not parse is never written
-    return text
+    parse(head + body)  # a file that does not parse is never written
+    return head + body
 
 
 def _trim(h: Hunk, targets: Sequence[Target]) -> Hunk:
@@ -352,6 +358,8 @@ def _main(argv=None) -> int:
     w.add_argument("--target", action="append", required=True, help="MODULE:QUALNAME (repeat)")
     w.add_argument("--message", required=True)
     w.add_argument("--out", help="default: the package's patches/<fix>/<release>.patch")
+    n = sub.add_parser("normalize", help="trim every hunk's context to its target function, in place")
+    n.add_argument("files", nargs="+")
     c = sub.add_parser("check", help="apply a patch file to a tree in memory and compile-check the result")
     c.add_argument("file")
     c.add_argument("--root", required=True, help="directory holding the sglang package")
@@ -364,6 +372,13 @@ def _main(argv=None) -> int:
         with open(out, "w", encoding="utf-8") as f:
             f.write(text)
         print(out)
+        return 0
+    if a.cmd == "normalize":
+        for path in a.files:
+            with open(path, encoding="utf-8") as f:
+                text = normalize(f.read())
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
         return 0
     pf = parse(open(a.file, encoding="utf-8").read(), a.file)
     try:

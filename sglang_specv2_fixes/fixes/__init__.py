@@ -10,7 +10,7 @@ skip-stale-overlap-updates  [#23456]  skip stale state updates in spec-v2 overla
     Why: late overlap results extend the committed KV of finished/retracted requests past their
         allocation and add spurious acceptance statistics
     - applied: patches/skip-stale-overlap-updates/0.5.11.patch (0.5.11)
-    - upstream (0.5.12 … 0.5.17)
+    - upstream (0.5.12 … 0.5.23)
     Removal: delete when 0.5.11 leaves the supported releases (upstream from 0.5.12)
 
 tree-drafting  [#26866]  spec v2 tree drafting (EAGLE topk > 1) with page_size == 1
@@ -27,51 +27,68 @@ tree-drafting  [#26866]  spec v2 tree drafting (EAGLE topk > 1) with page_size =
         kernel index out of bounds' under concurrency) and wrong bonus tokens / hidden states / KV
     - applied: patches/tree-drafting/0.5.11.patch (0.5.11)
     - applied: patches/tree-drafting/0.5.12.patch (0.5.12 … 0.5.12.post1)
-    - upstream (0.5.13.post1 … 0.5.17)
+    - upstream (0.5.13 … 0.5.23)
     Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream re-landed it in
         0.5.13.post1, where spec v1 is gone)
 
 live-accept-metrics  [beyond upstream]  acceptance counters over live requests only
-    What: SchedulerOutputProcessorMixin.process_batch_result_decode replaced by the release's own
-        body with the stale (finished/retracted) requests of a late overlap result left out of
-        update_spec_metrics(...) and num_generated_tokens
+    What: process_batch_result_decode: the stale (finished/retracted) requests of a late overlap
+        result are left out of the acceptance counters (update_spec_metrics and, where the release
+        has them, the block-accept / cap counters) and of num_generated_tokens
     Why: avg_spec_accept_length, spec verify counts and generation throughput include requests whose
         tokens were discarded, so they disagree with the per-request meta_info of the same run
     - applied: patches/live-accept-metrics/0.5.11.patch (0.5.11)
     - applied: patches/live-accept-metrics/0.5.12.patch (0.5.12 … 0.5.12.post1)
-    - open (0.5.13.post1 … 0.5.17)
+    - applied: patches/live-accept-metrics/0.5.13.patch (0.5.13 … 0.5.13.post1)
+    - applied: patches/live-accept-metrics/0.5.14.patch (0.5.14)
+    - applied: patches/live-accept-metrics/0.5.15.patch (0.5.15 … 0.5.15.post1)
+    - applied: patches/live-accept-metrics/0.5.16.patch (0.5.16)
+    - applied: patches/live-accept-metrics/0.5.17.patch (0.5.17 … 0.5.18)
+    - applied: patches/live-accept-metrics/0.5.19.patch (0.5.19)
+    - applied: patches/live-accept-metrics/0.5.20.patch (0.5.20 … 0.5.21)
+    - applied: patches/live-accept-metrics/0.5.22.patch (0.5.22 … 0.5.23)
     Removal: delete per release once upstream counts live requests only (open upstream as of 0.5.23)
 
-routed-experts-draft-guard  [#26980]  draft runner keeps the target's routed-experts capturer
-    What: ModelRunner.init_routed_experts_capturer replaced: returns early for the draft worker (the
-        upstream function is the same in 0.5.11 and 0.5.12.x)
+routed-experts-draft-guard  [#26980]  routed experts with EAGLE drafts: the target's capturer is kept, tree rows are compacted
+    What: ModelRunner.init_routed_experts_capturer returns early for the draft worker (#26980;
+        0.5.11 … 0.5.14); from 0.5.13 on, where tree drafting is upstream, the spec-v2 tree verify
+        also compacts the routed-experts / indexer top-k capture rows with the accepted path (on
+        0.5.11 / 0.5.12.x tree-drafting's verify does that)
     Why: with --enable-return-routed-experts and an EAGLE/EAGLE3 draft the scheduler dies at startup
-        (the draft re-creates the process-wide capturer from its dense config)
+        (the draft re-creates the process-wide capturer from its dense config); with tree drafting
+        the routed experts returned for accepted tokens are the rows of other tree nodes
     - applied: patches/routed-experts-draft-guard/0.5.11.patch (0.5.11 … 0.5.12.post1)
-    - open (0.5.13.post1 … 0.5.14)
-    - upstream (0.5.15 … 0.5.17)
-    Removal: delete per release once it ships #26980 (not in 0.5.13.post1 / 0.5.14; upstream from
-        0.5.15)
+    - applied: patches/routed-experts-draft-guard/0.5.13.patch (0.5.13 … 0.5.13.post1)
+    - applied: patches/routed-experts-draft-guard/0.5.14.patch (0.5.14)
+    - applied: patches/routed-experts-draft-guard/0.5.15.patch (0.5.15 … 0.5.15.post1)
+    - applied: patches/routed-experts-draft-guard/0.5.16.patch (0.5.16)
+    - applied: patches/routed-experts-draft-guard/0.5.17.patch (0.5.17)
+    - applied: patches/routed-experts-draft-guard/0.5.18.patch (0.5.18 … 0.5.19)
+    - applied: patches/routed-experts-draft-guard/0.5.20.patch (0.5.20)
+    - applied: patches/routed-experts-draft-guard/0.5.21.patch (0.5.21)
+    - applied: patches/routed-experts-draft-guard/0.5.22.patch (0.5.22 … 0.5.23)
+    Removal: the guard: per release once it ships #26980 (upstream from 0.5.15); the compaction:
+        once upstream compacts capture rows in _finalize_accept_tree_path (open through 0.5.23)
 
 bonus-slot-accounting  [#22651]  spec v2 bonus-slot accounting for streaming sessions
     What: nothing patched: upstream in all supported releases
     Why: a finished turn's cached KV was one token short, breaking streaming-session KV inheritance
     - upstream (0.5.11 … 0.5.14)
-    - not-applicable (0.5.15 … 0.5.17)
+    - not-applicable (0.5.15 … 0.5.23)
     Removal: informational entry; keep while releases without it could be supported
 
 accept-length-split  [#23962]  accept_length split into drafts-only and drafts+bonus counters
     What: nothing patched: upstream in all supported releases
     Why: one field meant both 'accepted drafts' and 'accepted drafts + bonus', inviting off-by-one
         bugs
-    - upstream (0.5.11 … 0.5.17)
+    - upstream (0.5.11 … 0.5.23)
     Removal: informational entry
 
 seq-lens-helper  [#25818]  consolidate seq_lens_cpu/seq_lens_sum maintenance into one helper
     What: nothing patched: the code shape it fixes does not exist in the supported releases
     Why: stale seq_lens_cpu/seq_lens_sum after an overlap snapshot/restore
     - not-applicable (0.5.11 … 0.5.12.post1)
-    - upstream (0.5.13.post1 … 0.5.17)
+    - upstream (0.5.13 … 0.5.23)
     Removal: informational entry
 END INDEX
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from ..catalog import Fix
 
 FIX = Fix(
-    name='bonus-slot-accounting',
+    name="bonus-slot-accounting",
     upstream=('#22651',),
-    title='spec v2 bonus-slot accounting for streaming sessions',
-    what='nothing patched: upstream in all supported releases',
+    title="spec v2 bonus-slot accounting for streaming sessions",
+    what="nothing patched: upstream in all supported releases",
     why="a finished turn's cached KV was one token short, breaking streaming-session KV inheritance",
-    removal='informational entry; keep while releases without it could be supported',
+    removal="informational entry; keep while releases without it could be supported",
 )

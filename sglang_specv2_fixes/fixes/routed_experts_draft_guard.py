@@ -1,4 +1,5 @@
-"""#26980 (first half) - the draft model must not replace the routed-experts capturer.
+"""#26980 (first half) - the draft model must not replace the routed-experts capturer; and, from 0.5.13 on,
+the tree verify compacts the captured rows with the accepted path.
 
 ``--enable-return-routed-experts`` keeps one process-wide capturer (``set_global_experts_capturer``),
 sized from the *target's* MoE config. ``ModelRunner.initialize`` calls ``init_routed_experts_capturer``
@@ -20,10 +21,22 @@ from __future__ import annotations
 from ..catalog import Fix
 
 FIX = Fix(
-    name='routed-experts-draft-guard',
-    upstream=('#26980',),
-    title="draft runner keeps the target's routed-experts capturer",
-    what='ModelRunner.init_routed_experts_capturer replaced: returns early for the draft worker (the upstream function is the same in 0.5.11 and 0.5.12.x)',
-    why='with --enable-return-routed-experts and an EAGLE/EAGLE3 draft the scheduler dies at startup (the draft re-creates the process-wide capturer from its dense config)',
-    removal='delete per release once it ships #26980 (not in 0.5.13.post1 / 0.5.14; upstream from 0.5.15)',
+    name="routed-experts-draft-guard",
+    upstream=("#26980",),
+    title="routed experts with EAGLE drafts: the target's capturer is kept, tree rows are compacted",
+    what=(
+        "ModelRunner.init_routed_experts_capturer returns early for the draft worker (#26980; 0.5.11 … 0.5.14); "
+        "from 0.5.13 on, where tree drafting is upstream, the spec-v2 tree verify also compacts the "
+        "routed-experts / indexer top-k capture rows with the accepted path (on 0.5.11 / 0.5.12.x "
+        "tree-drafting's verify does that)"
+    ),
+    why=(
+        "with --enable-return-routed-experts and an EAGLE/EAGLE3 draft the scheduler dies at startup (the "
+        "draft re-creates the process-wide capturer from its dense config); with tree drafting the routed "
+        "experts returned for accepted tokens are the rows of other tree nodes"
+    ),
+    removal=(
+        "the guard: per release once it ships #26980 (upstream from 0.5.15); the compaction: once upstream "
+        "compacts capture rows in _finalize_accept_tree_path (open through 0.5.23)"
+    ),
 )

@@ -10,10 +10,10 @@ from __future__ import annotations
 from ..catalog import Fix
 
 FIX = Fix(
-    name='seq-lens-helper',
+    name="seq-lens-helper",
     upstream=('#25818',),
-    title='consolidate seq_lens_cpu/seq_lens_sum maintenance into one helper',
-    what='nothing patched: the code shape it fixes does not exist in the supported releases',
-    why='stale seq_lens_cpu/seq_lens_sum after an overlap snapshot/restore',
-    removal='informational entry',
+    title="consolidate seq_lens_cpu/seq_lens_sum maintenance into one helper",
+    what="nothing patched: the code shape it fixes does not exist in the supported releases",
+    why="stale seq_lens_cpu/seq_lens_sum after an overlap snapshot/restore",
+    removal="informational entry",
 )

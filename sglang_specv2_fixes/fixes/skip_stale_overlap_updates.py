@@ -7,7 +7,7 @@ such requests anyway: a retracted request ends with ``kv_committed_len > kv_allo
 finished one keeps growing its committed length after its KV was freed, and both get spurious
 ``spec_verify_ct`` / acceptance-histogram updates. Upstream fixed it in #23456 (first release 0.5.12).
 
-The body is 0.5.12's ``_resolve_spec_overlap_tokens`` logic written with 0.5.11's names
+The patch ports 0.5.12's ``_resolve_spec_overlap_tokens`` logic written with 0.5.11's names
 (``_resolve_spec_overlap_token_ids``, ``num_accepted_drafts*``, ``spec_accepted_drafts``,
 ``update_spec_acceptance_histogram``, stride from ``self.draft_worker``).
 """
@@ -17,10 +17,10 @@ from __future__ import annotations
 from ..catalog import Fix
 
 FIX = Fix(
-    name='skip-stale-overlap-updates',
+    name="skip-stale-overlap-updates",
     upstream=('#23456',),
-    title='skip stale state updates in spec-v2 overlap',
-    what='SchedulerOutputProcessorMixin._resolve_spec_overlap_token_ids (0.5.11) replaced: retracted requests get no update, finished requests only roll back the bonus slot pre-claimed by prepare_for_decode, per-request spec statistics only for live requests',
-    why='late overlap results extend the committed KV of finished/retracted requests past their allocation and add spurious acceptance statistics',
-    removal='delete when 0.5.11 leaves the supported releases (upstream from 0.5.12)',
+    title="skip stale state updates in spec-v2 overlap",
+    what="SchedulerOutputProcessorMixin._resolve_spec_overlap_token_ids (0.5.11) replaced: retracted requests get no update, finished requests only roll back the bonus slot pre-claimed by prepare_for_decode, per-request spec statistics only for live requests",
+    why="late overlap results extend the committed KV of finished/retracted requests past their allocation and add spurious acceptance statistics",
+    removal="delete when 0.5.11 leaves the supported releases (upstream from 0.5.12)",
 )

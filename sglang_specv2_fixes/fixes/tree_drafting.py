@@ -33,12 +33,12 @@ from __future__ import annotations
 from ..catalog import Fix
 
 FIX = Fix(
-    name='tree-drafting',
+    name="tree-drafting",
     upstream=('#26866',),
-    title='spec v2 tree drafting (EAGLE topk > 1) with page_size == 1',
-    what='ServerArgs._handle_speculative_decoding routes topk > 1 after auto_choose_speculative_params (page_size == 1 dense models on fa3/flashinfer/triton keep spec v2, everything else spec v1 with a warning); EAGLEWorkerV2.verify uses the accepted width as bonus stride and compacts the accepted tree path (target KV via move_accepted_tokens_to_target_kvcache, predict, hidden states) to the front of each request block; move_accepted_tokens_to_target_kvcache launches bs * accept_index.shape[1]; EagleDraftWorker.init_cuda_graphs skips the num_steps+1-wide draft-extend graph for trees; the busy leak check runs for spec v2 tree drafting',
+    title="spec v2 tree drafting (EAGLE topk > 1) with page_size == 1",
+    what="ServerArgs._handle_speculative_decoding routes topk > 1 after auto_choose_speculative_params (page_size == 1 dense models on fa3/flashinfer/triton keep spec v2, everything else spec v1 with a warning); EAGLEWorkerV2.verify uses the accepted width as bonus stride and compacts the accepted tree path (target KV via move_accepted_tokens_to_target_kvcache, predict, hidden states) to the front of each request block; move_accepted_tokens_to_target_kvcache launches bs * accept_index.shape[1]; EagleDraftWorker.init_cuda_graphs skips the num_steps+1-wide draft-extend graph for trees; the busy leak check runs for spec v2 tree drafting",
     why="default EAGLE/EAGLE3 params (auto-chosen topk 4) keep the overlap scheduler on and run the unfinished spec v2 tree path: out-of-bounds reads (device-side assert 'vectorized gather kernel index out of bounds' under concurrency) and wrong bonus tokens / hidden states / KV",
-    removal='delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream re-landed it in 0.5.13.post1, where spec v1 is gone)',
+    removal="delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream re-landed it in 0.5.13.post1, where spec v1 is gone)",
 )
 
 # ------------------------------------------------------------------ code the patched functions call
