@@ -97,8 +97,31 @@ def announce(role: str) -> core.Report:
     return report
 
 
-def server_info_payload() -> dict:
+def serving_facts(server_args) -> dict:
+    """The attention backend and speculative path this server took (after every routing decision)."""
+    algo = getattr(server_args, "speculative_algorithm", None)
+    topk = getattr(server_args, "speculative_eagle_topk", None)
+    overlap = not getattr(server_args, "disable_overlap_schedule", False)
+    line = releases.LINES.get(STATE.report.code_line) if STATE.report and STATE.report.code_line else None
+    if algo is None:
+        spec = "none"
+    elif not overlap and not (line and line.spec_v2_only):
+        spec = "v1"  # up to 0.5.13 the overlap scheduler is what selects spec v2
+    else:
+        spec = ("v2 tree" if (topk or 1) > 1 else "v2") + ("" if overlap else " (overlap off)")
+    return {
+        "attention_backend": server_args.attention_backend,
+        "speculative_algorithm": algo,
+        "speculative_eagle_topk": topk,
+        "overlap_schedule": overlap,
+        "spec_path": spec,
+    }
+
+
+def server_info_payload(server_args=None) -> dict:
     d = STATE.report.as_dict()
+    if server_args is not None:
+        d["serving"] = serving_facts(server_args)
     if selection.probe_enabled():
         d["probe"] = probe.snapshot()
     return d
@@ -166,20 +189,25 @@ def _from_cli_args(original, cls, args, *a, **kw):
 
 
 def _server_args_post_init(self, *args, **kwargs):
+    # What the user chose before SGLang fills in defaults: tree-drafting's routing re-chooses only an
+    # attention backend nobody chose (fixes/tree_drafting.py, follow_default_backend_rule).
+    from .fixes.tree_drafting import USER_BACKENDS
+
+    setattr(self, USER_BACKENDS, (self.attention_backend, self.prefill_attention_backend, self.decode_attention_backend))
     announce("launcher")
 
 
 def _init_info(result, self, *args, **kwargs):
     announce("scheduler")
     if isinstance(result, dict):
-        result["specv2_fixes"] = server_info_payload()
+        result["specv2_fixes"] = server_info_payload(getattr(self, "server_args", None))
     return result
 
 
 def _internal_state(result, self, *args, **kwargs):
     state = getattr(result, "internal_state", None)
     if isinstance(state, dict):
-        state["specv2_fixes"] = payload = server_info_payload()
+        state["specv2_fixes"] = payload = server_info_payload(getattr(self, "server_args", None))
         if selection.probe_enabled():
             payload["spec_counters"] = probe.spec_counters(self)
     return result

@@ -14,8 +14,9 @@ topk > 1 under the default spec v2 settings"; its routing still ran before the a
 the worker side is in 0.5.13.post1 as ``_finalize_accept_tree_path`` / ``_compact_accept_to_front`` /
 ``move_accept_tokens_to_target_kvcache``). This module backports it per code line:
 
-* routing on the final params (launcher): dense model + topk > 1 + page_size == 1 (+ fa3 /
-  flashinfer / triton, no MLA, no MLP-sync padding, no multi-layer EAGLE) -> spec v2 tree drafting;
+* routing on the final params (launcher): where the user chose no attention backend, upstream's default
+  rule is applied again with the final topk (Hopper: fa3 -> flashinfer); dense model + topk > 1 +
+  page_size == 1 (+ flashinfer / triton: the backends whose tree path ran on a GPU here, no MLA, no MLP-sync padding, no multi-layer EAGLE) -> spec v2 tree drafting;
   any other topk > 1 setup -> spec v1 with one warning naming the reason; an explicit
   ``--disable-overlap-schedule`` is always kept; topk == 1 unchanged;
 * ``EAGLEWorkerV2.verify``: bonus stride ``accept_index.shape[1]`` and accepted-path compaction;
@@ -30,13 +31,17 @@ See docs/tree_drafting_notes.md for the per-release details and open risks.
 
 from __future__ import annotations
 
+import logging
+
 from ..catalog import Fix
+
+logger = logging.getLogger("sglang_specv2_fixes")
 
 FIX = Fix(
     name="tree-drafting",
     upstream=('#26866',),
     title="spec v2 tree drafting (EAGLE topk > 1) with page_size == 1",
-    what="ServerArgs._handle_speculative_decoding routes topk > 1 after auto_choose_speculative_params (page_size == 1 dense models on fa3/flashinfer/triton keep spec v2, everything else spec v1 with a warning); EAGLEWorkerV2.verify uses the accepted width as bonus stride and compacts the accepted tree path (target KV via move_accepted_tokens_to_target_kvcache, predict, hidden states) to the front of each request block; move_accepted_tokens_to_target_kvcache launches bs * accept_index.shape[1]; EagleDraftWorker.init_cuda_graphs skips the num_steps+1-wide draft-extend graph for trees; the busy leak check runs for spec v2 tree drafting",
+    what="ServerArgs._handle_speculative_decoding routes topk > 1 after auto_choose_speculative_params (an auto-chosen attention backend is re-chosen by upstream's default rule on the final topk; page_size == 1 dense models on flashinfer/triton keep spec v2, everything else spec v1 with a warning); EAGLEWorkerV2.verify uses the accepted width as bonus stride and compacts the accepted tree path (target KV via move_accepted_tokens_to_target_kvcache, predict, hidden states) to the front of each request block; move_accepted_tokens_to_target_kvcache launches bs * accept_index.shape[1]; EagleDraftWorker.init_cuda_graphs skips the num_steps+1-wide draft-extend graph for trees; the busy leak check runs for spec v2 tree drafting",
     why="default EAGLE/EAGLE3 params (auto-chosen topk 4) keep the overlap scheduler on and run the unfinished spec v2 tree path: out-of-bounds reads (device-side assert 'vectorized gather kernel index out of bounds' under concurrency) and wrong bonus tokens / hidden states / KV",
     removal="delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream re-landed it in 0.5.13.post1, where spec v1 is gone)",
 )
@@ -45,12 +50,54 @@ FIX = Fix(
 # Written once here rather than in each release's patch: the same on every release this fix patches.
 
 
-def spec_v2_tree_v1_reason(server_args):
-    """Why a topk > 1 setup cannot run spec v2 tree drafting in this release (None: it can).
+USER_BACKENDS = "_specv2_user_attention_backends"  # set by plugin.py before ServerArgs.__post_init__
+TREE_BACKENDS = ("flashinfer", "triton")  # attention backends whose spec-v2 tree path ran on a GPU here
 
-    Called by the patched ``ServerArgs._handle_speculative_decoding`` on the final (explicit or
-    auto-chosen) parameters; a non-None reason sends the setup to spec v1 with that reason logged.
+
+def route_tree(server_args):
+    """Route a topk > 1 setup on the final (explicit or auto-chosen) params; None keeps it on spec v2
+    tree drafting, a string is the reason it goes to spec v1 (logged by the patched caller).
+
+    Called by the patched ``ServerArgs._handle_speculative_decoding``. First, when the user chose no
+    attention backend, the backend is re-chosen by upstream's own rule on the final params (see
+    follow_default_backend_rule); then spec_v2_tree_v1_reason decides.
     """
+    follow_default_backend_rule(server_args)
+    return spec_v2_tree_v1_reason(server_args)
+
+
+def follow_default_backend_rule(server_args):
+    """Upstream's default-backend rule, applied to the final speculative params.
+
+    ``ServerArgs._get_default_attn_backend`` says (0.5.11 … 0.5.23): "FA3 on hopper unless user use spec
+    decode with topk > 1 or page_size > 1", else flashinfer (triton without it). But it runs before the
+    speculative params are chosen, so the default invocation (no --speculative-eagle-topk) gets fa3 and
+    then an auto-chosen topk of 4. Where the user set no attention backend at all, the rule is run again
+    now that topk is known. A user's explicit backend is never changed. ServerArgs built without this
+    plugin's __post_init__ hook (e.g. a source tree patched from patches/) carries no record of what the
+    user chose and is left alone. Returns (old, new) when it changed the backend, else None.
+    """
+    user = getattr(server_args, USER_BACKENDS, None)
+    if user is None or any(b is not None for b in user):
+        return None
+    old = server_args.attention_backend
+    new = server_args._get_default_attn_backend(server_args.use_mla_backend(), server_args.get_model_config())
+    if new == old:
+        return None
+    server_args.attention_backend = new
+    for field in ("prefill_attention_backend_str", "decode_attention_backend_str"):
+        if getattr(server_args, field, None) == old:
+            setattr(server_args, field, new)
+    logger.warning(
+        "sglang-specv2-fixes: attention backend %s -> %s: no backend was chosen and the speculative topk is "
+        "%s; upstream's default rule picks %s for that (it ran before topk was chosen)",
+        old, new, server_args.speculative_eagle_topk, new,
+    )
+    return old, new
+
+
+def spec_v2_tree_v1_reason(server_args):
+    """Why a topk > 1 setup cannot run spec v2 tree drafting in this release (None: it can)."""
     from sglang.srt.configs.linear_attn_model_registry import get_linear_attn_spec_by_arch
 
     def _is_hybrid_linear_attn_model():
@@ -129,12 +176,13 @@ def spec_v2_tree_v1_reason(server_args):
         if server_args.speculative_draft_attention_backend is not None:
             backends.add(server_args.speculative_draft_attention_backend)
         unsupported = sorted(
-            str(b) for b in backends if b not in ("fa3", "flashinfer", "triton")
+            str(b) for b in backends if b not in TREE_BACKENDS
         )
         if unsupported:
             return (
-                "spec v2 tree drafting (topk > 1) is only enabled for the fa3, "
-                f"flashinfer and triton attention backends, got {', '.join(unsupported)}"
+                "spec v2 tree drafting (topk > 1) is only enabled for the "
+                f"{' and '.join(TREE_BACKENDS)} attention backends (the ones it was run on), "
+                f"got {', '.join(unsupported)}"
             )
         if _is_hybrid_linear_attn_model():
             return (
