@@ -78,6 +78,8 @@ PROBE = {"0.5.11": f"{MIXIN}.{_D}", "0.5.12": f"{MIXIN}.{_D}"}
 LINES: Dict[str, Line] = {}
 _FIXES = {
     "0.5.11": {
+        "draft-extend-kv-range": patch("0.5.11"),
+        "chunked-prefill-draft-chain": patch("0.5.11"),
         "skip-stale-overlap-updates": patch("0.5.11"),
         "tree-drafting": patch("0.5.11"),
         "live-accept-metrics": patch("0.5.11"),
@@ -98,6 +100,8 @@ _FIXES = {
         ),
     },
     "0.5.12": {
+        "draft-extend-kv-range": patch("0.5.11"),
+        "chunked-prefill-draft-chain": patch("0.5.12"),
         "skip-stale-overlap-updates": note(
             UPSTREAM,
             "_resolve_spec_overlap_tokens skips retracted/finished requests",
@@ -122,6 +126,17 @@ _FIXES = {
         ),
     },
     "0.5.13": {
+        "draft-extend-kv-range": note(
+            UPSTREAM,
+            "#26651: the triton draft-extend graph's KV range is the prefix only "
+            "(TritonAttnBackend._update_draft_extend_buffers)",
+            check=("sglang.srt.layers.attention.triton_backend", "TritonAttnBackend._update_draft_extend_buffers", "3c3b37d29278ed09"),
+        ),
+        "chunked-prefill-draft-chain": note(
+            UPSTREAM,
+            "#26800: a chunk's draft chain ends with the next prompt token (eagle_utils._eagle_prefill_tail_tokens)",
+            check=("sglang.srt.speculative.eagle_utils", "_eagle_prefill_tail_tokens", "e2180501f98cf020"),
+        ),
         "skip-stale-overlap-updates": note(
             UPSTREAM,
             "SchedulerBatchResultProcessor._resolve_spec_v2_tokens skips retracted requests; finished "
@@ -154,6 +169,17 @@ _FIXES = {
         ),
     },
     "0.5.14": {
+        "draft-extend-kv-range": note(
+            UPSTREAM,
+            "#26651: the triton draft-extend graph's KV range is the prefix only "
+            "(TritonAttnBackend._update_draft_extend_buffers)",
+            check=("sglang.srt.layers.attention.triton_backend", "TritonAttnBackend._update_draft_extend_buffers", "0de3096b9461d8ec"),
+        ),
+        "chunked-prefill-draft-chain": note(
+            UPSTREAM,
+            "#26800: a chunk's draft chain ends with the next prompt token (eagle_utils._eagle_prefill_tail_tokens)",
+            check=("sglang.srt.speculative.eagle_utils", "_eagle_prefill_tail_tokens", "e2180501f98cf020"),
+        ),
         "skip-stale-overlap-updates": note(
             UPSTREAM,
             "SchedulerBatchResultProcessor._resolve_spec_v2_tokens skips retracted requests; finished "
@@ -186,6 +212,17 @@ _FIXES = {
         ),
     },
     "0.5.15": {
+        "draft-extend-kv-range": note(
+            UPSTREAM,
+            "#26651: the triton draft-extend graph's KV range is the prefix only "
+            "(TritonAttnBackend._update_draft_extend_buffers)",
+            check=("sglang.srt.layers.attention.triton_backend", "TritonAttnBackend._update_draft_extend_buffers", "17151866856faf02"),
+        ),
+        "chunked-prefill-draft-chain": note(
+            UPSTREAM,
+            "#26800: a chunk's draft chain ends with the next prompt token (eagle_utils._eagle_prefill_tail_tokens)",
+            check=("sglang.srt.speculative.eagle_utils", "_eagle_prefill_tail_tokens", "e2180501f98cf020"),
+        ),
         "skip-stale-overlap-updates": note(
             UPSTREAM,
             "SchedulerBatchResultProcessor._resolve_spec_v2_tokens gives finished/retracted requests "
@@ -219,6 +256,17 @@ _FIXES = {
         ),
     },
     "0.5.16": {
+        "draft-extend-kv-range": note(
+            UPSTREAM,
+            "#26651: the triton draft-extend graph's KV range is the prefix only "
+            "(TritonAttnBackend._update_draft_extend_buffers)",
+            check=("sglang.srt.layers.attention.triton_backend", "TritonAttnBackend._update_draft_extend_buffers", "722bbd00a1baf647"),
+        ),
+        "chunked-prefill-draft-chain": note(
+            UPSTREAM,
+            "#26800: a chunk's draft chain ends with the next prompt token (eagle_utils._eagle_prefill_tail_tokens)",
+            check=("sglang.srt.speculative.eagle_utils", "_eagle_prefill_tail_tokens", "e2180501f98cf020"),
+        ),
         "skip-stale-overlap-updates": note(
             UPSTREAM,
             "SchedulerBatchResultProcessor._resolve_spec_v2_tokens gives finished/retracted requests "
@@ -252,6 +300,17 @@ _FIXES = {
         ),
     },
     "0.5.17": {
+        "draft-extend-kv-range": note(
+            UPSTREAM,
+            "#26651: the triton draft-extend graph's KV range is the prefix only "
+            "(TritonAttnBackend._update_draft_extend_buffers)",
+            check=("sglang.srt.layers.attention.triton_backend", "TritonAttnBackend._update_draft_extend_buffers", "722bbd00a1baf647"),
+        ),
+        "chunked-prefill-draft-chain": note(
+            UPSTREAM,
+            "#26800: a chunk's draft chain ends with the next prompt token (eagle_utils._eagle_prefill_tail_tokens)",
+            check=("sglang.srt.speculative.eagle_utils", "_eagle_prefill_tail_tokens", "e2180501f98cf020"),
+        ),
         "skip-stale-overlap-updates": note(
             UPSTREAM,
             "SchedulerBatchResultProcessor._resolve_spec_v2_tokens gives finished/retracted requests "
@@ -285,6 +344,17 @@ _FIXES = {
         ),
     },
     "0.5.18": {
+        "draft-extend-kv-range": note(
+            UPSTREAM,
+            "#26651: the triton draft-extend graph's KV range is the prefix only "
+            "(TritonAttnBackend._update_draft_extend_buffers)",
+            check=("sglang.srt.layers.attention.triton_backend", "TritonAttnBackend._update_draft_extend_buffers", "722bbd00a1baf647"),
+        ),
+        "chunked-prefill-draft-chain": note(
+            UPSTREAM,
+            "#26800: a chunk's draft chain ends with the next prompt token (eagle_utils._eagle_prefill_tail_tokens)",
+            check=("sglang.srt.speculative.eagle_utils", "_eagle_prefill_tail_tokens", "6d8174b2ccc9cd62"),
+        ),
         "skip-stale-overlap-updates": note(
             UPSTREAM,
             "SchedulerBatchResultProcessor._resolve_spec_v2_tokens gives finished/retracted requests "
@@ -318,6 +388,17 @@ _FIXES = {
         ),
     },
     "0.5.19": {
+        "draft-extend-kv-range": note(
+            UPSTREAM,
+            "#26651: the triton draft-extend graph's KV range is the prefix only "
+            "(TritonAttnBackend._update_draft_extend_buffers)",
+            check=("sglang.srt.layers.attention.triton_backend", "TritonAttnBackend._update_draft_extend_buffers", "635cb9720a796435"),
+        ),
+        "chunked-prefill-draft-chain": note(
+            UPSTREAM,
+            "#26800: a chunk's draft chain ends with the next prompt token (eagle_utils._eagle_prefill_tail_tokens)",
+            check=("sglang.srt.speculative.eagle_utils", "_eagle_prefill_tail_tokens", "6d8174b2ccc9cd62"),
+        ),
         "skip-stale-overlap-updates": note(
             UPSTREAM,
             "SchedulerBatchResultProcessor._resolve_spec_v2_tokens gives finished/retracted requests "
@@ -351,6 +432,17 @@ _FIXES = {
         ),
     },
     "0.5.20": {
+        "draft-extend-kv-range": note(
+            UPSTREAM,
+            "#26651: the triton draft-extend graph's KV range is the prefix only "
+            "(TritonAttnBackend._update_draft_extend_buffers)",
+            check=("sglang.srt.layers.attention.triton_backend", "TritonAttnBackend._update_draft_extend_buffers", "5899519d5b353719"),
+        ),
+        "chunked-prefill-draft-chain": note(
+            UPSTREAM,
+            "#26800: a chunk's draft chain ends with the next prompt token (eagle_utils._eagle_prefill_tail_tokens)",
+            check=("sglang.srt.speculative.eagle_utils", "_eagle_prefill_tail_tokens", "6d8174b2ccc9cd62"),
+        ),
         "skip-stale-overlap-updates": note(
             UPSTREAM,
             "SchedulerBatchResultProcessor._resolve_spec_v2_tokens gives finished/retracted requests "
@@ -384,6 +476,17 @@ _FIXES = {
         ),
     },
     "0.5.21": {
+        "draft-extend-kv-range": note(
+            UPSTREAM,
+            "#26651: the triton draft-extend graph's KV range is the prefix only "
+            "(TritonAttnBackend._update_draft_extend_buffers)",
+            check=("sglang.srt.layers.attention.triton_backend", "TritonAttnBackend._update_draft_extend_buffers", "5899519d5b353719"),
+        ),
+        "chunked-prefill-draft-chain": note(
+            UPSTREAM,
+            "#26800: a chunk's draft chain ends with the next prompt token (eagle_utils._eagle_prefill_tail_tokens)",
+            check=("sglang.srt.speculative.eagle_utils", "_eagle_prefill_tail_tokens", "6d8174b2ccc9cd62"),
+        ),
         "skip-stale-overlap-updates": note(
             UPSTREAM,
             "SchedulerBatchResultProcessor._resolve_spec_v2_tokens gives finished/retracted requests "
@@ -417,6 +520,17 @@ _FIXES = {
         ),
     },
     "0.5.22": {
+        "draft-extend-kv-range": note(
+            UPSTREAM,
+            "#26651: the triton draft-extend graph's KV range is the prefix only "
+            "(TritonAttnBackend._update_draft_extend_buffers)",
+            check=("sglang.srt.layers.attention.triton_backend", "TritonAttnBackend._update_draft_extend_buffers", "dbf5921f7afff96d"),
+        ),
+        "chunked-prefill-draft-chain": note(
+            UPSTREAM,
+            "#26800: a chunk's draft chain ends with the next prompt token (eagle_utils._eagle_prefill_tail_tokens)",
+            check=("sglang.srt.speculative.eagle_utils", "_eagle_prefill_tail_tokens", "6d8174b2ccc9cd62"),
+        ),
         "skip-stale-overlap-updates": note(
             UPSTREAM,
             "SchedulerBatchResultProcessor._resolve_spec_v2_tokens gives finished/retracted requests "
@@ -450,6 +564,17 @@ _FIXES = {
         ),
     },
     "0.5.23": {
+        "draft-extend-kv-range": note(
+            UPSTREAM,
+            "#26651: the triton draft-extend graph's KV range is the prefix only "
+            "(TritonAttnBackend._update_draft_extend_buffers)",
+            check=("sglang.srt.layers.attention.triton_backend", "TritonAttnBackend._update_draft_extend_buffers", "fc26eab5837ecb6f"),
+        ),
+        "chunked-prefill-draft-chain": note(
+            UPSTREAM,
+            "#26800: a chunk's draft chain ends with the next prompt token (eagle_utils._eagle_prefill_tail_tokens)",
+            check=("sglang.srt.speculative.eagle_utils", "_eagle_prefill_tail_tokens", "6d8174b2ccc9cd62"),
+        ),
         "skip-stale-overlap-updates": note(
             UPSTREAM,
             "SchedulerBatchResultProcessor._resolve_spec_v2_tokens gives finished/retracted requests "

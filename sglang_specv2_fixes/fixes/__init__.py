@@ -15,9 +15,10 @@ skip-stale-overlap-updates  [#23456]  skip stale state updates in spec-v2 overla
 
 tree-drafting  [#26866]  spec v2 tree drafting (EAGLE topk > 1) with page_size == 1
     What: ServerArgs._handle_speculative_decoding routes topk > 1 after
-        auto_choose_speculative_params (page_size == 1 dense models on fa3/flashinfer/triton keep
-        spec v2, everything else spec v1 with a warning); EAGLEWorkerV2.verify uses the accepted
-        width as bonus stride and compacts the accepted tree path (target KV via
+        auto_choose_speculative_params (an auto-chosen attention backend is re-chosen by upstream's
+        default rule on the final topk; page_size == 1 dense models on flashinfer/triton keep spec
+        v2, everything else spec v1 with a warning); EAGLEWorkerV2.verify uses the accepted width as
+        bonus stride and compacts the accepted tree path (target KV via
         move_accepted_tokens_to_target_kvcache, predict, hidden states) to the front of each request
         block; move_accepted_tokens_to_target_kvcache launches bs * accept_index.shape[1];
         EagleDraftWorker.init_cuda_graphs skips the num_steps+1-wide draft-extend graph for trees;
@@ -70,6 +71,30 @@ routed-experts-draft-guard  [#26980]  routed experts with EAGLE drafts: the targ
     Removal: the guard: per release once it ships #26980 (upstream from 0.5.15); the compaction:
         once upstream compacts capture rows in _finalize_accept_tree_path (open through 0.5.23)
 
+draft-extend-kv-range  [#26651]  triton spec-v2 draft-extend CUDA graph: KV range over the prefix only
+    What: TritonAttnBackend.init_forward_metadata_capture_cuda_graph /
+        init_forward_metadata_replay_cuda_graph: for DRAFT_EXTEND_V2 kv_indptr / kv_indices cover
+        seq_lens - extend_seq_lens (the prefix), not the seq_lens already bumped by the draft
+        tokens; spec v1 DRAFT_EXTEND unchanged
+    Why: the triton draft-extend CUDA graph counted the just-written draft KV twice and let each
+        draft query see the later draft tokens: lower acceptance length on the triton backend (text
+        unaffected)
+    - applied: patches/draft-extend-kv-range/0.5.11.patch (0.5.11 … 0.5.12.post1)
+    - upstream (0.5.13 … 0.5.23)
+    Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)
+
+chunked-prefill-draft-chain  [#26800]  spec-v2 EAGLE draft prefill uses the next prompt token at a chunk boundary
+    What: EagleDraftWorker._draft_extend_for_prefill: the rotated-in tail token of a request whose
+        fill ends before its prompt (a non-final chunked-prefill chunk) is
+        origin_input_ids[fill_len] instead of the target's sampled token
+    Why: the draft KV at every chunked-prefill boundary was built from the target's prediction
+        instead of the prompt token: lower acceptance for prompts longer than --chunked-prefill-size
+        (text unaffected)
+    - applied: patches/chunked-prefill-draft-chain/0.5.11.patch (0.5.11)
+    - applied: patches/chunked-prefill-draft-chain/0.5.12.patch (0.5.12 … 0.5.12.post1)
+    - upstream (0.5.13 … 0.5.23)
+    Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)
+
 bonus-slot-accounting  [#22651]  spec v2 bonus-slot accounting for streaming sessions
     What: nothing patched: upstream in all supported releases
     Why: a finished turn's cached KV was one token short, breaking streaming-session KV inheritance
@@ -100,6 +125,8 @@ none, is ``releases.py``.
 from . import (
     accept_length_split,
     bonus_slot_accounting,
+    chunked_prefill_draft_chain,
+    draft_extend_kv_range,
     live_accept_metrics,
     routed_experts_draft_guard,
     seq_lens_helper,
@@ -109,5 +136,6 @@ from . import (
 
 ALL_FIXES = [m.FIX for m in (
     skip_stale_overlap_updates, tree_drafting, live_accept_metrics, routed_experts_draft_guard,
-    bonus_slot_accounting, accept_length_split, seq_lens_helper,
+    draft_extend_kv_range, chunked_prefill_draft_chain, bonus_slot_accounting, accept_length_split,
+    seq_lens_helper,
 )]
