@@ -4,7 +4,7 @@ CPU, CI-runnable, the release's real functions on real SGLang objects (the CPU t
 
 Times, interleaved and N times each, the stock function of the installed release and the plugin's body
 on the same prepared case (a late spec-v2 overlap result with one live, one finished and one retracted
-request, tests/cpu/scenarios.py):
+request, sglang_specv2_fixes/testing/scenarios.py):
 
 * ``process_batch_result_decode`` (replaced by live-accept-metrics; runs once per decode step, with or
   without speculation);
@@ -22,13 +22,11 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "cpu")]
-if __import__("importlib").util.find_spec("sgl_kernel") is None:
-    sys.path.append(os.path.join(ROOT, "tests", "cpu", "stubs"))
+from sglang_specv2_fixes.testing import standins
+
+standins.use_sgl_kernel_stand_in()
 
 
 def timed(make, n):
@@ -48,13 +46,11 @@ def main():
     a = ap.parse_args()
     import importlib.metadata
 
-    from scenarios import decode_case, resolve_name, stale_batch_case
-
-    from sglang_specv2_fixes import release
-    from sglang_specv2_fixes.bodies import build
+    from sglang_specv2_fixes import installed, releases
     from sglang_specv2_fixes.fixes import skip_stale_overlap_updates
+    from sglang_specv2_fixes.testing.scenarios import body, decode_case, resolve_name, stale_batch_case
 
-    line = release.code_line(release.installed_version())
+    line = releases.code_line(installed.version())
 
     def decode(plugin):
         def make():
@@ -66,8 +62,7 @@ def main():
     if line == "0.5.11":
         from sglang.srt.managers.scheduler_output_processor_mixin import SchedulerOutputProcessorMixin as M
 
-        (p,) = skip_stale_overlap_updates.FIX.patches(line)
-        ours, stock = build(p, "skip-stale-overlap-updates"), M.__dict__[resolve_name()]
+        ours, stock = body(skip_stale_overlap_updates, "skip-stale-overlap-updates"), M.__dict__[resolve_name()]
 
         def resolve(fn):
             def make():

@@ -19,9 +19,10 @@ import statistics
 import subprocess
 import sys
 
+from sglang_specv2_fixes.testing import standins
+
 CODE = r"""
 import sys, time, json
-sys.path.append(%r)
 import sglang.srt.managers.scheduler  # what a scheduler process has imported before load_plugins()
 import sglang.srt.speculative.eagle_worker_v2
 from sglang.srt.plugins import load_plugins, hook_registry
@@ -39,9 +40,10 @@ print("T", json.dumps([t1 - t0, _spent[0], _spent[1], len(sys.modules)]))
 """
 
 
-def one(allow, stubs):
-    env = {**os.environ, "SGLANG_PLUGINS": allow}
-    p = subprocess.run([sys.executable, "-c", CODE % stubs], capture_output=True, text=True, env=env, timeout=300)
+def one(allow):
+    # the sgl_kernel stand-in reaches the child through PYTHONPATH when this machine has no sgl_kernel
+    env = standins.child_env(names=("sgl_kernel",), SGLANG_PLUGINS=allow)
+    p = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, env=env, timeout=300)
     line = [ln for ln in p.stdout.splitlines() if ln.startswith("T ")]
     if p.returncode or not line:
         raise SystemExit(p.stderr[-2000:])
@@ -53,14 +55,13 @@ def main():
     ap.add_argument("-n", type=int, default=5)
     ap.add_argument("--out")
     a = ap.parse_args()
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    stubs = os.path.join(root, "tests", "cpu", "stubs")
+    standins.use_sgl_kernel_stand_in()
     import importlib.metadata
 
     with_p, without, prop, targets, modules = [], [], [], 0, 0
     for i in range(a.n):  # interleaved pairs: drift affects both sides alike
-        without.append(one("__none__", stubs)[0])
-        w = one("specv2_fixes", stubs)
+        without.append(one("__none__")[0])
+        w = one("specv2_fixes")
         with_p.append(w[0]); prop.append(w[1]); targets, modules = w[2], w[3]
         print(f"pair {i + 1}/{a.n}: without {without[-1] * 1e3:.1f} ms, with {with_p[-1] * 1e3:.1f} ms "
               f"(HookRegistry._propagate_patch {w[1] * 1e3:.1f} ms over {w[2]} targets)", flush=True)

@@ -117,7 +117,7 @@ def markdown(results):
         f"Driver: SGLang's own `sglang.bench_serving` ({m.get('bench_mode', '?')}), `--backend sglang --dataset-name random-ids "
         f"--tokenize-prompt --random-input-len {a.get('input_len')} --random-output-len {a.get('output_len')} "
         f"--random-range-ratio 1.0 --request-rate inf --flush-cache --seed {a.get('seed')}`, `--max-concurrency` per column; same prompts "
-        "for both sides. Models: the tiny real-weight models of `tests/registered/tiny_models.py` (their speed says "
+        "for both sides. Models: the tiny real-weight models of `sglang_specv2_fixes.testing.tiny_models` (their speed says "
         "nothing about large models: it shows scheduling/host overhead and speculative acceptance, where the plugin's "
         "code runs). Both servers of a configuration are up together, benchmarked one at a time"
         + (" (`--sleep-on-idle` on both, so the idle one does not spin)." if a.get("sleep_on_idle") else ".")
@@ -126,6 +126,13 @@ def markdown(results):
         + " (the registered tests' COMMON; their test-only `SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_BUSY` is not set).",
         "",
     ]
+    if m.get("real_size"):  # bench/serving.py --real-size (bench/real_size.py): the models sentence above does not apply
+        rs, md_ = m["real_size"], m["real_size"].get("model", {})
+        lines += [f"**Real-size mode**: instead of the tiny models, a {md_.get('target_params_b', '?')} B-parameter Llama-shaped "
+                  f"target (hidden {md_.get('hidden_size')}, {md_.get('num_hidden_layers')} layers) + a 1-layer EAGLE3 draft "
+                  "(`bench/real_size_models.py`), dummy weights (`--load-format dummy`, `--speculative-draft-load-format dummy`), "
+                  f"acceptance simulated by SGLang: `{' '.join(f'{k}={v}' for k, v in (rs.get('env') or {}).items())}` on both "
+                  "servers; greedy check skipped (dummy weights). Report: `bench/real_size_report.py`.", ""]
     if m.get("parts"):
         lines += [
             "Run as " + str(len(m["parts"])) + " parts side by side, one GPU each (a configuration's stock/plugin pairs "
@@ -181,6 +188,8 @@ def markdown(results):
         g = cfg.get("greedy")
         if cfg.get("skipped"):
             lines.append(f"* {name}: skipped ({cfg['skipped']})")
+        elif g and g.get("skipped"):
+            lines.append(f"* {name}: greedy check skipped ({g['skipped']})")
         elif g:
             extra = ""
             if g.get("equals_nospec") is not None:

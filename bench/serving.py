@@ -6,10 +6,12 @@ On the GPU machine (see ``bench/gpu_bench.sh``, which prepares the bundle and ca
     python3 bench/serving.py --out $OUT/bench-0.5.11 [--configs nospec eagle3-topk1 tree-topk8 tree-topk16]
         [--concurrency 1 8 32] [--repeats 1,nospec@8=3,eagle3-topk1@8=3] [--budget-s 520]
     python3 bench/serving.py --dry-run          # the plan (server and bench_serving commands), launches nothing
+    python3 bench/serving.py --real-size [--acc-len 3.0] ...   # 8B-shaped models, dummy weights: bench/real_size.py
 
 For each configuration it starts the real server twice with the registered tests' launcher
-(``sglang.test.test_utils.popen_launch_server``, tiny real-weight models of ``tests/registered/tiny_models.py``,
-``COMMON`` flags of ``tests/registered/_server.py``): ``stock`` and ``plugin``, on their own ports, up together
+(``sglang.test.test_utils.popen_launch_server``, tiny real-weight models of
+``sglang_specv2_fixes.testing.tiny_models``, ``COMMON`` flags of ``sglang_specv2_fixes.testing.config``): ``stock``
+and ``plugin``, on their own ports, up together
 (``--sleep-on-idle`` on both by default, so the idle one does not spin a core) and measured one at a time. Per
 configuration: a greedy identity check (same prompts through ``/generate`` at temperature 0 on both sides, plus
 against ``nospec`` when that ran), a warm-up burst at the highest concurrency on each side (kernel JIT and
@@ -36,14 +38,12 @@ budget so a hung point cannot hold the run.
 from __future__ import annotations
 
 import argparse
-import ast
 import concurrent.futures
 import datetime
 import hashlib
 import json
 import math
 import os
-import random
 import shlex
 import subprocess
 import sys
@@ -52,12 +52,14 @@ import threading
 import time
 import traceback
 
+import plot as report  # bench/plot.py (this script's folder)
+import real_size  # bench/real_size.py: --real-size mode
+
+from sglang_specv2_fixes.testing import standins
+from sglang_specv2_fixes.testing.config import COMMON, MODELS_DIR, prompts
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-REG_DIR = os.path.join(ROOT, "tests", "registered")
-SHIM = os.path.join(REG_DIR, "_shims")
-sys.path.insert(0, HERE)
-import plot as report  # noqa: E402  (bench/plot.py)
 
 # name -> (speculative steps, topk, draft tokens) or None, extra server args
 CONFIGS = {
@@ -68,6 +70,8 @@ CONFIGS = {
     "tree-topk16": dict(spec=(5, 16, 64), extra=["--page-size", "1"],
                         about="EAGLE3 tree, 5 steps / topk 16 / 64 tokens, page size 1 (stock: spec v1 fallback)"),
 }
+TINY_CONFIGS = dict(CONFIGS)  # CONFIGS is the active set: --real-size swaps in real_size.CONFIGS (use_mode)
+REAL_SIZE = False  # --real-size (set by parse_args)
 SIDES = {"stock": "off", "plugin": "auto"}
 DEFAULT_REPEATS = "1,nospec@8=3,eagle3-topk1@8=3"
 BASE_PORT = 31000
@@ -192,27 +196,21 @@ def parse_num_prompts(spec):
     return out
 
 
-def read_common():
-    """``COMMON`` of tests/registered/_server.py, evaluated from its source with only ``os`` in scope (its
-    environment look-ups, e.g. SPECV2_MEM_FRACTION, still apply; no SGLang import needed)."""
-    path = os.path.join(REG_DIR, "_server.py")
-    for node in ast.parse(open(path).read()).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "COMMON" for t in node.targets):
-            expr = compile(ast.Expression(node.value), path, "eval")
-            return [str(x) for x in eval(expr, {"__builtins__": {}, "os": os})]  # noqa: S307 - our own source
-    raise SystemExit("COMMON not found in tests/registered/_server.py")
-
-
-def models_dir():
-    return os.environ.get("SPECV2_MODELS", "/tmp/specv2-tiny-models")
+def use_mode(real):
+    """Tiny real-weight models (default) or ``--real-size`` (bench/real_size.py): the configuration set."""
+    global REAL_SIZE
+    REAL_SIZE = bool(real)
+    CONFIGS.clear()
+    CONFIGS.update(real_size.CONFIGS if real else TINY_CONFIGS)
 
 
 def model_paths():
     """Build (or reuse) the tiny models exactly as the registered tests do."""
-    sys.path.insert(0, REG_DIR)
-    import tiny_models  # noqa: E402
+    if REAL_SIZE:
+        return real_size.models()
+    from sglang_specv2_fixes.testing.tiny_models import llama
 
-    return tiny_models.build_all(models_dir())
+    return llama.build_all(MODELS_DIR)
 
 
 def config_args(name, paths):
@@ -279,11 +277,6 @@ def free_ports(base, n):
         if ok:
             return list(range(start, start + n))
     raise RuntimeError(f"no {n} free ports from {base}")
-
-
-def prompts(n, seed, lo=8, hi=64, vocab=1000):
-    rng = random.Random(seed)
-    return [[rng.randrange(16, vocab) for _ in range(rng.randrange(lo, hi))] for _ in range(n)]
 
 
 def digest(obj):
@@ -436,9 +429,7 @@ class Server:
 def run_bench(argv, limit_s, subprocess_mode):
     """One sglang.bench_serving run through its own CLI; raises on failure."""
     if subprocess_mode:
-        env = dict(os.environ)
-        if SHIM in sys.path:  # the child needs the same `datasets` stand-in as this process
-            env["PYTHONPATH"] = os.pathsep.join(x for x in (env.get("PYTHONPATH"), SHIM) if x)
+        env = standins.child_env(names=("datasets",))  # the child needs the same `datasets` stand-in as this process
         p = subprocess.run([sys.executable, "-m", "sglang.bench_serving", *argv], stdout=LOG.f if LOG else None,
                            stderr=subprocess.STDOUT, timeout=limit_s, env=env)
         if p.returncode:
@@ -662,7 +653,11 @@ class Harness:
             self.save()
             if not any(s.alive() for s in servers.values()):
                 return
-            cfg["greedy"] = self.greedy_check(name, servers)
+            if REAL_SIZE:
+                cfg["greedy"] = dict(real_size.GREEDY_SKIPPED)
+                say(f"{name}: greedy identity check skipped ({cfg['greedy']['skipped']})")
+            else:
+                cfg["greedy"] = self.greedy_check(name, servers)
             t = self.warm_and_calibrate(servers, a.concurrency)
             cfg["calibration_s"] = {k: round(v, 3) for k, v in t.items()}
             t1 = max(t.values()) if t else a.point_seconds / 4
@@ -700,7 +695,7 @@ class Harness:
     # -------------------------------------------------------------------- the run
     def run(self):
         a = self.a
-        common = read_common()
+        common = real_size.common(COMMON, a) if REAL_SIZE else list(COMMON)
         self.results = dict(schema="specv2-bench-serving/1", meta=dict(
             date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), **env_facts(),
             args={k: v for k, v in vars(a).items()}, common_server_args=common,
@@ -709,6 +704,8 @@ class Harness:
             env={k: v for k, v in os.environ.items() if k.startswith("SGLANG_SPECV2")},
             cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
             complete=False, first_launch_s=None), configs={})
+        if REAL_SIZE:
+            self.results["meta"]["real_size"] = real_size.meta(a)
         for k in ("SGLANG_SPECV2_FIXES_CHECK", "SGLANG_SPECV2_FIXES_PROBE"):
             if os.environ.get(k):
                 say(f"warning: {k} is set: it adds per-step checks to the plugin side's timings")
@@ -784,13 +781,19 @@ def env_facts():
 
 # ------------------------------------------------------------------------------------------ dry run
 def dry_run(a):
-    common = read_common()
-    md = models_dir()
+    common = real_size.common(COMMON, a) if REAL_SIZE else list(COMMON)
+    md = MODELS_DIR
     paths = {n: os.path.join(md, n) for n in ("target", "eagle3", "eagle")}
+    if REAL_SIZE:
+        md, paths = real_size.models_dir(), real_size.paths()
+        print(f"[dry-run] real-size mode: 8B-shaped target + EAGLE3 draft (config + tokenizer, dummy weights) in {md} "
+              f"(bench/real_size_models.py); both servers get {real_size.env_prefix(a).strip()}; greedy identity "
+              "check skipped (dummy weights)")
     repeats = parse_repeats(a.repeats, a.configs)
     fixed = parse_num_prompts(a.num_prompts)
     print(f"[dry-run] out: {a.out}/{{results.json,results.md,serving.png,pairs.png,server.log}}")
-    print(f"[dry-run] budget {a.budget_s:.0f}s; tiny models in {md} (built by tests/registered/tiny_models.py)")
+    print(f"[dry-run] budget {a.budget_s:.0f}s" + ("" if REAL_SIZE else
+                                                  f"; tiny models in {md} (built by sglang_specv2_fixes.testing.tiny_models)"))
     total = 0.0
     t1 = a.point_seconds / 4  # a guess for the dry run only: the real run calibrates
     for i, name in enumerate(a.configs):
@@ -798,7 +801,7 @@ def dry_run(a):
         print(f"\n[dry-run] {name}: {CONFIGS[name]['about']}")
         for k, side in enumerate(SIDES):
             srv = Server(name, side, port + k, paths["target"], server_other_args(name, paths, common, a))
-            print(f"  {side:6s} server: {shlex.join(srv.command())}")
+            print(f"  {side:6s} server: {real_size.env_prefix(a) if REAL_SIZE else ''}{shlex.join(srv.command())}")
         launch = a.first_launch_s if i == 0 else a.later_launch_s
         total += launch + 15
         argv = bench_argv(f"http://127.0.0.1:<port>", paths["target"], "<C>", "<N>", a, f"<tmp>/{name}-<side>-c<C>-r<rep>.jsonl",
@@ -845,11 +848,16 @@ def build_parser():
     ap.add_argument("--log-cap-mb", type=float, default=12)
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="print the plan; launch nothing")
+    real_size.add_args(ap)
     return ap
 
 
 def parse_args(argv=None):
-    a = build_parser().parse_args(argv)
+    use_mode(real_size.pre_parse(sys.argv[1:] if argv is None else argv))
+    ap = build_parser()
+    if REAL_SIZE:
+        real_size.set_defaults(ap)
+    a = ap.parse_args(argv)
     a.configs = parse_list(a.configs)
     a.concurrency = parse_list(a.concurrency, int)
     unknown = [c for c in a.configs if c not in CONFIGS]
@@ -869,11 +877,10 @@ def main(argv=None):
     LOG = Log(os.path.join(a.out, "server.log"), int(a.log_cap_mb * 2 ** 20))
     old = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = Router()
-    # the registered tests' import shim: the GPU bundle lacks `datasets`, which bench_serving's imports name
-    import importlib.util
-
-    if importlib.util.find_spec("datasets") is None:
-        sys.path.append(SHIM)
+    standins.use_datasets_shim()  # the registered tests' import shim: the GPU bundle lacks `datasets` (bench_serving)
+    # --real-size: SGLANG_SIMULATE_ACC_LEN for both servers (popen_launch_server passes this process's environment)
+    env_before = {k: os.environ.get(k) for k in (real_size.env(a) if REAL_SIZE else {})}
+    os.environ.update(real_size.env(a) if REAL_SIZE else {})
     try:
         return Harness(a).run()
     except BaseException:
@@ -881,6 +888,8 @@ def main(argv=None):
         raise
     finally:
         sys.stdout, sys.stderr = old
+        for k, v in env_before.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@
 2. ``--e2e``: the whole harness (``serving.main``) against fake in-process SGLang HTTP servers (``/generate`` with
    bench_serving's streaming protocol, ``/server_info``, ``/set_internal_state``, ``/v1/models``): the real
    ``sglang.bench_serving`` runs in-process as on the GPU, the tiny model's tokenizer from
-   ``tests/registered/tiny_models.py``; then a run cut by ``--budget-s``. Needs the release importable (the CPU venv).
+   ``sglang_specv2_fixes.testing.tiny_models``; then a run cut by ``--budget-s``. Needs the release importable (the CPU venv).
    ``--subprocess``: the budget run goes through ``python3 -m sglang.bench_serving``; ``--real-launcher``: one more
    run through the real ``popen_launch_server`` / ``kill_process_tree``, with a fake ``sglang`` on PATH.
 3. ``plot.py`` on the (synthetic) results of 2, or on hand-made results without ``--e2e``: results.md always, PNGs
@@ -32,10 +32,10 @@ import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import plot  # noqa: E402
-import serving  # noqa: E402
+import plot  # bench/plot.py and bench/serving.py: this script's folder
+import serving
+
+from sglang_specv2_fixes.testing import standins
 
 
 def check(cond, msg):
@@ -234,8 +234,7 @@ class FakeSGLang:
 
 
 def fake_models(d):
-    sys.path.insert(0, serving.REG_DIR)
-    import tiny_models
+    from sglang_specv2_fixes.testing.tiny_models import llama as tiny_models
 
     paths = {n: os.path.join(d, n) for n in ("target", "eagle3", "eagle")}
     for n, p in paths.items():
@@ -415,8 +414,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="specv2-bench-selftest-") as d:
         results_json = None
         if a.e2e:
-            if importlib.util.find_spec("datasets") is None:
-                sys.path.append(serving.SHIM)
+            standins.use_datasets_shim()
             results_json = test_e2e(d, a.subprocess)
             if a.real_launcher:
                 test_real_launcher(d)

@@ -1,21 +1,107 @@
 #!/usr/bin/env bash
-# CPU test suite (what CI runs): builds/reuses the CPU environment, then runs pytest once per supported
-# SGLang release with that release's real Python source on PYTHONPATH.
+# CPU test suite (what CI runs): builds/reuses the CPU environment (ci/setup_cpu_env.sh), then runs pytest
+# once per SGLang release of the release table, with that release's real Python source on PYTHONPATH.
 #
-#   bash ci/run_cpu_tests.sh            # all releases
-#   SPECV2_RELEASES=0.5.11 bash ci/run_cpu_tests.sh -k stale   # one release, extra pytest args
+#   bash ci/run_cpu_tests.sh                                   # every release (what CI runs)
+#   SPECV2_RELEASES=0.5.11 bash ci/run_cpu_tests.sh -k stale   # some releases, extra pytest args
+#
+# Anchor releases run the whole tests/cpu suite; every other release runs the release-scoped subset:
+# the tests marked ``release_scoped`` (registered in pyproject.toml), i.e. those whose outcome depends on
+# the release under test (plugin load through load_plugins to 'applied', the fixes' own tests on the
+# release's objects, its patch series and fingerprints). Release-independent tests (table, patch-file
+# parser, selection grammar, cross-release patch checks) run once per anchor, not 16 times.
+#
+# Anchors: one release per source layout the fixes touch, so every layout gets the whole suite:
+#   0.5.11        SchedulerOutputProcessorMixin decode path; the four fixes patched (the original target)
+#   0.5.12.post1  same mixin, skip-stale upstream, tree-drafting's 0.5.12 patch
+#   0.5.13.post1  scheduler_components.batch_result_processor; spec v1 still present (is_spec_v2)
+#   0.5.16        spec v2 only; Req.kv (ReqKvInfo); tree compaction in eagle_worker_common
+#   0.5.23        newest; torch 2.14 pin and transformers 5.19 pin (CPU is its only proof)
+# SPECV2_FULL_RELEASES overrides the anchors ("all": every release gets the whole suite);
+# SPECV2_SCOPED_ARGS overrides the subset's pytest selection (shell words, default: -m release_scoped).
+# SPECV2_PARALLEL pytest runs at once (default: 2, the CI machine's cores; each run is mostly one process).
+# pytest's exit 5 (no test collected) counts as a failure. JUnit XML per release: build/junit-<v>.xml;
+# full pytest output per release: build/pytest-<v>.log (printed as each run ends).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${SPECV2_VENV:-$ROOT/.venv-cpu}
-RELEASES=${SPECV2_RELEASES:-"0.5.11 0.5.12.post1"}
 cd "$ROOT"
 mkdir -p build
-SPECV2_RELEASES="$RELEASES" bash ci/setup_cpu_env.sh "$VENV"
-rc=0
+T0=$SECONDS
+stamp() { printf '[tests %(%H:%M:%S)T +%4ds] %s\n' -1 "$((SECONDS - T0))" "$*"; }
+
+bash ci/setup_cpu_env.sh "$VENV"
+VPY="$VENV/bin/python"
+ALL=$(PYTHONPATH="$ROOT" "$VPY" -m sglang_specv2_fixes.releases set cpu)
+RELEASES=${SPECV2_RELEASES:-$ALL}
+FULL=${SPECV2_FULL_RELEASES:-"0.5.11 0.5.12.post1 0.5.13.post1 0.5.16 0.5.23"}
+[ "$FULL" = all ] && FULL=$ALL
+SCOPED_ARGS=${SPECV2_SCOPED_ARGS:-"-m release_scoped"}
+PARALLEL=${SPECV2_PARALLEL:-2}
 for v in $RELEASES; do
-  echo "=== sglang $v: pytest tests/cpu ==="
-  PYTHONPATH="$VENV/releases/$v" "$VENV/bin/python" -m pytest -p no:cacheprovider -W ignore::UserWarning -W ignore::DeprecationWarning \
-    --junitxml="$ROOT/build/junit-$v.xml" "$@" tests/cpu || rc=$?
-  # pytest exit 5 (no tests collected) is a failure here
+  case " $ALL " in *" $v "*) ;; *) echo "run_cpu_tests: $v has no CPU overlay in the release table" >&2; exit 2 ;; esac
 done
+is_full() { case " $FULL " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+# whole-suite runs first (the longest), then the subsets
+ORDER=()
+for v in $RELEASES; do is_full "$v" && ORDER+=("$v"); done
+for v in $RELEASES; do is_full "$v" || ORDER+=("$v"); done
+
+run_one() {  # version: pytest on that release, output to build/pytest-<v>.log, exit status to build/rc-<v>
+  local v=$1 sel what
+  if is_full "$v"; then sel=(); what="whole suite"; else eval "sel=($SCOPED_ARGS)"; what="release-scoped ($SCOPED_ARGS)"; fi
+  local t=$SECONDS rc=0
+  stamp "sglang $v: pytest tests/cpu, $what"
+  PYTHONPATH="$VENV/releases/$v" "$VPY" -m pytest -p no:cacheprovider -q -rfEs \
+    -W ignore::UserWarning -W ignore::DeprecationWarning \
+    --junitxml="$ROOT/build/junit-$v.xml" "${sel[@]}" "${EXTRA[@]}" tests/cpu >"build/pytest-$v.log" 2>&1 || rc=$?
+  echo "$rc" >"build/rc-$v"
+  {
+    echo "=== sglang $v ($what): pytest exit $rc in $((SECONDS - t))s ==="
+    cat "build/pytest-$v.log"
+  } | flock build/.print cat
+}
+EXTRA=("$@")
+rm -f build/rc-* build/junit-*.xml build/pytest-*.log
+for v in "${ORDER[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do sleep 1; done
+  run_one "$v" &
+done
+wait
+
+rc=0
+stamp "summary"
+for v in $RELEASES; do
+  r=$(cat "build/rc-$v" 2>/dev/null || echo "?")
+  # pytest exit 5 (no tests collected) is a failure here, like any non-zero exit
+  [ "$r" = 0 ] || rc=1
+  counts=$("$VPY" - "build/junit-$v.xml" <<'EOF'
+import sys, xml.etree.ElementTree as ET
+try:
+    root = ET.parse(sys.argv[1]).getroot()
+except Exception:
+    print("no junit xml"); sys.exit()
+s = root if root.tag == "testsuite" else root.find("testsuite")
+t, f, e, k = (int(s.get(x, 0)) for x in ("tests", "failures", "errors", "skipped"))
+print(f"{t - f - e - k} passed, {f + e} failed, {k} skipped")
+EOF
+)
+  printf '  %-13s %-6s exit %-3s %s\n' "$v" "$(is_full "$v" && echo whole || echo scoped)" "$r" "$counts"
+done
+# one closing line over every run (junit totals)
+"$VPY" - $(for v in $RELEASES; do echo "build/junit-$v.xml"; done) <<'EOF'
+import sys, xml.etree.ElementTree as ET
+p = f = k = 0
+for path in sys.argv[1:]:
+    try:
+        root = ET.parse(path).getroot()
+    except Exception:
+        continue
+    s = root if root.tag == "testsuite" else root.find("testsuite")
+    t, fl, e, sk = (int(s.get(x, 0)) for x in ("tests", "failures", "errors", "skipped"))
+    p, f, k = p + t - fl - e - sk, f + fl + e, k + sk
+print(f"{p} passed, {f} failed, {k} skipped")
+EOF
+stamp "done: exit $rc"
 exit $rc

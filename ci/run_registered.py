@@ -4,45 +4,30 @@
     python ci/run_registered.py [--suite specv2-gpu] [--files test_x.py ...] [--out DIR] [--timeout 400]
 
 Discovers tests/registered/test_*.py, reads each file's ``register_specv2_ci(...)`` call from its AST
-(a file without one, or without ``if __name__ == "__main__":``, is an error), keeps those whose
-``releases`` include the installed sglang, runs each as ``python3 FILE`` twice at once (SPECV2_AB=off and auto, on their own ports and
-process sessions; ``--jobs N`` runs N files at once) with a per-file timeout, and writes results.json and results.md (row x stock/plugin x release, with
-date, device, sglang and torch versions). Expected: stock fails on releases in ``bug_in``, plugin passes.
+(``sglang_specv2_fixes.testing.registry.registration``: a file without one, or without
+``if __name__ == "__main__":``, is an error; release sets such as ``"fix:tree-drafting"`` are resolved through
+``sglang_specv2_fixes.releases.release_set``), keeps those whose ``releases`` include the installed sglang,
+runs each as ``python3 FILE`` twice at once (SPECV2_AB=off and auto, on their own ports and process sessions;
+``--jobs N`` runs N files at once) with a per-file timeout, and writes results.json and results.md (row x
+stock/plugin x release, with date, device, sglang and torch versions). Expected: stock fails on releases in ``bug_in``, plugin passes.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import datetime
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 
+from sglang_specv2_fixes.testing.registry import registration
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REG_DIR = os.environ.get("SPECV2_REG_DIR", os.path.join(ROOT, "tests", "registered"))
-
-
-def registration(path):
-    tree = ast.parse(open(path).read(), path)
-    reg = None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "register_specv2_ci":
-            reg = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords}
-    has_main = any(
-        isinstance(n, ast.If) and isinstance(n.test, ast.Compare) and getattr(n.test.left, "id", "") == "__name__"
-        for n in tree.body
-    )
-    if reg is None or not has_main:
-        raise ValueError(f"{path}: needs register_specv2_ci(...) and if __name__ == '__main__':")
-    for key in ("est_time", "suite", "releases"):
-        if key not in reg:
-            raise ValueError(f"{path}: register_specv2_ci lacks {key}=")
-    reg.setdefault("bug_in", [])
-    return reg
 
 
 def discover(suite=None, files=None):
@@ -71,17 +56,23 @@ def kill_group(p):
         pass
 
 
-def prebuild_models():
-    """Build the tiny models once before parallel tests start (``tiny_*.py`` with build_all()/build())."""
-    mods = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(REG_DIR, "tiny_*.py")))
-    if not mods:
+TINY_MODELS = {"llama": "build_all", "moe": "build", "swa": "build"}  # sglang_specv2_fixes.testing.tiny_models
+
+
+def prebuild_models(paths):
+    """Build the tiny models once before parallel tests start (every builder of
+    ``sglang_specv2_fixes.testing.tiny_models``), when any of the files to run launches servers through the testing
+    package (imports more of it than ``registry``)."""
+    uses = re.compile(r"sglang_specv2_fixes\.testing\.(?!registry\b)\w+")
+    if not any(uses.search(open(p).read()) for p in paths):
         return
     code = ("import os, sys, importlib; d = os.environ.get('SPECV2_MODELS', '/tmp/specv2-tiny-models')\n"
-            "for m in sys.argv[1:]:\n"
-            "    mod = importlib.import_module(m); fn = getattr(mod, 'build_all', None) or getattr(mod, 'build', None)\n"
-            "    print('[runner] model', m, fn(d) if fn else 'no build function', flush=True)\n")
+            "for m, fn in zip(sys.argv[1::2], sys.argv[2::2]):\n"
+            "    mod = importlib.import_module('sglang_specv2_fixes.testing.tiny_models.' + m)\n"
+            "    print('[runner] model', m, getattr(mod, fn)(d), flush=True)\n")
     t0 = time.time()
-    p = subprocess.run([sys.executable, "-c", code, *mods], cwd=REG_DIR, capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-c", code, *(x for kv in TINY_MODELS.items() for x in kv)], cwd=REG_DIR,
+                       capture_output=True, text=True)
     print(p.stdout.strip() or "", f"[runner] models ready in {time.time() - t0:.0f}s" if p.returncode == 0
           else f"[runner] model build FAILED (tests will report it):\n{p.stderr[-2000:]}", flush=True)
 
@@ -135,7 +126,7 @@ def main():
     print(f"[runner] sglang {rel} torch {facts.get('torch')} on {facts.get('device')}: {len(tests)} file(s) x "
           f"{args.modes}, {args.jobs} at a time{f' over GPUs {gpus}' if gpus else ''}, extra env {mode_env or 'none'}",
           flush=True)
-    prebuild_models()
+    prebuild_models([p for p, _ in tests])
     results, running, free_slots = [], {}, list(range(args.jobs))
     pending = list(enumerate(tests, 1))
 

@@ -1,61 +1,119 @@
 #!/usr/bin/env bash
 # Build the CPU test environment: one venv with torch (CPU-usable build) and SGLang's pure-Python
-# runtime deps, plus one overlay folder per supported SGLang release holding that release's own
-# Python source (installed --no-deps from its wheel) and the few deps whose pins differ per release.
+# runtime deps (ci/cpu-deps.txt), plus one overlay folder per SGLang release holding that release's own
+# Python source (its wheel, --no-deps) and the few deps whose pins differ per release.
 #
-#   ci/setup_cpu_env.sh [VENV_DIR]        (default .venv-cpu; idempotent, re-run is cheap)
+#   ci/setup_cpu_env.sh [VENV_DIR]        (default .venv-cpu; idempotent, a re-run is cheap)
 #
-# The tests then run once per release with PYTHONPATH=<VENV>/releases/<release> (see ci/run_cpu_tests.sh).
+# The release list and each overlay's pip specs come from the release table
+# (python -m sglang_specv2_fixes.releases cpu-overlays); nothing here names a release or a per-release pin.
+# SPECV2_RELEASES="v1 v2" limits the overlays built; SPECV2_JOBS (default 4) overlays install at once
+# (each into its own folder, so parallel installs do not touch each other), while torch and the shared
+# deps install into the venv. The tests then run once per release with PYTHONPATH=<VENV>/releases/<v>
+# (ci/run_cpu_tests.sh); the GPU-only sgl_kernel is replaced by the test stand-in, never installed.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 VENV=${1:-$ROOT/.venv-cpu}
 PY=${PYTHON:-python3}
-# release -> "pip specs of its per-release overlay"
-declare -A OVERLAY=(
-  [0.5.11]="sglang==0.5.11 flashinfer-python==0.6.8.post1 apache-tvm-ffi==0.1.15.post2"
-  [0.5.12.post1]="sglang==0.5.12.post1 flashinfer-python==0.6.11.post1 apache-tvm-ffi==0.1.9"
-)
-RELEASES=${SPECV2_RELEASES:-"0.5.11 0.5.12.post1"}
+JOBS=${SPECV2_JOBS:-4}
+T0=$SECONDS
 
-step() { printf '[setup %(%H:%M:%S)T] %s\n' -1 "$*"; }
+step() { printf '[setup %(%H:%M:%S)T +%4ds] %s\n' -1 "$((SECONDS - T0))" "$*"; }
+# the table's queries need only the package's source (no sglang, no deps)
+table() { PYTHONPATH="$ROOT" "$VENV/bin/python" -m sglang_specv2_fixes.releases "$@"; }
 
 if [ ! -x "$VENV/bin/python" ]; then
   step "creating venv $VENV"
   "$PY" -m venv "$VENV"
 fi
 VPY="$VENV/bin/python"
+
+# ---- per-release overlays (background, $JOBS at a time): "VERSION SPEC..." lines from the table
+declare -A SPECS=()
+ORDER=()
+while read -r v specs; do
+  SPECS[$v]="$specs"
+  ORDER+=("$v")
+done < <(table cpu-overlays)
+[ ${#ORDER[@]} -gt 0 ] || { echo "setup: the release table lists no CPU overlay" >&2; exit 1; }
+WANT=("${ORDER[@]}")
+if [ -n "${SPECV2_RELEASES:-}" ]; then
+  WANT=()
+  for v in $SPECV2_RELEASES; do
+    [ -n "${SPECS[$v]+x}" ] || { echo "setup: $v has no CPU overlay in the release table (python -m sglang_specv2_fixes.releases cpu-overlays)" >&2; exit 1; }
+    WANT+=("$v")
+  done
+fi
+mkdir -p "$VENV/releases" "$VENV/logs"
+install_overlay() {  # version specs...: into a temp folder, moved into place when complete
+  local v=$1; shift
+  local dst="$VENV/releases/$v" log="$VENV/logs/overlay-$v.log"
+  rm -rf "$dst" "$dst.part"
+  if "$VPY" -m pip install --no-deps --no-compile --disable-pip-version-check --target "$dst.part" "$@" >"$log" 2>&1; then
+    rm -rf "$dst.part/bin"
+    printf '%s\n' "$*" >"$dst.part/.ready"
+    mv "$dst.part" "$dst"
+    step "overlay $v installed: $*"
+  else
+    step "overlay $v FAILED ($log):"; tail -20 "$log" >&2
+    return 1
+  fi
+}
+overlay_ready() {  # version specs...: .ready holds the specs it was built from (a changed pin in the table
+  # rebuilds the overlay) and every spec's dist-info is there; an empty .ready (older script) counts if so
+  local v=$1; shift
+  local dst="$VENV/releases/$v" s name ver have
+  [ -f "$dst/.ready" ] || return 1
+  have=$(cat "$dst/.ready")
+  [ -z "$have" ] || [ "$have" = "$*" ] || return 1
+  for s in "$@"; do
+    name=${s%%==*}; ver=${s#*==}
+    [ -d "$dst/${name//-/_}-$ver.dist-info" ] || return 1
+  done
+  [ -n "$have" ] || printf '%s\n' "$*" >"$dst/.ready"
+}
+# overlays the table no longer lists, and the old source-only trees (every release is importable now)
+for d in "$VENV"/releases/*; do
+  [ -d "$d" ] || continue
+  v=$(basename "$d")
+  if [ -z "${SPECS[$v]+x}" ]; then step "removing $d (not in the release table)"; rm -rf "$d"; fi
+done
+if [ -d "$VENV/src" ]; then step "removing $VENV/src (old source-only trees: every release has an overlay now)"; rm -rf "$VENV/src"; fi
+# one background pool installs the overlays, $JOBS at a time, while the venv's own deps install below
+(
+  rc=0
+  for v in "${WANT[@]}"; do
+    dst="$VENV/releases/$v"
+    # shellcheck disable=SC2086
+    if overlay_ready "$v" ${SPECS[$v]}; then continue; fi
+    while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do sleep 0.5; done
+    step "overlay $v: pip install --no-deps --target releases/$v ${SPECS[$v]}"
+    # shellcheck disable=SC2086
+    install_overlay "$v" ${SPECS[$v]} &
+  done
+  for p in $(jobs -p); do wait "$p" || rc=1; done
+  exit $rc
+) &
+POOL=$!
+
+# ---- the shared venv (foreground, while the overlays download)
 if ! "$VPY" -c "import torch, torchvision" 2>/dev/null; then
   step "installing torch 2.14.1 + torchvision 0.29.1 (CPU use; SGLang imports torchvision at import time)"
-  "$VPY" -m pip install -q --upgrade pip
-  "$VPY" -m pip install -q torch==2.14.1 torchvision==0.29.1
+  "$VPY" -m pip install -q --disable-pip-version-check torch==2.14.1 torchvision==0.29.1
 fi
 if [ ! -f "$VENV/.deps-ok" ] || ! cmp -s "$HERE/cpu-deps.txt" "$VENV/.deps-ok"; then
-  step "installing SGLang runtime deps (ci/cpu-deps.txt, no torch)"
-  "$VPY" -m pip install -q --no-deps -r "$HERE/cpu-deps.txt"
-  step "installing the plugin and test tools"
-  "$VPY" -m pip install -q pytest
+  step "installing SGLang's shared runtime deps (ci/cpu-deps.txt, no torch) and pytest"
+  "$VPY" -m pip install -q --disable-pip-version-check --no-deps -r "$HERE/cpu-deps.txt"
+  "$VPY" -m pip install -q --disable-pip-version-check pytest
   cp "$HERE/cpu-deps.txt" "$VENV/.deps-ok"
 fi
-"$VPY" -m pip install -q --no-deps --no-build-isolation -e "$ROOT"
-for v in $RELEASES; do
-  dst="$VENV/releases/$v"
-  if [ -f "$dst/.ready" ]; then step "release $v ready"; continue; fi
-  step "installing SGLang $v overlay: ${OVERLAY[$v]}"
-  rm -rf "$dst"; mkdir -p "$dst"
-  "$VPY" -m pip install -q --no-deps --no-compile --target "$dst" ${OVERLAY[$v]}
-  rm -rf "$dst"/bin
-  touch "$dst/.ready"
-done
-# Report-only releases: their sources are only read (fingerprints / status), never imported (one wheel
-# each, no deps; tests/cpu/test_source_only_releases.py requires every one of them).
-SOURCE_RELEASES=${SPECV2_SOURCE_RELEASES:-"0.5.13.post1 0.5.14 0.5.15 0.5.15.post1 0.5.16 0.5.17"}
-for v in $SOURCE_RELEASES; do
-  dst="$VENV/src/$v"
-  if [ -f "$dst/.ready" ]; then step "source tree $v ready"; continue; fi
-  step "fetching SGLang $v source (wheel, no deps, not importable here)"
-  rm -rf "$dst"; mkdir -p "$dst"
-  "$VPY" -m pip install -q --no-deps --no-compile --target "$dst" "sglang==$v"
-  touch "$dst/.ready"
-done
-step "done: $VENV"
+if [ "$("$VPY" -I -c 'import os, sglang_specv2_fixes as m; print(os.path.dirname(os.path.dirname(os.path.realpath(m.__file__))))' 2>/dev/null)" != "$(realpath "$ROOT")" ] \
+   || [ ! -x "$VENV/bin/sglang-specv2-fixes" ]; then
+  step "installing the plugin (editable) from $ROOT"
+  "$VPY" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e "$ROOT"
+fi
+
+if ! wait "$POOL"; then step "setup failed: an overlay did not install"; exit 1; fi
+for v in "${WANT[@]}"; do [ -f "$VENV/releases/$v/.ready" ] || { step "overlay $v missing"; exit 1; }; done
+step "done: $VENV (${#WANT[@]} release overlays: ${WANT[*]})"

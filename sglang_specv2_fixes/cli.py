@@ -7,6 +7,7 @@
     check-selection [VALUE]  validate a selection (default: $SGLANG_SPECV2_FIXES)
     diff FIX [--release V]   the patch file a release gets for FIX (default: the installed release)
     series --release V       the packagers' series of release V (paths under patches/)
+    series --write patches   regenerate patches/series/<release> for every patched release
 """
 
 from __future__ import annotations
@@ -129,6 +130,13 @@ def _diff(args) -> int:
 
 
 def _series(args) -> int:
+    if args.write:
+        written = export.write_series(args.write)
+        print(f"{args.write}/series/: {', '.join(written)}")
+        return 0
+    if not args.release:
+        print("error: --release or --write", file=sys.stderr)
+        return 2
     for p in export.series(args.release):
         print(p)
     return 0
@@ -153,7 +161,8 @@ def main(argv=None) -> int:
     d.add_argument("--release", choices=list(releases.RELEASES), help="default: the installed sglang")
     d.set_defaults(func=_diff)
     e = sub.add_parser("series", help="the packagers' patch series of a release (paths under patches/)")
-    e.add_argument("--release", required=True, choices=releases.release_set("patched"))
+    e.add_argument("--release", choices=releases.release_set("patched"))
+    e.add_argument("--write", metavar="PATCH_DIR", help="write PATCH_DIR/series/<release> for every patched release")
     e.set_defaults(func=_series)
     args = p.parse_args(argv)
     try:

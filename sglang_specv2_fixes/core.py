@@ -134,6 +134,12 @@ def _plan_patch(st: FixStatus, entry: Patched, selection: Selection, line: str) 
     else:
         bad = [c for c, t in zip(st.targets, pf.targets) if not c.ok and c.installed != t.after]
         st.state = catalog.REFUSED
+        if not bad:  # every target is either upstream or already patched, but not all alike
+            done = [c.target for c, t in zip(st.targets, pf.targets) if c.installed == t.after]
+            todo = [c.target for c in st.targets if c.ok]
+            st.reason = (f"partly applied by hand: {', '.join(done)} already carry {st.patch}, {', '.join(todo)} "
+                         f"do not - refusing to patch a mix; apply or revert the whole patch file")
+            return st
         st.reason = "; ".join(
             f"{c.target} not found in the installed sglang" if c.installed is None
             else f"{c.target}: installed source has fingerprint {c.installed}, {st.patch} was written "

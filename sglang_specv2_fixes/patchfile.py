@@ -72,7 +72,9 @@ class Target:
 
     @property
     def rel_path(self) -> str:
-        return self.module.replace(".", "/") + ".py"
+        """Path of the target's module relative to site-packages (a package's ``__init__.py`` too)."""
+        base = self.module.replace(".", "/")
+        return base + "/__init__.py" if self.module.endswith(".__init__") else base + ".py"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -332,6 +334,12 @@ def _trim(h: Hunk, targets: Sequence[Target]) -> Hunk:
     while lines and lines[-1][:1] == " " and end > b:
         lines.pop()
         end -= 1
+    # GNU patch reads unequal leading/trailing context as "anchored at the file's start/end": keep both equal
+    lead = next((i for i, ln in enumerate(lines) if ln[:1] != " "), len(lines))
+    trail = next((i for i, ln in enumerate(reversed(lines)) if ln[:1] != " "), len(lines))
+    keep = min(lead, trail)
+    start += lead - keep
+    lines = lines[lead - keep : len(lines) - (trail - keep)]
     old_len = sum(ln[:1] != "+" for ln in lines)
     return Hunk(start if old_len else start - 1, old_len, tuple(lines))
 

@@ -10,8 +10,7 @@ import types
 
 import torch
 
-from sglang_specv2_fixes import release
-from sglang_specv2_fixes.bodies import build
+from sglang_specv2_fixes import core, installed, releases
 from sglang_specv2_fixes.fixes import live_accept_metrics, skip_stale_overlap_updates
 
 
@@ -74,13 +73,6 @@ def resolve_name():
     return "_resolve_spec_overlap_token_ids" if hasattr(M, "_resolve_spec_overlap_token_ids") else "_resolve_spec_overlap_tokens"
 
 
-@functools.lru_cache(maxsize=None)
-def _line():
-    # once per process: importlib.metadata scans sys.path, which right before a timed call would also
-    # evict the caches that call runs on (bench/hot_path_overhead.py)
-    return release.code_line(release.installed_version())
-
-
 def scheduler_class():
     import sglang.srt.managers.scheduler  # noqa: F401  (import order SGLang itself uses: no import cycle)
     from sglang.srt.managers.scheduler_output_processor_mixin import SchedulerOutputProcessorMixin
@@ -103,14 +95,22 @@ def scheduler_class():
     return Sched
 
 
+@functools.lru_cache(maxsize=None)
+def _line():
+    # once per process: importlib.metadata scans sys.path, which right before a timed call would also
+    # evict the caches that call runs on (bench/hot_path_overhead.py)
+    return releases.code_line(installed.version())
+
+
 _BODIES = {}
 
 
 def body(fix_module, fix_name):
-    """The fix's body for this release, compiled once per process (as the plugin does)."""
+    """The fix's patched function for this release (its patch file applied to the installed source),
+    compiled once per process, as the plugin does; the fix must patch exactly one function here."""
     if fix_name not in _BODIES:
-        (patch,) = fix_module.FIX.patches(_line())
-        _BODIES[fix_name] = build(patch, fix_name)
+        (fn,) = core.build_fix(fix_module.FIX.name).values()
+        _BODIES[fix_name] = fn
     return _BODIES[fix_name]
 
 

@@ -1,39 +1,34 @@
 """CPU test setup: the real SGLang release under test is on PYTHONPATH (ci/run_cpu_tests.sh puts one
-release overlay there per pytest run). Only the GPU-only ``sgl_kernel`` is replaced by a stand-in."""
+release overlay there per pytest run). Only the GPU-only ``sgl_kernel`` is replaced by a stand-in
+(``sglang_specv2_fixes/testing/stubs``, also for child processes: ``child_env``)."""
 
-import importlib.util
 import os
 import subprocess
 import sys
 
 import pytest
 
+from sglang_specv2_fixes import installed, releases
+from sglang_specv2_fixes.testing import standins
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-STUBS = os.path.join(HERE, "stubs")
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-if importlib.util.find_spec("sgl_kernel") is None:
-    sys.path.append(STUBS)
+standins.use_sgl_kernel_stand_in()
 
-from sglang_specv2_fixes import release  # noqa: E402
-
-VERSION = release.installed_version()
-LINE = release.code_line(VERSION)
+VERSION = installed.version()
+LINE = releases.code_line(VERSION)
 
 
 def pytest_report_header(config):
-    return f"sglang under test: {VERSION} (code line {LINE}) at {release.sglang_root()}"
+    return f"sglang under test: {VERSION} (code line {LINE}) at {installed.sglang_root()}"
 
 
 requires_sglang = pytest.mark.skipif(VERSION is None, reason="no sglang release on PYTHONPATH")
 
 
 def child_env(**extra):
-    env = dict(os.environ)
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if STUBS not in paths and importlib.util.find_spec("sgl_kernel").origin.startswith(STUBS):
-        paths.append(STUBS)
-    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env = standins.child_env(names=("sgl_kernel",))
     env.pop("SGLANG_SPECV2_FIXES", None)
     env.pop("SGLANG_SPECV2_FIXES_PROBE", None)
     env.update({k: v for k, v in extra.items() if v is not None})

@@ -1,17 +1,40 @@
-"""Fingerprint refusal and recognition of an already-patched source tree."""
+"""Fingerprint refusal and recognition of an already-patched source tree, for every fix the release
+under test patches (every target of its patch file), on every patched release the CPU suite runs."""
 
 import shutil
 
 import pytest
-from conftest import LINE, requires_sglang
+from conftest import LINE, VERSION, requires_sglang
 
-from sglang_specv2_fixes import catalog, core, release, selection
-from sglang_specv2_fixes.bodies import body_source
+from sglang_specv2_fixes import catalog, core, installed, patchfile, releases, selection
+from sglang_specv2_fixes.catalog import Note, Patched
+from sglang_specv2_fixes.core import STATE
 from sglang_specv2_fixes.fingerprint import fingerprint_source, function_source, normalise
-from sglang_specv2_fixes.fixes import ALL_FIXES, skip_stale_overlap_updates
+from sglang_specv2_fixes.fixes import ALL_FIXES
 
-pytestmark = requires_sglang
+
+pytestmark = [requires_sglang, pytest.mark.release_scoped]  # release_scoped: runs on every release in CI
 AUTO = selection.parse("auto", ALL_FIXES)
+PATCHED_HERE = [f.name for f in ALL_FIXES if LINE and isinstance(releases.entry(f.name, LINE), Patched)]
+TARGETS_HERE = [(fix, t) for fix in PATCHED_HERE for t in patchfile.load(fix, releases.entry(fix, LINE).name).targets]
+CHECKED_NOTES = [f.name for f in ALL_FIXES if LINE and isinstance(releases.entry(f.name, LINE), Note)
+                 and releases.entry(f.name, LINE).check]
+
+
+def _ids(ft):
+    return f"{ft[0]}:{ft[1].qualname}" if isinstance(ft, tuple) else str(ft)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_state():
+    STATE.reset()
+    yield
+    STATE.reset()
+
+
+def test_the_release_under_test_patches_something():
+    assert VERSION in releases.release_set("patched")
+    assert PATCHED_HERE and TARGETS_HERE, f"no patched fix on sglang {VERSION}: every test below would be vacuous"
 
 
 def test_normalisation_ignores_indentation_and_blank_lines_only():
@@ -22,71 +45,154 @@ def test_normalisation_ignores_indentation_and_blank_lines_only():
     assert fingerprint_source(a) != fingerprint_source("def f(x):\n    # a comment counts\n    return x\n")
 
 
-def _with_modified_target(monkeypatch, tmp_path, edit):
-    """Point the plan at a copy of the target file edited by ``edit(text) -> text``."""
-    (patch,) = skip_stale_overlap_updates.FIX.patches("0.5.11")
-    real = release.module_file(patch.module)
-    copy = tmp_path / "mixin.py"
-    shutil.copy(real, copy)
-    copy.write_text(edit(copy.read_text()))
-    orig = release.module_file
-    monkeypatch.setattr(release, "module_file", lambda m: str(copy) if m == patch.module else orig(m))
-    return patch
+def _with_edited_modules(monkeypatch, tmp_path, edits):
+    """Point the plan at copies of the installed modules, each edited by ``edits[module](text) -> text``."""
+    copies = {}
+    for i, (module, edit) in enumerate(edits.items()):
+        real = installed.module_file(module)
+        copy = tmp_path / f"copy{i}_{module.rsplit('.', 1)[-1]}.py"
+        shutil.copy(real, copy)
+        new = edit(copy.read_text())
+        assert new != copy.read_text(), f"the edit of {module} changed nothing"
+        copy.write_text(new)
+        copies[module] = str(copy)
+    orig = installed.module_file
+    monkeypatch.setattr(installed, "module_file", lambda m, root=None: copies.get(m) or orig(m, root))
+    return copies
 
 
-@pytest.mark.skipif(LINE != "0.5.11", reason="#23456 is patched on 0.5.11 only")
-def test_locally_modified_target_is_refused(monkeypatch, tmp_path):
-    patch = _with_modified_target(
-        monkeypatch, tmp_path, lambda t: t.replace("req.spec_verify_ct += 1", "req.spec_verify_ct += 1  # local edit", 1)
-    )
+def _edit_function(qualname, how):
+    """An edit of ``qualname`` only: ``how(lines of the function) -> lines``."""
+
+    def edit(text):
+        _, first, last = function_source(text, qualname)
+        lines = text.splitlines(True)
+        return "".join(lines[: first - 1] + how(lines[first - 1 : last]) + lines[last:])
+
+    return edit
+
+
+def _local_edit(lines):  # one comment appended to the function's last line: fingerprints count comments
+    return lines[:-1] + [lines[-1].rstrip("\n") + "  # local edit\n"]
+
+
+def _rename(qualname):
+    name = qualname.rsplit(".", 1)[-1]
+
+    def how(lines):
+        i = next(i for i, ln in enumerate(lines) if f"def {name}(" in ln)
+        return lines[:i] + [lines[i].replace(f"def {name}(", f"def {name}_renamed(", 1)] + lines[i + 1 :]
+
+    return how
+
+
+def _baseline():
+    return {st.name: st.state for st in core.plan(AUTO).fixes}
+
+
+@pytest.mark.parametrize("fix_target", TARGETS_HERE, ids=_ids)
+def test_locally_modified_target_is_refused(monkeypatch, tmp_path, fix_target):
+    fix, t = fix_target
+    base = _baseline()
+    _with_edited_modules(monkeypatch, tmp_path, {t.module: _edit_function(t.qualname, _local_edit)})
     report = core.plan(AUTO)
-    st = report.get("skip-stale-overlap-updates")
+    st = report.get(fix)
     assert st.state == catalog.REFUSED
-    assert patch.target in st.reason and patch.fingerprint in st.reason
-    assert any("refused" in w for w in report.warnings)
-    # the other fixes are unaffected
-    assert report.get("bonus-slot-accounting").state == catalog.UPSTREAM
+    edited = next(c for c in st.targets if c.target == t.dotted)
+    assert not edited.ok and edited.installed and edited.installed != t.before
+    # a clear message naming the target, both fingerprints, the patch file and the reason
+    assert f"{t.dotted}: installed source has fingerprint {edited.installed}" in st.reason
+    assert f"patches/{fix}/{releases.entry(fix, LINE).name}.patch was written against {t.before}" in st.reason
+    assert "refusing to patch" in st.reason
+    assert [w for w in report.warnings if w.startswith(f"{fix} refused")] == [f"{fix} refused: {st.reason}"]
+    # only this fix's other targets are fine, and no other fix is affected
+    assert all(c.ok for c in st.targets if c.target != t.dotted)
+    for other in report.fixes:
+        if other.name != fix and t.dotted not in [c.target for c in other.targets]:
+            assert other.state == base[other.name], (other.name, other.state, other.reason)
+    # nothing is built or registered for a refused fix
+    core.register(core.plan(AUTO, fixes=[f for f in ALL_FIXES if f.name == fix]))
+    assert fix not in STATE.built
 
 
-@pytest.mark.skipif(LINE != "0.5.11", reason="#23456 is patched on 0.5.11 only")
-def test_missing_target_is_refused(monkeypatch, tmp_path):
-    _with_modified_target(monkeypatch, tmp_path, lambda t: t.replace("def _resolve_spec_overlap_token_ids", "def _renamed", 1))
-    st = core.plan(AUTO).get("skip-stale-overlap-updates")
-    assert st.state == catalog.REFUSED and "not found" in st.reason
+@pytest.mark.parametrize("fix_target", TARGETS_HERE, ids=_ids)
+def test_missing_target_is_refused(monkeypatch, tmp_path, fix_target):
+    fix, t = fix_target
+    _with_edited_modules(monkeypatch, tmp_path, {t.module: _edit_function(t.qualname, _rename(t.qualname))})
+    report = core.plan(AUTO)
+    st = report.get(fix)
+    assert st.state == catalog.REFUSED
+    assert f"{t.dotted} not found in the installed sglang" in st.reason
+    assert next(c for c in st.targets if c.target == t.dotted).installed is None
+    assert any(w.startswith(f"{fix} refused") for w in report.warnings)
+    with pytest.raises(patchfile.PatchError, match="installed source is not what"):
+        core.build_fix(fix)
 
 
-@pytest.mark.skipif(LINE != "0.5.11", reason="#23456 is patched on 0.5.11 only")
-def test_source_already_carrying_the_body_is_present_not_patched_twice(monkeypatch, tmp_path):
-    def paste_body(text):
-        src, first, last = function_source(text, patch.qualname)
-        lines = text.splitlines()
-        indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip())]
-        body = [indent + ln if ln else ln for ln in body_source(patch)[0].splitlines()]
-        return "\n".join(lines[: first - 1] + body + lines[last:]) + "\n"
+@pytest.mark.parametrize("fix", PATCHED_HERE)
+def test_source_already_carrying_the_patch_is_present_not_patched_twice(monkeypatch, tmp_path, fix):
+    """The installed files with this fix's patch file applied (patchfile.apply_text, as ``patch -p1
+    --fuzz=0`` would: test_patches checks the two agree): PRESENT, nothing built or registered."""
+    from sglang.srt.plugins.hook_registry import HookRegistry
 
-    (patch,) = skip_stale_overlap_updates.FIX.patches("0.5.11")
-    _with_modified_target(monkeypatch, tmp_path, paste_body)
-    st = core.plan(AUTO).get("skip-stale-overlap-updates")
-    assert st.state == catalog.PRESENT
-    core.register(core.plan(AUTO, fixes=[]))  # nothing to register
-    assert "skip-stale-overlap-updates" not in core._built
-
-
-def test_upstream_note_reports_unverified_source(monkeypatch, tmp_path):
-    fix = next(f for f in ALL_FIXES if f.name == "bonus-slot-accounting")
-    module, qualname, _ = fix.for_line(LINE).check
-    real = release.module_file(module)
-    copy = tmp_path / "info.py"
-    copy.write_text(open(real).read().replace("# Pre-claim bonus slot", "# edited: pre-claim bonus slot", 1))
-    orig = release.module_file
-    monkeypatch.setattr(release, "module_file", lambda m: str(copy) if m == module else orig(m))
-    st = core.plan(AUTO).get("bonus-slot-accounting")
-    assert st.state == catalog.UPSTREAM and "not verified" in st.reason
+    pf = patchfile.load(fix, releases.entry(fix, LINE).name)
+    modules = {t.module: t.rel_path for t in pf.targets}
+    _with_edited_modules(monkeypatch, tmp_path, {m: (lambda text, rel=rel: patchfile.apply_text(pf, rel, text))
+                                                 for m, rel in modules.items()})
+    report = core.plan(AUTO)
+    st = report.get(fix)
+    assert st.state == catalog.PRESENT, (st.state, st.reason)
+    assert st.reason == f"the installed source already carries patches/{fix}/{releases.entry(fix, LINE).name}.patch"
+    assert [c.installed for c in st.targets] == [t.after for t in pf.targets]
+    assert not any(w.startswith(fix) for w in report.warnings)
+    hooks_before = {k: list(v) for k, v in HookRegistry._hooks.items()}
+    core.register(core.plan(AUTO, fixes=[f for f in ALL_FIXES if f.name == fix]))
+    assert fix not in STATE.built and not STATE.ours
+    assert {k: list(v) for k, v in HookRegistry._hooks.items() if v} == {k: v for k, v in hooks_before.items() if v}
+    # a selection that names it explicitly does not patch it twice either
+    sel = selection.parse(fix, ALL_FIXES)
+    assert core.plan(sel).get(fix).state == catalog.PRESENT
 
 
-@pytest.mark.parametrize("version", ["0.5.10.post1", "0.5.13", "0.5.18", "0.5.23", "0.5.11.dev3+gabc"])
+def test_partly_present_patch_is_refused_naming_the_target(monkeypatch, tmp_path):
+    """A fix with several targets where only the first carries the patch (a partial manual patch, or an
+    upstream change that moved one of them): neither ready nor present, and the reason says which
+    target is in which state."""
+    multi = [(fix, patchfile.load(fix, releases.entry(fix, LINE).name)) for fix in PATCHED_HERE]
+    multi = [(fix, pf) for fix, pf in multi if len(pf.targets) > 1]
+    if not multi:
+        pytest.skip(f"no fix patches more than one function on sglang {VERSION}")
+    fix, pf = multi[0]
+    first = pf.targets[0]
+
+    def only_first(text):
+        src = function_source(patchfile.apply_text(pf, first.rel_path, text), first.qualname)[0]
+        _, a, b = function_source(text, first.qualname)
+        lines = text.splitlines(True)
+        return "".join(lines[: a - 1]) + src + "".join(lines[b:])
+
+    _with_edited_modules(monkeypatch, tmp_path, {first.module: only_first})
+    st = core.plan(AUTO).get(fix)
+    assert st.state == catalog.REFUSED, (st.state, st.reason)
+    assert st.targets[0].installed == first.after and all(c.ok for c in st.targets[1:])
+    assert first.dotted in st.reason, f"the reason names no target: {st.reason!r}"
+
+
+@pytest.mark.parametrize("fix", CHECKED_NOTES)
+def test_note_reports_unverified_source(monkeypatch, tmp_path, fix):
+    entry = releases.entry(fix, LINE)
+    module, qualname, _ = entry.check
+    _with_edited_modules(monkeypatch, tmp_path, {module: _edit_function(qualname, _local_edit)})
+    st = core.plan(AUTO).get(fix)
+    assert st.state == entry.state and "not verified" in st.reason
+    assert not st.targets[0].ok
+
+
+@pytest.mark.parametrize("version", ["0.5.10.post1", "0.5.11.dev3+gabc", "0.5.12.post2.dev0", "0.4.0", "9.9.9"])
 def test_unsupported_release_plans_nothing(version):
+    assert version not in releases.RELEASES
     report = core.plan(AUTO, version=version)
-    assert not report.supported
+    assert not report.supported and report.code_line is None
     assert {f.state for f in report.fixes} == {catalog.UNSUPPORTED}
-    assert "not a supported release" in report.summary() and "nothing patched" in report.summary()
+    assert all(f.reason == f"sglang {version} is not a known release" for f in report.fixes)
+    assert f"sglang {version} is not a known release" in report.summary() and "nothing patched" in report.summary()

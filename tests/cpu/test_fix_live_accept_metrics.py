@@ -3,9 +3,9 @@ a late overlap result carrying one live, one finished and one retracted request.
 step and ``update_spec_metrics`` run; only the scheduler plumbing not under test is stubbed."""
 
 from conftest import LINE, requires_sglang
-from scenarios import decode_case
 
 from sglang_specv2_fixes.fixes import live_accept_metrics
+from sglang_specv2_fixes.testing.scenarios import decode_case
 
 pytestmark = requires_sglang
 
@@ -37,26 +37,41 @@ def test_plugin_counts_live_requests_only():
     assert s["live_out"] == 3
 
 
-def test_body_differs_from_upstream_only_in_the_counters():
+def test_patch_differs_from_upstream_only_in_the_counters():
+    """The lines the patch file removes from the release's function, and the lines the compiled function
+    no longer has compared with the installed one, are exactly the two stale-counting statements."""
     import difflib
     import inspect
+    import textwrap
 
     from sglang.srt.managers.scheduler_output_processor_mixin import SchedulerOutputProcessorMixin as M
 
-    from sglang_specv2_fixes.bodies import body_source
+    from sglang_specv2_fixes import core, patchfile, releases
+    from sglang_specv2_fixes.fingerprint import function_source
 
-    (patch,) = live_accept_metrics.FIX.patches(LINE)
-    ours = body_source(patch)[0].splitlines()
-    theirs = inspect.getsource(M.process_batch_result_decode)
-    import textwrap
-
-    theirs = textwrap.dedent(theirs).splitlines()
-    removed = [l for l in difflib.ndiff(theirs, ours) if l.startswith("- ")]
-    assert [l[2:].strip() for l in removed] == [
+    expected = [
         "self.num_generated_tokens += len(batch.reqs)",
         "self.update_spec_metrics(batch.batch_size(), result.%s)" % (
             "num_accepted_drafts" if LINE == "0.5.11" else "num_correct_drafts"),
     ]
+    pf = patchfile.load(live_accept_metrics.FIX.name, releases.entry(live_accept_metrics.FIX.name, LINE).name)
+    (target,) = pf.targets
+    assert target.qualname == "SchedulerOutputProcessorMixin.process_batch_result_decode"
+    removed = [ln[1:].strip() for _, hunks in pf.files for h in hunks for ln in h.lines if ln.startswith("-")]
+    assert removed == expected
+
+    (fn,) = core.build_fix(live_accept_metrics.FIX.name).values()
+    ours = function_source("".join(linecache_lines(fn)), target.qualname)[0]
+    ours = textwrap.dedent(ours).splitlines()
+    theirs = textwrap.dedent(inspect.getsource(M.process_batch_result_decode)).splitlines()
+    removed = [l for l in difflib.ndiff(theirs, ours) if l.startswith("- ")]
+    assert [l[2:].strip() for l in removed] == expected
+
+
+def linecache_lines(fn):
+    import linecache
+
+    return linecache.getlines(fn.__code__.co_filename)
 
 
 def test_all_stale_result_skips_the_periodic_report_with_nothing_to_average():

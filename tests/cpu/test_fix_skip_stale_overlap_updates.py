@@ -2,11 +2,11 @@
 
 import pytest
 from conftest import LINE, requires_sglang
-from scenarios import observe, resolve_name
 
-from sglang_specv2_fixes import catalog, core, selection
-from sglang_specv2_fixes.bodies import build
+from sglang_specv2_fixes import catalog, core, releases, selection
+from sglang_specv2_fixes.catalog import Note
 from sglang_specv2_fixes.fixes import ALL_FIXES, skip_stale_overlap_updates
+from sglang_specv2_fixes.testing.scenarios import observe, resolve_name
 
 pytestmark = requires_sglang
 FIX = skip_stale_overlap_updates.FIX
@@ -19,8 +19,9 @@ def stock():
 
 
 def patched():
-    (patch,) = FIX.patches(LINE)
-    return build(patch, FIX.name)
+    (fn,) = core.build_fix(FIX.name).values()  # the patch file applied to the installed source, compiled
+    assert fn.__qualname__ == f"SchedulerOutputProcessorMixin.{resolve_name()}"
+    return fn
 
 
 def assert_fixed(obs):
@@ -54,4 +55,6 @@ def test_upstream_0_5_12_behaves_like_our_backport():
     assert_fixed(observe(stock()))
     st = core.plan(selection.parse("auto", ALL_FIXES)).get(FIX.name)
     assert st.state == catalog.UPSTREAM and "source verified" in st.reason
-    assert FIX.patches(LINE) == []
+    assert isinstance(releases.entry(FIX.name, LINE), Note) and st.patch is None
+    with pytest.raises(LookupError, match="not patched"):
+        core.build_fix(FIX.name)

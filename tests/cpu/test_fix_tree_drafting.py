@@ -1,20 +1,19 @@
 """#26866 routing on real ``ServerArgs``: stock vs plugin ``_handle_speculative_decoding`` (both code lines).
 
 The instances come from the real ``ServerArgs.__post_init__`` of the installed release (a Llama target and
-an EAGLE3 draft written by tests/registered/tiny_models.py): a subclass hook records the instance state
-right before the routing call, then runs the routing under test so the construction completes. Stock
+an EAGLE3 draft written by sglang_specv2_fixes/testing/tiny_models/llama.py): a subclass hook records the
+instance state right before the routing call, then runs the routing under test so the construction completes. Stock
 and plugin routing are then called directly on identical copies of that pre-routing state, and the
 complete launch (every later ``__post_init__`` handler) is checked to end in the same routing.
 """
 
-import importlib.util
 import logging
-import os
 
 import pytest
-from conftest import LINE, ROOT, requires_sglang
+from conftest import LINE, requires_sglang
 
-from sglang_specv2_fixes.bodies import MARK, build
+from sglang_specv2_fixes import core
+from sglang_specv2_fixes.patchfile import MARK
 from sglang_specv2_fixes.fixes import tree_drafting
 
 pytestmark = requires_sglang
@@ -37,15 +36,15 @@ def stock():
 
 
 def plugin():
-    (patch,) = [p for p in FIX.patches(LINE) if p.qualname == "ServerArgs._handle_speculative_decoding"]
-    return build(patch, FIX.name)
+    fn = core.build_fix(FIX.name)["sglang.srt.server_args.ServerArgs._handle_speculative_decoding"]
+    assert getattr(fn, MARK) == f"{FIX.name}:sglang.srt.server_args.ServerArgs._handle_speculative_decoding"
+    return fn
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("tiny_models", os.path.join(ROOT, "tests", "registered", "tiny_models.py"))
-    tiny = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tiny)
+    from sglang_specv2_fixes.testing.tiny_models import llama as tiny
+
     return tiny.build_all(str(tmp_path_factory.mktemp("tiny")))
 
 

@@ -3,13 +3,19 @@
 import json
 
 import pytest
-from conftest import LINE, run_py, requires_sglang
+from conftest import LINE, VERSION, run_py, requires_sglang
+
+from sglang_specv2_fixes import patchfile, releases
+from sglang_specv2_fixes.catalog import Patched
+from sglang_specv2_fixes.fixes import ALL_FIXES
 
 pytestmark = requires_sglang
+# every fix the table patches on the release under test, with the targets of its patch file
+PATCHED_HERE = {f.name: [t.dotted for t in patchfile.load(f.name, releases.entry(f.name, LINE).name).targets]
+                for f in ALL_FIXES if LINE and isinstance(releases.entry(f.name, LINE), Patched)}
 
 PRELUDE = """
 import json, sys, logging
-sys.path.insert(0, 'tests/cpu')
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
 """
 
@@ -20,7 +26,8 @@ load_plugins(); load_plugins()
 from sglang_specv2_fixes import plugin, core
 plugin.register()  # second registration in the same process: no-op
 from sglang.srt.managers.scheduler import Scheduler
-from scenarios import observe, resolve_name
+from sglang_specv2_fixes.testing.scenarios import observe, resolve_name
+
 report = plugin.announce('scheduler')
 ours = {t: len([h for h in hs if h[2] and h[2].plugin_name == 'specv2_fixes']) for t, hs in HookRegistry._hooks.items()}
 obs = observe(getattr(Scheduler, resolve_name()))
@@ -38,7 +45,10 @@ def result_of(proc):
 def test_auto_applies_and_is_idempotent():
     r = result_of(run_py(LOAD_AND_REPORT))
     fixes = r["report"]["fixes"]
-    assert all(n == 1 for n in r["hooks"].values()), r["hooks"]  # each target hooked exactly once
+    assert r["hooks"] and all(n == 1 for n in r["hooks"].values()), r["hooks"]  # each target hooked exactly once
+    for f, targets in PATCHED_HERE.items():
+        assert fixes[f]["state"] == "applied", (f, fixes[f]["reason"])
+        assert set(targets) <= set(r["hooks"])
     if LINE == "0.5.11":
         assert fixes["skip-stale-overlap-updates"]["state"] == "applied"
         assert r["patched"] is True
@@ -47,6 +57,48 @@ def test_auto_applies_and_is_idempotent():
         assert fixes["skip-stale-overlap-updates"]["state"] == "upstream"
         assert r["patched"] is False
     assert fixes["seq-lens-helper"]["state"] == "not-applicable"
+
+
+EVERY_PATCHED_FIX = PRELUDE + """
+from sglang.srt.plugins import load_plugins
+from sglang.srt.plugins.hook_registry import HookRegistry
+load_plugins()
+HookRegistry.apply_hooks()  # load_plugins() applies them already; a second call must change nothing
+from sglang_specv2_fixes import plugin, core
+report = plugin.announce('scheduler').as_dict()
+targets = json.loads(sys.argv[1])
+print('RESULT ' + json.dumps(dict(
+    states={f: report['fixes'][f]['state'] for f in targets},
+    reasons={f: report['fixes'][f]['reason'] for f in targets},
+    patched={t: core.is_patched(t) for ts in targets.values() for t in ts},
+    ours={t: any(f is core.STATE.built.get(fix, {}).get(t) for f in core._chain(core.resolve_raw(t)))
+          for fix, ts in targets.items() for t in ts},
+    warnings=report['warnings'])))
+"""
+
+
+@pytest.mark.release_scoped  # runs on every release in CI (ci/run_cpu_tests.sh)
+def test_every_patched_fix_is_applied_through_load_plugins():
+    """Every fix the release table patches on this release reaches 'applied' through SGLang's real
+    load_plugins() in a fresh interpreter, and every target of its patch file runs the plugin's
+    compiled function (not only something marked as ours). Fails if core.register did nothing."""
+    assert VERSION in releases.release_set("patched")
+    assert PATCHED_HERE and all(PATCHED_HERE.values()), f"nothing patched on {VERSION}: the check would be vacuous"
+    import subprocess
+    import sys
+
+    from conftest import ROOT, child_env
+
+    proc = subprocess.run([sys.executable, "-c", EVERY_PATCHED_FIX, json.dumps(PATCHED_HERE)], capture_output=True,
+                          text=True, timeout=240, env=child_env(), cwd=ROOT)
+    r = result_of(proc)
+    assert r["warnings"] == []
+    assert r["states"] == {f: "applied" for f in PATCHED_HERE}, r["reasons"]
+    for f in PATCHED_HERE:
+        assert r["reasons"][f] == f"patches/{f}/{releases.entry(f, LINE).name}.patch applied (fingerprints match)"
+    expected = {t: True for ts in PATCHED_HERE.values() for t in ts}
+    assert len(expected) == sum(map(len, PATCHED_HERE.values())), "two fixes replace the same function"
+    assert r["patched"] == expected and r["ours"] == expected
 
 
 def test_off_patches_nothing_but_reports():
@@ -59,6 +111,7 @@ def test_off_patches_nothing_but_reports():
     assert "[scheduler] sglang-specv2-fixes" in proc.stderr and "selection=off" in proc.stderr
 
 
+@pytest.mark.release_scoped
 def test_sglang_plugins_allow_list():
     code = PRELUDE + """
 from sglang.srt.plugins import load_plugins
@@ -102,8 +155,8 @@ print('RESULT ' + json.dumps(dict(env=os.environ.get('SGLANG_SPECV2_FIXES'), par
 
 def test_unsupported_release_warns_once_and_patches_nothing():
     code = PRELUDE + """
-from sglang_specv2_fixes import release
-release.installed_version = lambda: '0.5.10.post1'
+from sglang_specv2_fixes import installed
+installed.version = lambda: '0.5.10.post1'
 from sglang.srt.plugins import load_plugins
 from sglang.srt.plugins.hook_registry import HookRegistry
 load_plugins()
@@ -112,20 +165,20 @@ print('RESULT ' + json.dumps(ours))
 """
     proc = run_py(code)
     assert result_of(proc) == []
-    assert proc.stderr.count("not a supported release") == 1
+    assert proc.stderr.count("is not a known release") == 1
+    assert "sglang 0.5.10.post1 is not a known release" in proc.stderr and "nothing patched" in proc.stderr
     proc = run_py(code, SGLANG_SPECV2_FIXES="23456")
-    assert proc.returncode != 0 and "0.5.10.post1 is not a supported release" in proc.stderr
+    assert proc.returncode != 0 and "sglang 0.5.10.post1 is not a release this plugin knows" in proc.stderr
 
 
 def test_spawned_scheduler_process_patches_itself():
     code = PRELUDE + """
 import multiprocessing as mp
 def child(q):
-    sys.path.insert(0, 'tests/cpu')
     from sglang.srt.plugins import load_plugins
     load_plugins()
     from sglang_specv2_fixes import plugin, core
-    from scenarios import resolve_name
+    from sglang_specv2_fixes.testing.scenarios import resolve_name
     r = plugin.announce('scheduler')
     q.put((r.as_dict()['fixes']['skip-stale-overlap-updates']['state'],
            core.is_patched('sglang.srt.managers.scheduler_output_processor_mixin.SchedulerOutputProcessorMixin.' + resolve_name())))
@@ -176,9 +229,9 @@ def test_probe_and_check_mode_are_registered_only_when_enabled(env, expected):
 from sglang.srt.plugins import load_plugins
 from sglang.srt.plugins.hook_registry import HookRegistry
 load_plugins()
-from sglang_specv2_fixes import probe, plugin
-line = plugin.current_report().code_line
-hooks = [h for t in (probe.TARGETS[line], probe.RUN_BATCH[line]) for _, h, _ in HookRegistry._hooks.get(t, [])]
+from sglang_specv2_fixes import probe, plugin, releases
+line = releases.LINES[plugin.current_report().code_line]
+hooks = [h for t in (line.probe_decode, line.run_batch) for _, h, _ in HookRegistry._hooks.get(t, [])]
 print('RESULT ' + json.dumps([probe._around in hooks and probe._around_run_batch in hooks, probe._strict]))
 """
     hooked, strict = result_of(run_py(code, **env))

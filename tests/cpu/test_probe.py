@@ -4,11 +4,10 @@ import types
 
 import pytest
 from conftest import LINE, requires_sglang
-from scenarios import resolve_name, stale_batch_case
 
-from sglang_specv2_fixes import probe
-from sglang_specv2_fixes.bodies import build
+from sglang_specv2_fixes import core, probe, releases
 from sglang_specv2_fixes.fixes import skip_stale_overlap_updates
+from sglang_specv2_fixes.testing.scenarios import resolve_name, stale_batch_case
 
 pytestmark = requires_sglang
 
@@ -17,8 +16,8 @@ def resolve_fn(use_plugin_body):
     from sglang.srt.managers.scheduler_output_processor_mixin import SchedulerOutputProcessorMixin as M
 
     if use_plugin_body:
-        (patch,) = skip_stale_overlap_updates.FIX.patches(LINE)
-        return build(patch, "skip-stale-overlap-updates")
+        (fn,) = core.build_fix(skip_stale_overlap_updates.FIX.name).values()
+        return fn
     return M.__dict__[resolve_name()]
 
 
@@ -118,7 +117,9 @@ def test_seq_lens_sum_invariant_on_decode_batches():
 
 def test_spec_v2_only_lines_and_req_kv_layout(monkeypatch):
     """0.5.14+: no ScheduleBatch.is_spec_v2 (every spec batch is v2); 0.5.16+: req.kv.kv_allocated_len."""
-    assert probe.SPEC_V2_ONLY <= set(probe.TARGETS) and probe.SPEC_V2_ONLY <= set(probe.RUN_BATCH)
+    v2_only = {line for line, L in releases.LINES.items() if L.spec_v2_only}
+    assert {"0.5.14", "0.5.15", "0.5.16", "0.5.17"} <= v2_only
+    assert all(releases.LINES[line].probe_decode and releases.LINES[line].run_batch for line in v2_only)
     monkeypatch.setattr(probe, "_spec_v2_only", True)
     batch = _decode_batch([5, 7, 9], 22)
     del batch.is_spec_v2
@@ -138,7 +139,13 @@ def test_spec_v2_only_lines_and_req_kv_layout(monkeypatch):
     assert s["committed_over_allocated"] == 0
 
 
-def test_register_without_targets_logs_and_hooks_nothing(caplog):
-    with caplog.at_level("WARNING", logger="sglang_specv2_fixes"):
-        assert probe.register("0.0.0-no-such-line") is False
-    assert "no probe targets for code line 0.0.0-no-such-line" in caplog.text
+def test_register_for_an_unknown_line_hooks_nothing():
+    """The plugin registers the probe only on a known code line; asked for another one, probe.register
+    fails before it hooks anything or changes its mode."""
+    from sglang.srt.plugins.hook_registry import HookRegistry
+
+    before = {k: list(v) for k, v in HookRegistry._hooks.items() if v}
+    with pytest.raises(KeyError, match="0.0.0-no-such-line"):
+        probe.register("0.0.0-no-such-line", strict=True)
+    assert {k: list(v) for k, v in HookRegistry._hooks.items() if v} == before
+    assert probe._strict is False

@@ -16,8 +16,21 @@ def test_every_registered_file_registers():
     for path in files:
         reg = run_registered.registration(path)
         assert reg["suite"] and reg["est_time"] > 0
-        assert set(reg["bug_in"]) <= set(reg["releases"]), path
+        assert reg["releases"] and set(reg["bug_in"]) <= set(reg["releases"]), path
+        assert "sys.path" not in open(path).read(), path  # the helpers are the installed sglang_specv2_fixes.testing
         compile(open(path).read(), path, "exec")
+
+
+def test_registration_names_release_sets():
+    """A row names release sets (resolved through releases.release_set); literal version lists still work."""
+    from sglang_specv2_fixes.releases import release_set
+    from sglang_specv2_fixes.testing.registry import resolve
+
+    assert resolve("fix:tree-drafting") == release_set("fix:tree-drafting")
+    assert resolve(["0.5.11"]) == resolve(("0.5.11",)) == ["0.5.11"]
+    reg = run_registered.registration(os.path.join(ROOT, "tests", "registered", "test_stale_overlap_updates.py"))
+    assert reg["releases"] == release_set("patched&gpu")
+    assert reg["bug_in"] == release_set("fix:skip-stale-overlap-updates")
 
 
 def test_runner_runs_files_in_parallel_and_reports_verdicts(tmp_path):
@@ -29,13 +42,13 @@ def test_runner_runs_files_in_parallel_and_reports_verdicts(tmp_path):
 
     reg = tmp_path / "reg"
     reg.mkdir()
-    head = "from _registry import register_specv2_ci\nimport os, sys, time\n"
+    head = "from sglang_specv2_fixes.testing.registry import register_specv2_ci\nimport os, sys, time\n"
     body = {
         # stock fails where the bug is, plugin passes: as expected
         "test_bug.py": (f"register_specv2_ci(est_time=5, suite='specv2-gpu', releases=['{VERSION}'], bug_in=['{VERSION}'])\n"
                         "if __name__ == '__main__':\n    sys.exit(1 if os.environ['SPECV2_AB'] == 'off' else 0)\n"),
-        # a guard row that fails with the plugin: UNEXPECTED
-        "test_guard.py": (f"register_specv2_ci(est_time=9, suite='specv2-gpu', releases=['{VERSION}'])\n"
+        # a guard row (a release set, not a list) that fails with the plugin: UNEXPECTED
+        "test_guard.py": ("register_specv2_ci(est_time=9, suite='specv2-gpu', releases='all')\n"
                           "if __name__ == '__main__':\n    sys.exit(0 if os.environ['SPECV2_AB'] == 'off' else 1)\n"),
         "test_hang.py": (f"register_specv2_ci(est_time=1, suite='specv2-gpu', releases=['{VERSION}'])\n"
                          "if __name__ == '__main__':\n    time.sleep(60)\n"),
@@ -47,7 +60,6 @@ def test_runner_runs_files_in_parallel_and_reports_verdicts(tmp_path):
     }
     for name, text in body.items():
         (reg / name).write_text(head + text)
-    (reg / "_registry.py").write_text("def register_specv2_ci(**kw):\n    pass\n")
     out = tmp_path / "out"
     env = {**os.environ, "SPECV2_REG_DIR": str(reg)}
     p = subprocess.run([sys.executable, os.path.join(ROOT, "ci", "run_registered.py"), "--out", str(out),
@@ -77,8 +89,7 @@ def test_runner_budget_kills_and_skips(tmp_path):
 
     reg = tmp_path / "reg"
     reg.mkdir()
-    (reg / "_registry.py").write_text("def register_specv2_ci(**kw):\n    pass\n")
-    head = "from _registry import register_specv2_ci\nimport time\n"
+    head = "from sglang_specv2_fixes.testing.registry import register_specv2_ci\nimport time\n"
     (reg / "test_long.py").write_text(head + f"register_specv2_ci(est_time=2, suite='specv2-gpu', releases=['{VERSION}'])\n"
                                       "if __name__ == '__main__':\n    time.sleep(60)\n")
     (reg / "test_too_big.py").write_text(head + f"register_specv2_ci(est_time=500, suite='specv2-gpu', releases=['{VERSION}'])\n"

@@ -1,7 +1,7 @@
-"""The registered tests' target-only reference (tests/registered/_server.py): ``prefetch_reference`` starts the
-target-only launch in the background so it overlaps the launch of the server under test, and every row that
-compares against target-only output starts it *before* its own launch. Servers are stand-ins here (no GPU);
-the SGLang release under test is imported for real by ``_server``."""
+"""The registered tests' target-only reference (sglang_specv2_fixes/testing/reference.py): ``prefetch_reference``
+starts the target-only launch in the background so it overlaps the launch of the server under test, and every row
+that compares against target-only output starts it *before* its own launch. Servers are stand-ins here (no GPU);
+the SGLang release under test is imported for real by ``sglang_specv2_fixes.testing.server``."""
 
 import glob
 import importlib
@@ -18,17 +18,16 @@ pytestmark = requires_sglang
 
 
 @pytest.fixture
-def server_mod(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(REG_DIR)
-    import _server
+def ref_mod(tmp_path, monkeypatch):
+    from sglang_specv2_fixes.testing import reference
 
-    monkeypatch.setattr(_server, "MODELS_DIR", str(tmp_path))
-    monkeypatch.setattr(_server, "_REF_PENDING", {})
-    return _server
+    monkeypatch.setattr(reference, "MODELS_DIR", str(tmp_path))
+    monkeypatch.setattr(reference, "_REF_PENDING", {})
+    return reference
 
 
-def test_prefetch_overlaps_and_launches_once(server_mod, monkeypatch):
-    s = server_mod
+def test_prefetch_overlaps_and_launches_once(ref_mod, monkeypatch):
+    s = ref_mod
     launches, threads = [], []
 
     def fake_launch(model, url, timeout, other_args):
@@ -57,42 +56,51 @@ def test_prefetch_overlaps_and_launches_once(server_mod, monkeypatch):
     assert len(launches) == 2
 
 
-def test_rows_start_their_reference_before_their_server(server_mod, monkeypatch):
+def test_rows_start_their_reference_before_their_server(ref_mod, monkeypatch):
     """setUpClass of every registered row with the launches stubbed: a row that compares against target-only
     output must have prefetched that reference when its own server launch begins."""
     import unittest
 
-    monkeypatch.syspath_prepend(os.path.join(ROOT, "ci"))
-    import run_registered
+    from sglang_specv2_fixes.testing import rows, server, sessions
+    from sglang_specv2_fixes.testing.registry import registration
 
-    s = server_mod
+    monkeypatch.syspath_prepend(REG_DIR)
     events = []
-    monkeypatch.setattr(s, "models", lambda: {k: f"/m/{k}" for k in ("target", "eagle", "eagle3")})
-    monkeypatch.setattr(s, "prefetch_reference", lambda *a, **k: events.append("prefetch"))
-    monkeypatch.setattr(s, "reference_outputs", lambda *a, **k: events.append("reference") or [])
 
     def fake_server(*a, **k):
         events.append("launch")
         return None
 
-    monkeypatch.setattr(s, "launch", fake_server)
-    monkeypatch.setattr(s, "popen_launch_server", fake_server)
-    for name in ("tiny_moe", "tiny_swa"):
-        monkeypatch.setattr(importlib.import_module(name), "build", lambda d: "/m/other")
+    fakes = {
+        "models": lambda: {k: f"/m/{k}" for k in ("target", "eagle", "eagle3")},
+        "prefetch_reference": lambda *a, **k: events.append("prefetch"),
+        "reference_outputs": lambda *a, **k: events.append("reference") or [],
+        "launch": fake_server,
+        "popen_launch_server": fake_server,
+    }
+
+    def stub(*mods):  # every module that holds one of these names calls the stand-in
+        for mod in mods:
+            for attr, fake in fakes.items():
+                if hasattr(mod, attr):
+                    monkeypatch.setattr(mod, attr, fake)
+
+    stub(server, ref_mod, rows, sessions)
+    for name in ("moe", "swa"):
+        monkeypatch.setattr(importlib.import_module(f"sglang_specv2_fixes.testing.tiny_models.{name}"), "build",
+                            lambda d: "/m/other")
     checked = []
     for path in sorted(glob.glob(os.path.join(REG_DIR, "test_*.py"))):
-        if VERSION not in run_registered.registration(path)["releases"]:
+        if VERSION not in registration(path)["releases"]:
             continue
         mod = importlib.import_module(os.path.basename(path)[:-3])
-        for attr in ("launch", "popen_launch_server", "prefetch_reference", "reference_outputs"):
-            if hasattr(mod, attr):
-                monkeypatch.setattr(mod, attr, getattr(s, attr))
+        stub(mod)
         suite = unittest.defaultTestLoader.loadTestsFromModule(mod)
         for case in {type(t) for sub in suite for t in sub}:
             events.clear()
             own_setup_class(case)(case)  # the row's own setUpClass (CustomTestCase wraps it with retries / teardown)
             assert "launch" in events, (path, case, events)
-            needs_ref = issubclass(case, s.SpecChecks) or "reference_outputs" in open(path).read()
+            needs_ref = issubclass(case, rows.SpecChecks) or "reference_outputs" in open(path).read()
             if needs_ref:
                 assert "prefetch" in events and events.index("prefetch") < events.index("launch"), (path, case, events)
                 checked.append(case.__name__)

@@ -25,7 +25,8 @@ import pytest
 import torch
 from conftest import LINE, requires_sglang
 
-from sglang_specv2_fixes.bodies import MARK, build
+from sglang_specv2_fixes import core
+from sglang_specv2_fixes.patchfile import MARK
 from sglang_specv2_fixes.fixes import tree_drafting
 
 pytestmark = requires_sglang
@@ -67,8 +68,7 @@ def stock_verify():
 
 
 def plugin_verify():
-    (patch,) = [p for p in FIX.patches(LINE) if p.qualname == "EAGLEWorkerV2.verify"]
-    return build(patch, FIX.name)
+    return core.build_fix(FIX.name)[f"{WORKER}.EAGLEWorkerV2.verify"]
 
 
 @pytest.fixture(autouse=True)
@@ -273,14 +273,8 @@ def test_chain_verify_is_unchanged():
 
 @pytest.fixture(scope="module")
 def moe_models(tmp_path_factory):
-    import importlib.util
-    import os
+    from sglang_specv2_fixes.testing.tiny_models import moe as tiny_moe
 
-    from conftest import ROOT
-
-    spec = importlib.util.spec_from_file_location("tiny_moe", os.path.join(ROOT, "tests", "registered", "tiny_moe.py"))
-    tiny_moe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tiny_moe)
     out = str(tmp_path_factory.mktemp("moe"))
     return tiny_moe.build(out), tiny_moe.tm.build_all(out)["eagle3"]
 
@@ -293,12 +287,12 @@ def test_registered_launch_keeps_spec_v2_tree(moe_models, monkeypatch):
 
     monkeypatch.setattr(sa, "get_device_memory_capacity", lambda device=None: 81559.0)  # an H100's
     monkeypatch.delenv("SGLANG_ENABLE_SPEC_V2", raising=False)
-    (patch,) = [p for p in FIX.patches(LINE) if p.qualname == "ServerArgs._handle_speculative_decoding"]
+    routing_fn = core.build_fix(FIX.name)["sglang.srt.server_args.ServerArgs._handle_speculative_decoding"]
     stock = sa.ServerArgs.__dict__["_handle_speculative_decoding"]
     assert not hasattr(stock, MARK)
     target, draft = moe_models
     got = {}
-    for name, routing in (("stock", stock), ("plugin", build(patch, FIX.name))):
+    for name, routing in (("stock", stock), ("plugin", routing_fn)):
 
         class Launch(sa.ServerArgs):  # ServerArgs itself stays untouched
             def _handle_speculative_decoding(self, routing=routing):

@@ -10,12 +10,13 @@ after the 2026-11-22 GPU runs; see docs/results.md.)
 
 import unittest
 
-from _registry import register_specv2_ci
-from _server import SpecChecks, eagle3_args, launch, server_info, specv2_state, stop
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
+from sglang_specv2_fixes.testing.client import server_info, specv2_state
+from sglang_specv2_fixes.testing.rows import SpecChecks
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=200, suite="specv2-gpu", releases=["0.5.11", "0.5.12", "0.5.12.post1"],
-                   bug_in=["0.5.11", "0.5.12", "0.5.12.post1"])
+register_specv2_ci(est_time=200, suite="specv2-gpu", releases="fix:tree-drafting", bug_in="fix:tree-drafting")
 
 
 class TestDefaultSpecParams(CustomTestCase, SpecChecks):

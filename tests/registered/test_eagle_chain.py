@@ -5,11 +5,13 @@ bodies changing topk-1 behaviour, which must stay byte-identical to upstream."""
 
 import unittest
 
-from _registry import register_specv2_ci
-from _server import SpecChecks, eagle3_args, launch, server_info, stop
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
+from sglang_specv2_fixes.testing.client import server_info
+from sglang_specv2_fixes.testing.rows import SpecChecks
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=240, suite="specv2-gpu", releases=["0.5.11", "0.5.12", "0.5.12.post1"], bug_in=[])
+register_specv2_ci(est_time=240, suite="specv2-gpu", releases="patched&gpu")
 
 
 class _EagleChain(SpecChecks):

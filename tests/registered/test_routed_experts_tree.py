@@ -1,4 +1,4 @@
-"""Routed experts with tree drafting: a tiny Qwen3-MoE target (tiny_moe.py) served with
+"""Routed experts with tree drafting: a tiny Qwen3-MoE target (testing/tiny_models/moe.py) served with
 ``--enable-return-routed-experts`` and EAGLE3 steps 3 / topk 4 / 8 draft tokens (page 1, triton attention,
 triton fused MoE). Every request asks ``return_routed_experts``; the experts returned per position must
 equal those of a target-only server for the same greedy text.
@@ -25,15 +25,17 @@ import unittest
 
 import numpy as np
 
-from _registry import register_specv2_ci
-from _server import (AB, MODELS_DIR, eagle3_args, generate, launch, prefetch_reference, prompts, reference_outputs,
-                     server_info, stop)
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.config import MODELS_DIR, prompts
+from sglang_specv2_fixes.testing.server import AB, eagle3_args, launch, stop
+from sglang_specv2_fixes.testing.client import generate, server_info
+from sglang_specv2_fixes.testing.reference import prefetch_reference, reference_outputs
 from sglang.test.test_utils import CustomTestCase
 
-import tiny_moe
+from sglang_specv2_fixes.testing.tiny_models import moe as tiny_moe
 
-register_specv2_ci(est_time=240, suite="specv2-gpu", releases=["0.5.11", "0.5.12", "0.5.12.post1"],
-                   bug_in=["0.5.11", "0.5.12", "0.5.12.post1"])
+register_specv2_ci(est_time=240, suite="specv2-gpu", releases="fix:routed-experts-draft-guard",
+                   bug_in="fix:routed-experts-draft-guard")
 
 # both servers: the prefill rows are not what this row tests (and are computed the same way in both), so the
 # experimental piecewise (torch.compile) prefill graph stays out of the picture

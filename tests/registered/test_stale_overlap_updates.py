@@ -9,11 +9,12 @@ spurious verify steps; with the plugin none of that happens. 0.5.12.x has the fi
 
 import unittest
 
-from _registry import register_specv2_ci
-from _server import AB, concurrent_generate, eagle3_args, health_ok, launch, server_info, specv2_state, stop
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.server import AB, eagle3_args, launch, stop
+from sglang_specv2_fixes.testing.client import concurrent_generate, health_ok, server_info, specv2_state
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=150, suite="specv2-gpu", releases=["0.5.11", "0.5.12", "0.5.12.post1"], bug_in=["0.5.11"])
+register_specv2_ci(est_time=150, suite="specv2-gpu", releases="patched&gpu", bug_in="fix:skip-stale-overlap-updates")
 
 
 class TestStaleOverlapUpdates(CustomTestCase):

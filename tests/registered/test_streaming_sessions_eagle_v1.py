@@ -2,7 +2,7 @@
 ``--disable-overlap-schedule``.
 
 A regression guard (bug_in=[]): nothing the plugin patches runs on spec v1, and stock must pass too. The
-checks (``_server.SessionChecks``) follow upstream's streaming-session kit; upstream runs the same case as
+checks (``testing.sessions.SessionChecks``) follow upstream's streaming-session kit; upstream runs the same case as
 ``TestStreamingSessionEagle`` with ``kv_inherit_offset = -1``.
 
 Expected inheritance, from the release sources (0.5.11 line / 0.5.12.post1 line):
@@ -21,11 +21,12 @@ Greedy output must equal a target-only server (the EAGLE draft only proposes).
 
 import unittest
 
-from _registry import register_specv2_ci
-from _server import SpecSessionRow, eagle3_args
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.server import eagle3_args
+from sglang_specv2_fixes.testing.sessions import SpecSessionRow
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=200, suite="specv2-gpu", releases=["0.5.11", "0.5.12", "0.5.12.post1"], bug_in=[])
+register_specv2_ci(est_time=200, suite="specv2-gpu", releases="patched&gpu")
 
 
 class TestStreamingSessionsEagleV1(SpecSessionRow, CustomTestCase):

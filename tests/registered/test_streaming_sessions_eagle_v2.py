@@ -4,7 +4,7 @@ scheduler on (the default; SGLANG_ENABLE_SPEC_V2 defaults to True in 0.5.11 and 
 A regression guard (bug_in=[]): both releases carry everything of #22651 that sessions need (the bonus-slot
 pre-claim and the removed open_session gate), so stock passes and the plugin (on 0.5.11 it replaces the
 spec-v2 resolve for #23456 and the verify for tree drafting) must keep it passing. The checks
-(``_server.SessionChecks``) follow upstream's streaming-session kit; upstream runs the same case as
+(``testing.sessions.SessionChecks``) follow upstream's streaming-session kit; upstream runs the same case as
 ``TestStreamingSessionEagleV2`` with ``kv_inherit_offset = 0``.
 
 Expected inheritance, from the release sources (0.5.11 line / 0.5.12.post1 line):
@@ -32,11 +32,12 @@ Greedy output must equal a target-only server.
 
 import unittest
 
-from _registry import register_specv2_ci
-from _server import SpecSessionRow, eagle3_args
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.server import eagle3_args
+from sglang_specv2_fixes.testing.sessions import SpecSessionRow
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=200, suite="specv2-gpu", releases=["0.5.11", "0.5.12", "0.5.12.post1"], bug_in=[])
+register_specv2_ci(est_time=200, suite="specv2-gpu", releases="patched&gpu")
 
 
 class TestStreamingSessionsEagleV2(SpecSessionRow, CustomTestCase):

@@ -1,7 +1,7 @@
 """Streaming sessions on the tiny Llama target, no speculation, overlap scheduler (the default).
 
 A regression guard (bug_in=[]): stock and plugin must both pass; the plugin must not change what a session
-inherits. The checks (``_server.SessionChecks``) follow upstream's streaming-session kit
+inherits. The checks (``testing.sessions.SessionChecks``) follow upstream's streaming-session kit
 (sglang/test/kits/streaming_session_kit.py, shipped from 0.5.12; the session code is the same in 0.5.11:
 session/session_controller.py and session/streaming_session.py differ only in two unrelated arguments).
 
@@ -23,11 +23,11 @@ Expected inheritance, from the release sources (0.5.11 line / 0.5.12.post1 line)
 
 import unittest
 
-from _registry import register_specv2_ci
-from _server import SessionRow
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.sessions import SessionRow
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=120, suite="specv2-gpu", releases=["0.5.11", "0.5.12", "0.5.12.post1"], bug_in=[])
+register_specv2_ci(est_time=120, suite="specv2-gpu", releases="patched&gpu")
 
 
 class TestStreamingSessionsLlama(SessionRow, CustomTestCase):

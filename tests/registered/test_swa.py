@@ -3,7 +3,7 @@
 GptOssForCausalLM is routed to SGLang's hybrid sliding-window KV pool on both releases
 (configs/model_config.py ``is_hybrid_swa_model``: SWAKVPool, SWATokenToKVPoolAllocator, SWARadixCache, SWA
 eviction in ``ScheduleBatch.maybe_evict_swa``), and server_args accepts EAGLE3 with it (overlap on =
-spec v2, topk 1). The tiny model (tiny_swa.py) has a 16-token window, so every request here outgrows
+spec v2, topk 1). The tiny model (testing/tiny_models/swa.py) has a 16-token window, so every request here outgrows
 it and SWA eviction runs. Its greedy text is a known walk (``tiny_swa.walk``), so outputs are checked
 exactly, not only against a target-only server.
 
@@ -27,14 +27,17 @@ import unittest
 
 import requests
 
-from _registry import register_specv2_ci
-from _server import (MODELS_DIR, TIMEOUT, URL, SpecChecks, concurrent_generate, eagle3_args, generate, health_ok,
-                     launch, prefetch_reference, prompts, reference_outputs, rescore_logprobs, server_info, stop)
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.config import MODELS_DIR, prompts
+from sglang_specv2_fixes.testing.server import TIMEOUT, URL, eagle3_args, launch, stop
+from sglang_specv2_fixes.testing.client import concurrent_generate, generate, health_ok, rescore_logprobs, server_info
+from sglang_specv2_fixes.testing.reference import prefetch_reference, reference_outputs
+from sglang_specv2_fixes.testing.rows import SpecChecks
 from sglang.test.test_utils import CustomTestCase
 
-import tiny_swa
+from sglang_specv2_fixes.testing.tiny_models import swa as tiny_swa
 
-register_specv2_ci(est_time=360, suite="specv2-gpu", releases=["0.5.11", "0.5.12", "0.5.12.post1"], bug_in=[])
+register_specv2_ci(est_time=360, suite="specv2-gpu", releases="patched&gpu")
 
 MOE = os.environ.get("SPECV2_SWA_MOE", "triton")
 SWA_ARGS = ["--moe-runner-backend", MOE, "--disable-piecewise-cuda-graph"]

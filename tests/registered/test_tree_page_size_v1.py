@@ -9,11 +9,14 @@ flashinfer JIT-builds its attention kernels on first use: this row's first start
 import os
 import unittest
 
-from _registry import register_specv2_ci
-from _server import AB, COMMON, URL, SpecChecks, eagle3_args, models, nccl_args, server_info, stop
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.config import COMMON, nccl_args
+from sglang_specv2_fixes.testing.server import AB, URL, eagle3_args, models, stop
+from sglang_specv2_fixes.testing.client import server_info
+from sglang_specv2_fixes.testing.rows import SpecChecks
 from sglang.test.test_utils import CustomTestCase, popen_launch_server
 
-register_specv2_ci(est_time=420, suite="specv2-gpu", releases=["0.5.11", "0.5.12", "0.5.12.post1"])
+register_specv2_ci(est_time=420, suite="specv2-gpu", releases="patched&gpu")
 
 REASON = "spec v2 tree drafting (topk > 1) requires page_size == 1, got page_size=16"
 

@@ -1,15 +1,14 @@
 """Tree drafting at width: EAGLE3 topk 16, 64 draft tokens (5 steps), overlap on, page_size 1, forced
-retraction, strict busy leak checks, concurrent abort (checks in ``_server.TreeRow``). Stock falls back to
+retraction, strict busy leak checks, concurrent abort (checks in ``testing.rows.TreeRow``). Stock falls back to
 spec v1 for explicit topk > 1; the plugin runs it on spec v2 tree drafting."""
 
 import unittest
 
-from _registry import register_specv2_ci
-from _server import TreeRow
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.rows import TreeRow
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=200, suite="specv2-gpu", releases=["0.5.11", "0.5.12", "0.5.12.post1"],
-                   bug_in=["0.5.11", "0.5.12", "0.5.12.post1"])
+register_specv2_ci(est_time=200, suite="specv2-gpu", releases="fix:tree-drafting", bug_in="fix:tree-drafting")
 
 
 class TestTreeTopk16(TreeRow, CustomTestCase):

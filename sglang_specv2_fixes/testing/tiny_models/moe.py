@@ -1,9 +1,9 @@
 """Offline, deterministic tiny real-weight Qwen3-MoE target (``Qwen3MoeForCausalLM``) for the routed-experts row.
 
-`python tests/registered/tiny_moe.py OUT_DIR [--check]` writes OUT_DIR/qwen3_moe (bf16 safetensors in the
+`python -m sglang_specv2_fixes.testing.tiny_models.moe OUT_DIR [--check]` writes OUT_DIR/qwen3_moe (bf16 safetensors in the
 Hugging Face Qwen3-MoE layout + config.json + tokenizer files) and prints a one-line JSON summary;
 `build(out_dir)` does the same from Python and returns the model dir (skipped when its .stamp matches
-this file, tiny_models.py and the torch version).
+this file, llama.py and the torch version).
 
 Why Qwen3-MoE: in SGLang 0.5.11 and 0.5.12.post1 (models/qwen3_moe.py, identical in both) it
 * captures routed experts: ``Qwen3MoeSparseMoeBlock.topk = TopK(..., layer_id=layer_id)``, and
@@ -15,7 +15,7 @@ Why Qwen3-MoE: in SGLang 0.5.11 and 0.5.12.post1 (models/qwen3_moe.py, identical
   of its own). Qwen2MoeForCausalLM lacks ``get_embed_and_head`` in both releases, Mixtral lacks
   ``set_eagle3_layers_to_capture``.
 
-Design: the deterministic walk of tiny_models.py, so greedy text is known in advance and tiny_models'
+Design: the deterministic walk of llama.py, so greedy text is known in advance and tiny_models'
 EAGLE3 draft drafts this target as well as the Llama one:
 * ``model.embed_tokens``, ``model.norm``, ``lm_head``, the layer norms and the q/k/v/o projections are
   tiny_models' Llama target tensors, except that ``o_proj`` writes only the scratch dims (in the Llama
@@ -36,14 +36,14 @@ Greedy continuation of any prompt is ``walk(last_token, n)``; ``check()`` verifi
 ``route()``, the pure-torch reference against Hugging Face ``Qwen3MoeForCausalLM`` (no missing /
 unexpected keys, same greedy text, same router top-k) and the simulated EAGLE3 acceptance.
 """
-import math, os, sys
+import math, os
 
 import torch
 from safetensors.torch import load_file
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import tiny_models as tm  # noqa: E402
+from . import cli
+from . import llama as tm
+from . import llama_ref as ref
 
 H, V, D, NH, NKV, HD, L = tm.H, tm.V, tm.D, tm.NH, tm.NKV, tm.HD, tm.L
 E, TOPK, IM = 8, 2, 256
@@ -128,10 +128,10 @@ def config():
 
 
 def build(out_dir):
-    """Write OUT_DIR/qwen3_moe once per stamp (``tiny_models.build_once``: file-locked, the stock and plugin
+    """Write OUT_DIR/qwen3_moe once per stamp (``llama.build_once``: file-locked, the stock and plugin
     runs may call it together)."""
     path = os.path.join(os.path.abspath(out_dir), NAME)
-    tm.build_once(path, tm.file_stamp(os.path.abspath(__file__), os.path.join(HERE, "tiny_models.py")),
+    tm.build_once(path, tm.file_stamp(os.path.abspath(__file__), os.path.abspath(tm.__file__)),
                   lambda: tm.write_model(path, build_weights(), config()),
                   [os.path.join(path, "model.safetensors")])
     return path
@@ -140,9 +140,9 @@ def build(out_dir):
 # ------------------- pure-torch reference (follows HF / sglang qwen3_moe.py semantics) -------------------
 def attn(W, p, x, pos):
     T = x.shape[0]
-    q = tm.rms((x @ W[p + "q_proj.weight"].T).view(T, NH, HD), W[p + "q_norm.weight"])
-    k = tm.rms((x @ W[p + "k_proj.weight"].T).view(T, NKV, HD), W[p + "k_norm.weight"])
-    q, k = tm.rope(q, pos), tm.rope(k, pos)
+    q = ref.rms((x @ W[p + "q_proj.weight"].T).view(T, NH, HD), W[p + "q_norm.weight"])
+    k = ref.rms((x @ W[p + "k_proj.weight"].T).view(T, NKV, HD), W[p + "k_norm.weight"])
+    q, k = ref.rope(q, pos), ref.rope(k, pos)
     v = (x @ W[p + "v_proj.weight"].T).view(T, NKV, HD)
     s = torch.einsum("qhd,khd->hqk", q.float(), k.float().repeat_interleave(NH // NKV, 1)) / math.sqrt(HD)
     s = s.masked_fill(torch.arange(T)[None] > torch.arange(T)[:, None], float("-inf"))
@@ -171,12 +171,12 @@ def target_fwd(W, toks):
         p = f"model.layers.{l}."
         if l in CAPTURE:
             aux.append(x)
-        x = x + attn(W, p + "self_attn.", tm.rms(x, W[p + "input_layernorm.weight"]), pos)
-        m, lg, idx = moe(W, p + "mlp.", tm.rms(x, W[p + "post_attention_layernorm.weight"]))
+        x = x + attn(W, p + "self_attn.", ref.rms(x, W[p + "input_layernorm.weight"]), pos)
+        m, lg, idx = moe(W, p + "mlp.", ref.rms(x, W[p + "post_attention_layernorm.weight"]))
         x = x + m
         rl.append(lg)
         ids.append(idx)
-    n = tm.rms(x, W["model.norm.weight"])
+    n = ref.rms(x, W["model.norm.weight"])
     return (n @ W["lm_head.weight"].T).float(), torch.cat(aux, -1), torch.stack(rl, 1), torch.stack(ids, 1)
 
 
@@ -204,19 +204,19 @@ def check(path, n_new=40):
     for dt in (torch.float32, torch.bfloat16):
         W = load(path, dt)
         e3 = {k: v.to(dt) for k, v in E3.items()}
-        s3 = lambda *a: tm.eagle3_step(e3, W, *a)
+        s3 = lambda *a: ref.eagle3_step(e3, W, *a)
         for pi, pr in enumerate(prompts):
             seq = greedy(W, pr, n_new)
             logits, aux, rl, ids = target_fwd(W, torch.tensor(seq))
             gen = logits[len(pr) - 1:-1]
             srt = rl.sort(-1, descending=True).values
-            r = dict(min_margin=round(float(tm.margins(gen).min()), 3),
+            r = dict(min_margin=round(float(ref.margins(gen).min()), 3),
                      router_gap=round(float((srt[..., TOPK - 1] - srt[..., TOPK]).min()), 3),
                      routing_is_table=bool(torch.equal(ids.sort(-1).values, table[torch.tensor(seq)])),
                      is_walk=seq[len(pr):] == walk(pr[-1], n_new), eos_emitted=tm.EOS in seq[len(pr):])
             if dt == torch.bfloat16:
                 for steps, topk, nd in [(3, 1, 4), (3, 4, 8)]:
-                    r[f"eagle3_s{steps}k{topk}n{nd}"] = round(tm.simulate(s3, seq, aux, len(pr), steps, topk, nd), 2)
+                    r[f"eagle3_s{steps}k{topk}n{nd}"] = round(ref.simulate(s3, seq, aux, len(pr), steps, topk, nd), 2)
                 ok &= r["eagle3_s3k4n8"] >= 2.5
             ok &= (r["min_margin"] >= 2.0 and r["router_gap"] >= 5.0 and r["routing_is_table"] and r["is_walk"]
                    and not r["eos_emitted"])
@@ -251,4 +251,4 @@ def check(path, n_new=40):
 
 
 if __name__ == "__main__":
-    tm.cli(build, check)
+    cli(build, check)

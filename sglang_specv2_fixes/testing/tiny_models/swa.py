@@ -1,9 +1,9 @@
 """Offline, deterministic tiny real-weight GPT-OSS (``GptOssForCausalLM``) for the hybrid-SWA row.
 
-`python tests/registered/tiny_swa.py OUT_DIR [--check]` writes OUT_DIR/gptoss_swa (bf16 safetensors in the
+`python -m sglang_specv2_fixes.testing.tiny_models.swa OUT_DIR [--check]` writes OUT_DIR/gptoss_swa (bf16 safetensors in the
 Hugging Face GPT-OSS layout + config.json + tokenizer files) and prints a one-line JSON summary;
 `build(out_dir)` does the same from Python and returns the model dir (skipped when its .stamp matches
-this file, tiny_models.py and the torch version).
+this file, llama.py and the torch version).
 
 Why GPT-OSS: it is the one architecture that SGLang 0.5.11 and 0.5.12.post1 both route to the hybrid
 SWA KV pool (configs/model_config.py ``is_hybrid_swa_model`` -> SWAKVPool + SWATokenToKVPoolAllocator +
@@ -11,7 +11,7 @@ SWARadixCache) that also runs on the device bundle: ``--attention-backend triton
 attention sinks are implemented there), bf16 experts through SGLang's own triton fused MoE
 (``--moe-runner-backend triton``; the GPT-OSS swiglu(alpha, limit) runs as a torch.compile'd function).
 
-Design: the same deterministic walk as tiny_models.py, so greedy text is known in advance and the tiny
+Design: the same deterministic walk as llama.py, so greedy text is known in advance and the tiny
 EAGLE3 draft built there (no embedding of its own: it uses the target's) drafts this target as well as
 the Llama one:
 * ``model.embed_tokens``, ``model.norm`` and ``lm_head`` are tiny_models' target tensors (token slot
@@ -25,14 +25,14 @@ Greedy continuation of any prompt is ``walk(last_token, n)``; ``check()`` verifi
 reference here equals Hugging Face ``GptOssForCausalLM`` (eager attention with sliding window and
 sinks), and the simulated EAGLE3 acceptance of tiny_models' draft on this target.
 """
-import math, os, sys
+import math, os
 
 import torch
 from safetensors.torch import load_file
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import tiny_models as tm  # noqa: E402
+from . import cli
+from . import llama as tm
+from . import llama_ref as ref
 
 H, V, D, NH, NKV, HD = tm.H, tm.V, tm.D, tm.NH, tm.NKV, tm.HD
 L, E, TOPK, I = 8, 4, 2, 384
@@ -108,10 +108,10 @@ def config():
 
 
 def build(out_dir):
-    """Write OUT_DIR/gptoss_swa once per stamp (``tiny_models.build_once``: file-locked, the stock and plugin
+    """Write OUT_DIR/gptoss_swa once per stamp (``llama.build_once``: file-locked, the stock and plugin
     runs may call it together)."""
     path = os.path.join(os.path.abspath(out_dir), NAME)
-    tm.build_once(path, tm.file_stamp(os.path.abspath(__file__), os.path.join(HERE, "tiny_models.py")),
+    tm.build_once(path, tm.file_stamp(os.path.abspath(__file__), os.path.abspath(tm.__file__)),
                   lambda: tm.write_model(path, build_weights(), config()),
                   [os.path.join(path, "model.safetensors")])
     return path
@@ -120,8 +120,8 @@ def build(out_dir):
 # ------------------- pure-torch reference (follows HF / sglang gpt_oss.py semantics) -------------------
 def attn(W, p, x, pos, sliding):
     T = x.shape[0]
-    q = tm.rope((x @ W[p + "q_proj.weight"].T + W[p + "q_proj.bias"]).view(T, NH, HD), pos)
-    k = tm.rope((x @ W[p + "k_proj.weight"].T + W[p + "k_proj.bias"]).view(T, NKV, HD), pos)
+    q = ref.rope((x @ W[p + "q_proj.weight"].T + W[p + "q_proj.bias"]).view(T, NH, HD), pos)
+    k = ref.rope((x @ W[p + "k_proj.weight"].T + W[p + "k_proj.bias"]).view(T, NKV, HD), pos)
     v = (x @ W[p + "v_proj.weight"].T + W[p + "v_proj.bias"]).view(T, NKV, HD)
     s = torch.einsum("qhd,khd->hqk", q.float(), k.float().repeat_interleave(NH // NKV, 1)) / math.sqrt(HD)
     qi, ki = torch.arange(T)[:, None], torch.arange(T)[None]
@@ -155,10 +155,10 @@ def target_fwd(W, toks):
         p = f"model.layers.{l}."
         if l in CAPTURE:
             aux.append(x)
-        x = x + attn(W, p + "self_attn.", tm.rms(x, W[p + "input_layernorm.weight"]), pos,
+        x = x + attn(W, p + "self_attn.", ref.rms(x, W[p + "input_layernorm.weight"]), pos,
                      LAYER_TYPES[l] == "sliding_attention")
-        x = x + moe(W, p + "mlp.", tm.rms(x, W[p + "post_attention_layernorm.weight"]))
-    n = tm.rms(x, W["model.norm.weight"])
+        x = x + moe(W, p + "mlp.", ref.rms(x, W[p + "post_attention_layernorm.weight"]))
+    n = ref.rms(x, W["model.norm.weight"])
     return (n @ W["lm_head.weight"].T).float(), torch.cat(aux, -1)
 
 
@@ -192,20 +192,20 @@ def check(path, n_new=40):
     for dt in (torch.float32, torch.bfloat16):
         W = load(path, dt)
         e3 = {k: v.to(dt) for k, v in E3.items()}
-        s3 = lambda *a: tm.eagle3_step(e3, W, *a)
+        s3 = lambda *a: ref.eagle3_step(e3, W, *a)
         for pi, pr in enumerate(prompts):
             seq = greedy(W, pr, n_new)
             logits, aux = target_fwd(W, torch.tensor(seq))
             gen = logits[len(pr) - 1:-1]
-            base = (tm.rms(W["model.embed_tokens.weight"][torch.tensor(seq)], W["model.norm.weight"])
+            base = (ref.rms(W["model.embed_tokens.weight"][torch.tensor(seq)], W["model.norm.weight"])
                     @ W["lm_head.weight"].T).float()[len(pr) - 1:-1]
             top = gen.argmax(-1, keepdim=True)
-            r = dict(min_margin=round(float(tm.margins(gen).min()), 3),
+            r = dict(min_margin=round(float(ref.margins(gen).min()), 3),
                      top_logit_ctx_shift=round(float((gen - base).gather(1, top).abs().mean()), 3),
                      max_ctx_shift=round(float((gen - base).abs().max()), 3),
                      is_walk=seq[len(pr):] == walk(pr[-1], n_new), eos_emitted=tm.EOS in seq[len(pr):])
             if dt == torch.bfloat16:
-                r["eagle3_s3k1n4"] = round(tm.simulate(s3, seq, aux, len(pr), 3, 1, 4), 2)
+                r["eagle3_s3k1n4"] = round(ref.simulate(s3, seq, aux, len(pr), 3, 1, 4), 2)
             ok &= r["min_margin"] >= 2.0 and r["is_walk"] and not r["eos_emitted"]
             res[f"{'fp32' if dt == torch.float32 else 'bf16'}/p{pi}"] = r
     for k, r in res.items():
@@ -236,4 +236,4 @@ def check(path, n_new=40):
 
 
 if __name__ == "__main__":
-    tm.cli(build, check)
+    cli(build, check)

@@ -1,8 +1,9 @@
 """Offline, deterministic tiny real-weight models for the registered GPU tests.
 
-`python tests/registered/tiny_models.py OUT_DIR [--check]` writes OUT_DIR/{target,eagle3,eagle}
+`python -m sglang_specv2_fixes.testing.tiny_models OUT_DIR [--check]` writes OUT_DIR/{target,eagle3,eagle}
 (bf16 safetensors + config.json + tokenizer files) and prints a one-line JSON summary;
-`build_all(out_dir)` does the same from Python (skipped when OUT_DIR/.stamp matches this file).
+`build_all(out_dir)` does the same from Python (skipped when OUT_DIR/.stamp matches this file). The
+pure-torch reference and ``--check`` are in ``llama_ref.py``.
 
 Design: generation is a deterministic walk. Hidden dims (H=256) are split into T = 0..119 (one slot
 per *walk token*), U = 120..239 (EAGLE3 token-copy slots), SCR = 240..254 (scratch), C = 255 (const).
@@ -30,10 +31,10 @@ per *walk token*), U = 120..239 (EAGLE3 token-copy slots), SCR = 240..254 (scrat
 Tokenizer: WordLevel, ids 0..6 = <unk> <s> </s> <pad> <|system|> <|user|> <|assistant|>, id i>=7 is
 "t{i}"; whitespace split, <s> prepended, decode joins with spaces ("t10 t20"); unknown words -> <unk>.
 """
-import argparse, hashlib, json, math, os, sys, time
+import hashlib, json, math, os
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 H, I, L, NH, NKV, HD, V, D = 256, 512, 8, 4, 2, 64, 1024, 120
 U0, S0, C, NS = 120, 240, 255, 15
@@ -237,198 +238,3 @@ def build_all(out_dir):
     build_once(out_dir, file_stamp(os.path.abspath(__file__)), write,
                [os.path.join(p, "model.safetensors") for p in paths.values()])
     return paths
-
-
-# ------------------------- pure-torch reference (follows sglang's llama*.py) -------------------------
-def rms(x, w, eps=1e-5):
-    xf = x.float()
-    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
-
-
-def rope(x, pos):  # neox style, x [T, heads, HD]
-    inv = 1.0 / (10000.0 ** (torch.arange(0, HD, 2).float() / HD))
-    f = pos.float()[:, None] * inv[None]
-    cos, sin = torch.cat([f.cos(), f.cos()], -1)[:, None], torch.cat([f.sin(), f.sin()], -1)[:, None]
-    xf = x.float()
-    rot = torch.cat([-xf[..., HD // 2:], xf[..., :HD // 2]], -1)
-    return (xf * cos + rot * sin).to(x.dtype)
-
-
-def attn(W, p, x, pos, kc, vc):
-    T = x.shape[0]
-    q = rope((x @ W[p + "q_proj.weight"].T).view(T, NH, HD), pos)
-    k = rope((x @ W[p + "k_proj.weight"].T).view(T, NKV, HD), pos)
-    v = (x @ W[p + "v_proj.weight"].T).view(T, NKV, HD)
-    K, Vv = torch.cat([kc, k]), torch.cat([vc, v])
-    n0 = kc.shape[0]
-    s = torch.einsum("qhd,khd->hqk", q.float(), K.float().repeat_interleave(NH // NKV, 1)) / math.sqrt(HD)
-    mask = torch.arange(n0 + T)[None] > (n0 + torch.arange(T))[:, None]
-    a = torch.softmax(s.masked_fill(mask, float("-inf")), -1)
-    o = torch.einsum("hqk,khd->qhd", a, Vv.float().repeat_interleave(NH // NKV, 1)).to(x.dtype)
-    return o.reshape(T, NH * HD) @ W[p + "o_proj.weight"].T, K, Vv
-
-
-def mlp(W, p, x):
-    return (torch.nn.functional.silu(x @ W[p + "gate_proj.weight"].T) * (x @ W[p + "up_proj.weight"].T)) \
-        @ W[p + "down_proj.weight"].T
-
-
-def empty(dt):
-    return torch.zeros(0, NKV, HD, dtype=dt)
-
-
-def target_fwd(W, toks):
-    x, pos, aux = W["model.embed_tokens.weight"][toks], torch.arange(len(toks)), []
-    for l in range(L):
-        p = f"model.layers.{l}."
-        if l in CAPTURE:
-            aux.append(x)
-        a, _, _ = attn(W, p + "self_attn.", rms(x, W[p + "input_layernorm.weight"]), pos, empty(x.dtype), empty(x.dtype))
-        x = x + a
-        x = x + mlp(W, p + "mlp.", rms(x, W[p + "post_attention_layernorm.weight"]))
-    n = rms(x, W["model.norm.weight"])
-    return (n @ W["lm_head.weight"].T).float(), torch.cat(aux, -1), n
-
-
-def eagle3_step(W, T, toks, hid, pos, kc, vc):
-    h = hid @ W["fc.weight"].T if hid.shape[-1] != H else hid
-    x = torch.cat([rms(T["model.embed_tokens.weight"][toks], W["midlayer.input_layernorm.weight"]),
-                   rms(h, W["midlayer.hidden_norm.weight"])], -1)
-    a, K, Vv = attn(W, "midlayer.self_attn.", x, pos, kc, vc)
-    r = h + a
-    out = r + mlp(W, "midlayer.mlp.", rms(r, W["midlayer.post_attention_layernorm.weight"]))
-    return (rms(out, W["norm.weight"]) @ W["lm_head.weight"].T).float(), out, K, Vv
-
-
-def eagle_step(W, T, toks, hid, pos, kc, vc):
-    h = torch.cat([T["model.embed_tokens.weight"][toks], hid], -1) @ W["fc.weight"].T + W["fc.bias"]
-    a, K, Vv = attn(W, "layers.0.self_attn.", h, pos, kc, vc)   # layer 0: no input_layernorm
-    r = h + a
-    out = r + mlp(W, "layers.0.mlp.", rms(r, W["layers.0.post_attention_layernorm.weight"]))
-    return (out @ T["lm_head.weight"].T).float(), out, K, Vv
-
-
-def greedy(T, prompt, n):
-    seq = list(prompt)
-    for _ in range(n):
-        seq.append(int(target_fwd(T, torch.tensor(seq))[0][-1].argmax()))
-    return seq
-
-
-def margins(logits):
-    top2 = logits.topk(2, -1).values
-    return top2[:, 0] - top2[:, 1]
-
-
-def simulate(step, seq, hid, n_prompt, steps, topk, ndraft):
-    """Mean accept length (accepted drafts + 1) of sglang-style tree drafting at every position."""
-    seq_t = torch.tensor(seq)
-    lg, outh, K, Vv = step(seq_t[1:], hid[:-1], torch.arange(len(seq) - 1), empty(hid.dtype), empty(hid.dtype))
-    accs = []
-    for t in range(n_prompt - 1, len(seq) - 2 - steps):
-        p, i = torch.softmax(lg[t], -1).topk(topk)
-        cur = [dict(s=float(p[j]), tok=int(i[j]), par=None, h=outh[t], kc=K[:t + 1], vc=Vv[:t + 1])
-               for j in range(topk)]
-        cands = list(cur)
-        for d in range(1, steps):
-            new = []
-            for nd in cur:
-                lg2, oh, K2, V2 = step(torch.tensor([nd["tok"]]), nd["h"][None], torch.tensor([t + d]), nd["kc"], nd["vc"])
-                p, i = torch.softmax(lg2[0], -1).topk(topk)
-                new += [dict(s=nd["s"] * float(p[j]), tok=int(i[j]), par=id(nd), h=oh[0], kc=K2, vc=V2)
-                        for j in range(topk)]
-            cands += new
-            cur = sorted(new, key=lambda c: -c["s"])[:topk]
-        chosen, par, acc = sorted(cands, key=lambda c: -c["s"])[:ndraft - 1], None, 0
-        while t + 2 + acc < len(seq):
-            nxt = [c for c in chosen if c["par"] == par and c["tok"] == seq[t + 2 + acc]]
-            if not nxt:
-                break
-            acc, par = acc + 1, id(nxt[0])
-        accs.append(acc + 1)
-    return sum(accs) / len(accs)
-
-
-def check(paths, n_new=64):
-    load = lambda n, dt: {k: v.to(dt) for k, v in load_file(os.path.join(paths[n], "model.safetensors")).items()}
-    g = torch.Generator().manual_seed(7)
-    ordinary = lambda n: (torch.randint(len(SPECIALS), V, (n,), generator=g)).tolist()
-    prompts = [[BOS] + ordinary(n) for n in (1, 5, 17, 40)] + [[BOS] + [500] * 12, [BOS] + ordinary(300)]
-    res, ok = {}, True
-    for dt in (torch.float32, torch.bfloat16):
-        T, E3, E1 = load("target", dt), load("eagle3", dt), load("eagle", dt)
-        s3 = lambda *a: eagle3_step(E3, T, *a)
-        s1 = lambda *a: eagle_step(E1, T, *a)
-        for pi, pr in enumerate(prompts):
-            seq = greedy(T, pr, n_new)
-            logits, aux, normed = target_fwd(T, torch.tensor(seq))
-            gen = logits[len(pr) - 1:-1]
-            base = (rms(T["model.embed_tokens.weight"][torch.tensor(seq)], T["model.norm.weight"])
-                    @ T["lm_head.weight"].T).float()[len(pr) - 1:-1]
-            top = gen.argmax(-1, keepdim=True)
-            r = dict(min_margin=round(float(margins(gen).min()), 3),
-                     top_logit_ctx_shift=round(float((gen - base).gather(1, top).abs().mean()), 3),
-                     max_ctx_shift=round(float((gen - base).abs().max()), 3),
-                     p_top_mean=round(float(torch.softmax(gen, -1).max(-1).values.mean()), 3),
-                     eos_emitted=EOS in seq[len(pr):])
-            if dt == torch.bfloat16:
-                r["same_as_fp32"] = seq == res[f"fp32/p{pi}"]["seq"]
-                for name, st, h in [("eagle3", s3, aux), ("eagle", s1, normed)]:
-                    for steps, topk, nd in [(3, 1, 4), (3, 4, 8), (5, 8, 16)]:
-                        r[f"{name}_s{steps}k{topk}n{nd}"] = round(simulate(st, seq, h, len(pr), steps, topk, nd), 2)
-                    # negative control: hidden states off by one position must break chain drafting
-                    r[f"{name}_s3k1n4_hidden_shifted"] = round(simulate(st, seq, h.roll(1, 0), len(pr), 3, 1, 4), 2)
-                ok &= r["same_as_fp32"]
-            ok &= r["min_margin"] >= 2.0 and not r["eos_emitted"]
-            r["seq"] = seq
-            res[f"{'fp32' if dt == torch.float32 else 'bf16'}/p{pi}"] = r
-    for k_, r in res.items():
-        print(k_, "prompt_len", len(prompts[int(k_[-1])]), {a: b for a, b in r.items() if a != "seq"})
-    print("p0 greedy text:", " ".join(tok_name(i) for i in res["fp32/p0"]["seq"][:24]), "...")
-    # a standard Llama implementation must read the target exactly as intended
-    import transformers
-    tok = transformers.AutoTokenizer.from_pretrained(paths["target"])
-    ids = tok("t10 t20 hello")["input_ids"]
-    chat = tok.apply_chat_template([{"role": "user", "content": "t9"}], add_generation_prompt=True, tokenize=False)
-    print("tokenizer:", ids, repr(tok.decode([10, 20, 30])), repr(chat))
-    ok &= ids == [BOS, 10, 20, 0] and tok.decode([10, 20, 30]) == "t10 t20 t30"
-    hf = transformers.LlamaForCausalLM.from_pretrained(paths["target"], dtype=torch.float32).eval()
-    T = load("target", torch.float32)
-    for pi in (1, 5):
-        seq = res[f"fp32/p{pi}"]["seq"]
-        with torch.no_grad():
-            hl = hf(torch.tensor([seq])).logits[0]
-            cur = list(prompts[pi])
-            for _ in range(n_new):
-                cur.append(int(hf(torch.tensor([cur])).logits[0, -1].argmax()))
-        diff = float((hl - target_fwd(T, torch.tensor(seq))[0]).abs().max())
-        print(f"transformers p{pi}: greedy equal={cur == seq} max|logit diff|={diff:.2e}")
-        ok &= cur == seq and diff < 1e-3
-    print("CHECK", "OK" if ok else "FAILED")
-    return ok
-
-
-def cli(build_fn, check_fn):
-    """``python3 tiny_X.py OUT_DIR [--check]`` of every tiny-model builder: build (``build_fn(out_dir)`` gives
-    one model dir or a {name: dir} map), print what was written as JSON, optionally run ``check_fn`` on it."""
-    ap = argparse.ArgumentParser()
-    ap.add_argument("out_dir")
-    ap.add_argument("--check", action="store_true")
-    args = ap.parse_args()
-    t0 = time.time()
-    built = build_fn(args.out_dir)
-
-    def size(path):
-        return os.path.getsize(os.path.join(path, "model.safetensors"))
-
-    if isinstance(built, dict):
-        info = dict(built, bytes={n: size(p) for n, p in built.items()})
-    else:
-        info = dict(path=built, bytes=size(built))
-    print(json.dumps(dict(info, seconds=round(time.time() - t0, 2))))
-    if args.check:
-        sys.exit(0 if check_fn(built) else 1)
-
-
-if __name__ == "__main__":
-    cli(build_all, check)

@@ -1,0 +1,79 @@
+"""The target-only reference of the registered GPU tests: what a server without speculation (``--specv2-fixes
+off``, no draft) answers for the same prompts, launched in the background (``prefetch_reference``) and cached on
+disk per machine and release (``reference_outputs``)."""
+
+import concurrent.futures
+import os
+
+from sglang.test.test_utils import popen_launch_server
+
+from .client import generate, output_ids
+from .config import COMMON, MODELS_DIR, nccl_args
+from .server import REF_URL, models, stop
+
+_REF_POOL = None
+_REF_PENDING = {}
+
+
+def _reference_key(ps, max_new_tokens, target, extra_args, keep, request):
+    import hashlib
+    import json
+
+    import sglang
+
+    # per release: each release's rows compare against that release's own target-only output
+    key_parts = [ps, max_new_tokens, target, list(extra_args), sglang.__version__]
+    if request or keep is not output_ids:
+        key_parts += [sorted(request.items()), keep.__qualname__]
+    return hashlib.sha256(json.dumps(key_parts).encode()).hexdigest()[:16]
+
+
+def prefetch_reference(ps, max_new_tokens, target=None, extra_args=(), keep=output_ids, **request):
+    """Start ``reference_outputs(...)`` (same arguments) in a background thread and return at once: called
+    *before* launching the server under test, the target-only launch overlaps that server's start instead of
+    following it. A later ``reference_outputs`` with the same arguments waits for this one."""
+    global _REF_POOL
+    target = target or models()["target"]
+    key = _reference_key(ps, max_new_tokens, target, extra_args, keep, request)
+    if key not in _REF_PENDING:
+        if _REF_POOL is None:
+            _REF_POOL = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="specv2-reference")  # one REF_URL
+        _REF_PENDING[key] = _REF_POOL.submit(_reference, key, ps, max_new_tokens, target, extra_args, keep, request)
+    return _REF_PENDING[key]
+
+
+def reference_outputs(ps, max_new_tokens, target=None, extra_args=(), keep=output_ids, **request):
+    """What a target-only server answers for prompts ``ps`` (greedy): ``keep(response)`` per prompt, by
+    default the output ids. ``extra_args``: server flags; ``request``: extra /generate fields (e.g.
+    ``return_routed_experts=True``). Cached on disk per machine and release behind a file lock, so the
+    stock and plugin runs (and the rows of one run) share a single target-only launch; a ``prefetch_reference``
+    of this process with the same arguments is waited for instead of launching again."""
+    target = target or models()["target"]
+    key = _reference_key(ps, max_new_tokens, target, extra_args, keep, request)
+    pending = _REF_PENDING.get(key)
+    if pending is not None:
+        return pending.result()
+    return _reference(key, ps, max_new_tokens, target, extra_args, keep, request)
+
+
+def _reference(key, ps, max_new_tokens, target, extra_args, keep, request):
+    import fcntl
+    import json
+
+    path = os.path.join(MODELS_DIR, f"reference-{key}.json")
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(path):
+            with open(path) as f:
+                return json.load(f)
+        proc = popen_launch_server(target, REF_URL, timeout=600,
+                                   other_args=COMMON + nccl_args(REF_URL) + list(extra_args) + ["--specv2-fixes", "off"])
+        try:
+            with concurrent.futures.ThreadPoolExecutor(16) as ex:
+                outs = list(ex.map(lambda p: keep(generate(p, max_new_tokens, url=REF_URL, **request)), ps))
+        finally:
+            stop(proc)
+        with open(path + f".{os.getpid()}", "w") as f:
+            json.dump(outs, f)
+        os.replace(path + f".{os.getpid()}", path)
+        return outs

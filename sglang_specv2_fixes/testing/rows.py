@@ -1,0 +1,188 @@
+"""Test mixins of the registered speculative rows: ``SpecChecks`` (assertions shared by every speculative row),
+``TreeRow`` (tree drafting at a width) and ``RetractRow`` (retraction with chunked prefill at a page size). Mixed
+in *before* ``CustomTestCase`` (``class T(TreeRow, CustomTestCase)``) so their setUpClass wins."""
+
+import concurrent.futures
+
+import requests
+
+from .client import concurrent_generate, generate, health_ok, rescore_logprobs, server_info
+from .config import prompts
+from .reference import prefetch_reference, reference_outputs
+from .server import TIMEOUT, URL, eagle3_args, launch, stop
+
+
+class SpecChecks:
+    """Assertions shared by the speculative rows (mixin for CustomTestCase)."""
+
+    N_REF, REF_TOKENS = 16, 48
+    BACKEND_ARGS = ()  # e.g. ("--attention-backend", "flashinfer"): appended to the row's launch and its reference
+
+    @classmethod
+    def prefetch_target_only(cls):
+        """Start the target-only launch behind ``check_greedy_equals_target_only`` now: call it in setUpClass
+        before ``launch`` so the two servers start together."""
+        prefetch_reference(prompts(cls.N_REF, seed=7), cls.REF_TOKENS, extra_args=tuple(cls.BACKEND_ARGS))
+
+    def check_greedy_equals_target_only(self):
+        ps = prompts(self.N_REF, seed=7)
+        ref = reference_outputs(ps, self.REF_TOKENS, extra_args=tuple(self.BACKEND_ARGS))
+        with concurrent.futures.ThreadPoolExecutor(16) as ex:
+            got = list(ex.map(lambda p: generate(p, self.REF_TOKENS)["output_ids"], ps))
+        for i, (g, r) in enumerate(zip(got, ref)):
+            self.assertEqual(g, r, f"prompt {i}: speculative greedy output differs from target-only")
+
+    def check_decode_logprobs_match_prefill(self, n=6, tokens=40, tol=0.1):
+        for p in prompts(n, seed=11):
+            out = generate(p, tokens, return_logprob=True)
+            dec = [lp[0] for lp in out["meta_info"]["output_token_logprobs"]]
+            pre = rescore_logprobs(p, out["output_ids"])
+            self.assertEqual(len(dec), len(pre))
+            diff = max(abs(a - b) for a, b in zip(dec, pre))
+            self.assertLess(diff, tol, f"decode vs prefill logprob max diff {diff}")
+
+    def check_concurrent_load(self, n=32):
+        outs = concurrent_generate(n, lambda i: 4 + (i * 13) % 90, seed=3)
+        for i, o in enumerate(outs):
+            self.assertEqual(o["meta_info"]["completion_tokens"], 4 + (i * 13) % 90)
+        return outs
+
+    def check_accept_length(self, minimum):
+        accept = server_info()["internal_states"][0].get("avg_spec_accept_length")
+        print("avg_spec_accept_length:", accept)
+        self.assertIsNotNone(accept)
+        self.assertGreater(accept, minimum)
+
+    def check_alive(self):
+        self.assertTrue(health_ok())
+        self.assertIsNone(self.process.poll())
+
+    def check_concurrent_abort(self, n=16, tokens=3000):
+        """Abort long decodes while they run (half by rid, then the rest with abort_all): every request
+        returns, the aborted ones with an abort finish reason, the rest complete exactly; the server
+        stays healthy (strict memory checks would stop it on a leak)."""
+        import threading
+        import time
+        import uuid
+
+        ps = prompts(n, seed=5)
+        rids = [f"specv2-abort-{uuid.uuid4().hex}" for _ in range(n)]
+        out = {}
+
+        def run(i):
+            try:
+                out[i] = generate(ps[i], tokens, rid=rids[i])
+            except requests.HTTPError as e:  # an abort can surface as an HTTP error status (release-dependent)
+                out[i] = {"meta_info": {"finish_reason": {"type": "abort", "http_status": e.response.status_code}}}
+            except Exception as e:  # noqa: BLE001 - reported below
+                out[i] = e
+
+        threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        for rid in rids[: n // 2]:
+            requests.post(URL + "/abort_request", json={"rid": rid}, timeout=TIMEOUT).raise_for_status()
+        time.sleep(0.2)
+        requests.post(URL + "/abort_request", json={"abort_all": True}, timeout=TIMEOUT).raise_for_status()
+        for t in threads:
+            t.join(TIMEOUT)
+        errors = [o for o in out.values() if isinstance(o, Exception)]
+        self.assertEqual(len(out), n, "some aborted requests never returned")
+        self.assertEqual(errors, [])
+        aborted = [o for o in out.values() if (o["meta_info"].get("finish_reason") or {}).get("type") == "abort"]
+        done = [o for o in out.values() if o not in aborted]
+        print(f"concurrent abort: {len(aborted)} aborted, {len(done)} completed")
+        self.assertGreater(len(aborted), 0, "nothing was aborted mid-decode (requests finished too early)")
+        for o in done:
+            self.assertEqual(o["meta_info"]["completion_tokens"], tokens)
+        self.check_alive()
+
+
+
+class TreeRow(SpecChecks):
+    """A tree-drafting row, mixed in *before* CustomTestCase (``class T(TreeRow, CustomTestCase)``, so its
+    setUpClass wins over unittest's no-op one): EAGLE3 STEPS / TOPK / TOKENS at page_size 1 with
+    forced retraction. Stock falls back to spec v1 for explicit topk > 1 (asserted first); the plugin
+    must serve it on spec v2 tree drafting: greedy = target-only, decode logprobs = prefill, 32
+    concurrent requests, a concurrent abort, healthy afterwards."""
+
+    STEPS = TOPK = TOKENS = MIN_ACCEPT = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.prefetch_target_only()
+        cls.process = launch(eagle3_args(steps=cls.STEPS, topk=cls.TOPK, tokens=cls.TOKENS) + ["--page-size", "1"]
+                             + list(cls.BACKEND_ARGS), env={"SGLANG_TEST_RETRACT": "1"})
+
+    @classmethod
+    def tearDownClass(cls):
+        stop(cls.process)
+
+    def test_1_spec_v2_tree_is_used(self):
+        info = server_info()
+        self.assertFalse(info["disable_overlap_schedule"], f"topk {self.TOPK} fell back to spec v1 (overlap disabled)")
+        self.assertEqual(info["speculative_eagle_topk"], self.TOPK)
+
+    def test_2_greedy_equals_target_only(self):
+        self.check_greedy_equals_target_only()
+
+    def test_3_decode_logprobs_match_prefill(self):
+        self.check_decode_logprobs_match_prefill()
+
+    def test_4_concurrent_load_with_retract(self):
+        self.check_concurrent_load(32)
+        self.check_accept_length(self.MIN_ACCEPT)
+        self.check_alive()
+
+    def test_5_concurrent_abort(self):
+        self.check_concurrent_abort()
+        self.check_greedy_equals_target_only()
+        self.check_alive()
+
+
+class RetractRow(SpecChecks):
+    """A retract guard row, mixed in before CustomTestCase like ``TreeRow``: EAGLE3 3/1/4 on spec v2 at PAGE_SIZE with forced
+    retraction (SGLANG_TEST_RETRACT); long prompts (PROMPT_LEN) split by CHUNK-sized chunked prefill
+    while short requests decode; 64 concurrent mixed-length requests. ``--enable-mixed-chunk`` is
+    passed and SGLang turns it off for EAGLE in these releases (asserted, so the row notices if a
+    release starts mixing). Greedy output = target-only, exact completion lengths, strict memory checks."""
+
+    PAGE_SIZE = CHUNK = PROMPT_LEN = None
+
+    @classmethod
+    def long_and_short_prompts(cls):
+        lo, hi = cls.PROMPT_LEN
+        return prompts(24, seed=21, lo=lo, hi=hi) + prompts(24, seed=22)
+
+    @classmethod
+    def setUpClass(cls):
+        prefetch_reference(cls.long_and_short_prompts(), 40)
+        cls.process = launch(
+            eagle3_args(3, 1, 4) + ["--page-size", str(cls.PAGE_SIZE), "--enable-mixed-chunk",
+                                    "--chunked-prefill-size", str(cls.CHUNK), "--max-running-requests", "32"],
+            env={"SGLANG_TEST_RETRACT": "1"},
+        )
+
+    @classmethod
+    def tearDownClass(cls):
+        stop(cls.process)
+
+    def test_1_config(self):
+        info = server_info()
+        self.assertFalse(info["disable_overlap_schedule"])  # spec v2
+        self.assertEqual((info["page_size"], info["chunked_prefill_size"]), (self.PAGE_SIZE, self.CHUNK))
+        self.assertFalse(info["enable_mixed_chunk"], "SGLang now mixes chunked prefill with EAGLE: extend this row")
+
+    def test_2_long_prompts_chunked_under_retract_equal_target_only(self):
+        ps = self.long_and_short_prompts()
+        ref = reference_outputs(ps, 40)
+        with concurrent.futures.ThreadPoolExecutor(48) as ex:
+            got = list(ex.map(lambda p: generate(p, 40)["output_ids"], ps))
+        for i, (g, r) in enumerate(zip(got, ref)):
+            self.assertEqual(g, r, f"prompt {i} (len {len(ps[i])}): output differs from target-only")
+
+    def test_3_concurrent_mixed_lengths(self):
+        self.check_concurrent_load(64)
+        self.check_accept_length(1.5)
+        self.check_alive()

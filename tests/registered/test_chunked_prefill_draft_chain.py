@@ -1,0 +1,129 @@
+"""#26800 chunked-prefill-draft-chain: EAGLE3 3/1/4 on spec v2 with ``--chunked-prefill-size 64``, prompts of
+65 and 129 tokens (the prompt's last token is alone in the final chunk), one request at a time.
+
+The standard tiny EAGLE3 draft cannot show this bug: its heads attend to their own position only, so the draft
+KV written at a chunk's last position is never read by another position. This row builds a *detector* draft
+from it (``prevtoken_weights``): heads 0/2 attend to the previous position (the self-focus query phase-shifted
+by one RoPE step: score ~120 at distance 1, >= 27 lower elsewhere), and the MLP reads the copied token through
+the walk map (out = 0.3 * P(h_T) + 0.7 * P(copy)). The previous position's draft input is the current token, so
+with a correct chain the two halves agree (every draft accepted). Stock feeds the target's prediction at the end
+of a non-final chunk; the prompt's last position reads that entry, so the first draft after prefill is wrong:
+8 tokens take 3 verify steps instead of 2. Prompts of 69 tokens (no chunk end two positions before the end) are
+the control: 2 steps on both sides. Reference emulation: tests/cpu/test_detector_drafts.py.
+"""
+
+import os
+import unittest
+
+from sglang_specv2_fixes.testing.client import flush_cache, generate, server_info
+from sglang_specv2_fixes.testing.config import MODELS_DIR, prompts
+from sglang_specv2_fixes.testing.reference import prefetch_reference, reference_outputs
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.rows import SpecChecks
+from sglang_specv2_fixes.testing.server import launch, models, stop
+from sglang.test.test_utils import CustomTestCase
+
+register_specv2_ci(est_time=150, suite="specv2-gpu", releases="fix:chunked-prefill-draft-chain",
+                   bug_in="fix:chunked-prefill-draft-chain")
+
+CHUNK, TOKENS = 64, 8
+
+
+def boundary_prompts():  # the last prompt token alone in the final chunk
+    return prompts(6, seed=31, lo=CHUNK + 1, hi=CHUNK + 2) + prompts(6, seed=32, lo=2 * CHUNK + 1, hi=2 * CHUNK + 2)
+
+
+def control_prompts():  # chunked too, but no chunk end right before the last prompt token
+    return prompts(6, seed=33, lo=CHUNK + 5, hi=CHUNK + 6)
+
+
+def prevtoken_weights(e3):
+    """The tiny EAGLE3 draft's tensors (``tiny_models.llama.build_weights()[1]``) turned into the detector."""
+    import torch
+
+    from sglang_specv2_fixes.testing.tiny_models import llama as tm
+
+    HD, C, D, U0 = tm.HD, tm.C, tm.D, tm.U0
+    w = {k: v.float().clone() for k, v in e3.items()}
+    q = w["midlayer.self_attn.q_proj.weight"]
+    inv = 1.0 / (10000.0 ** (torch.arange(0, HD, 2).float() / HD))
+    for h in (0, 2):  # rotate each RoPE pair of the self-focus query by -theta_i: the peak moves to distance 1
+        a, b = q[h * HD:h * HD + HD // 2, C].clone(), q[h * HD + HD // 2:(h + 1) * HD, C].clone()
+        c, s = inv.cos(), -inv.sin()
+        q[h * HD:h * HD + HD // 2, C] = a * c - b * s
+        q[h * HD + HD // 2:(h + 1) * HD, C] = a * s + b * c
+    _, _, _, nxt, _ = tm.plan()
+    P = torch.zeros(tm.H, tm.H)
+    P[nxt, torch.arange(D)] = 1
+    P[tm.S0:, tm.S0:] = torch.eye(tm.H - tm.S0)
+    eye, coef = torch.eye(tm.H), (tm.NOM_MS + 1 / tm.H) / 3.0
+    down = w["midlayer.mlp.down_proj.weight"]
+    down[:, :D] = (0.3 * P[:, :D] - eye[:, :D]) * coef
+    down[:, D:2 * D] = (0.7 * P[:, :D] - eye[:, U0:U0 + D]) * coef
+    return {k_: v.to(torch.bfloat16).contiguous() for k_, v in w.items()}
+
+
+def build_draft():
+    from sglang_specv2_fixes.testing.tiny_models import llama as tm
+
+    path = os.path.join(MODELS_DIR, "eagle3-prevtoken")
+    models()
+
+    def write():
+        tm.write_model(path, prevtoken_weights(tm.build_weights()[1]),
+                       tm.config("LlamaForCausalLMEagle3", 1, draft_vocab_size=tm.V))
+
+    tm.build_once(path, tm.file_stamp(os.path.abspath(__file__), tm.__file__), write,
+                  [os.path.join(path, "model.safetensors")])
+    return path
+
+
+class TestChunkedPrefillDraftChain(SpecChecks, CustomTestCase):
+    @classmethod
+    def setUpClass(cls):
+        draft = build_draft()
+        prefetch_reference(boundary_prompts() + control_prompts(), TOKENS)
+        cls.process = launch(["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft,
+                              "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+                              "--speculative-num-draft-tokens", "4", "--chunked-prefill-size", str(CHUNK)])
+
+    @classmethod
+    def tearDownClass(cls):
+        stop(cls.process)
+
+    def steps(self, ps):
+        """Verify steps per request, one request at a time (a batch would move the chunk boundaries)."""
+        out = []
+        for p in ps:
+            self.assertTrue(flush_cache())  # no radix-cache hit: every prompt is prefilled from position 0
+            meta = generate(p, TOKENS)["meta_info"]
+            self.assertEqual(meta["completion_tokens"], TOKENS)
+            out.append(meta["spec_verify_ct"])
+        return out
+
+    def test_1_config(self):
+        info = server_info()
+        self.assertFalse(info["disable_overlap_schedule"])  # spec v2
+        self.assertEqual(info["chunked_prefill_size"], CHUNK)
+
+    def test_2_control_prompts_draft_perfectly(self):
+        steps = self.steps(control_prompts())
+        print("control verify steps:", steps)
+        self.assertEqual(steps, [2] * len(steps), "the detector draft itself is off (expected 2 steps for 8 tokens)")
+
+    def test_3_chunk_boundary_prompts(self):
+        steps = self.steps(boundary_prompts())
+        print("chunk-boundary verify steps:", steps)
+        self.assertEqual(steps, [2] * len(steps),
+                         "the draft chain saw the target's prediction instead of the prompt token at a chunk end")
+
+    def test_4_greedy_equals_target_only(self):
+        ps = boundary_prompts() + control_prompts()
+        ref = reference_outputs(ps, TOKENS)
+        for i, p in enumerate(ps):
+            self.assertEqual(generate(p, TOKENS)["output_ids"], ref[i], f"prompt {i} (len {len(p)})")
+        self.check_alive()
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,127 @@
+"""#26651 draft-extend-kv-range: EAGLE3 3/1/4 on spec v2 with the triton backend and the draft-extend CUDA graph
+(captured for triton at topk 1), tiny Llama target.
+
+The standard tiny EAGLE3 draft cannot show this bug: its attention heads 0/2 attend to their own position only
+(score ~120 there, >= 22 lower everywhere else) and its drafts are always accepted, so the draft extend's select
+row is the last row and a key counted twice is the same key (stock 0.5.11 measured accept 4.0 on this
+configuration in docs/results.md). This row builds a *detector* draft from it (``lookahead_weights``): heads 0/2
+gain 48 score per position towards later keys (and lose it towards earlier ones), so with correct causal
+metadata they still attend to themselves, but a draft-extend row that can see the rows after it (stock: its
+kv range is ``seq_lens`` already bumped by the draft tokens) copies the next row's token instead; the token copy
+carries 0.7 of the logit, and the draft mispredicts the successor of every third walk slot, so verifies reject
+and the select row is not the last one. Reference emulation (tests/cpu/test_detector_drafts.py): accept ~2.9
+with causal draft-extend metadata, ~1.05 with stock's range. Greedy text equals target-only on both sides (the
+draft only changes speed).
+"""
+
+import math
+import os
+import unittest
+
+from sglang_specv2_fixes.testing.client import concurrent_generate, server_info
+from sglang_specv2_fixes.testing.config import MODELS_DIR
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.rows import SpecChecks
+from sglang_specv2_fixes.testing.server import launch, models, stop
+from sglang.test.test_utils import CustomTestCase
+
+register_specv2_ci(est_time=150, suite="specv2-gpu", releases="fix:draft-extend-kv-range",
+                   bug_in="fix:draft-extend-kv-range")
+
+MIN_ACCEPT = 2.0  # tokens per verify step; emulation: ~2.9 correct, ~1.05 stock
+ODD_PAIR = 26  # an unused low-frequency RoPE pair of heads 0/2 (the self-focus uses pairs 0..7)
+FUTURE_SLOPE = 48.0  # score per position towards later keys
+
+
+def lookahead_weights(e3):
+    """The tiny EAGLE3 draft's tensors (``tiny_models.llama.build_weights()[1]``) turned into the detector."""
+    import torch
+
+    from sglang_specv2_fixes.testing.tiny_models import llama as tm
+
+    HD, C, D, U0 = tm.HD, tm.C, tm.D, tm.U0
+    w = {k: v.float().clone() for k, v in e3.items()}
+    q, k = w["midlayer.self_attn.q_proj.weight"], w["midlayer.self_attn.k_proj.weight"]
+    j, jj = ODD_PAIR, ODD_PAIR + HD // 2
+    theta = 1.0 / (10000.0 ** (2 * j / HD))
+    # neox RoPE: q_jj = k_j = b on the const dim adds b^2 * NC^2 * sin(theta * (pos_k - pos_q)) / sqrt(HD)
+    b = math.sqrt(FUTURE_SLOPE * math.sqrt(HD) / theta) / tm.NC
+    for h in range(tm.NH):
+        q[h * HD + j] = 0
+        q[h * HD + jj] = 0
+    for h in (0, 2):
+        q[h * HD + jj, C] = b
+    for kv in range(tm.NKV):
+        k[kv * HD + j] = 0
+        k[kv * HD + jj] = 0
+        k[kv * HD + j, C] = b
+    # MLP: out = 0.3 * P(h_T) + 0.7 * copy_U (upstream tiny draft: 0.5 / 0.5)
+    _, walk, _, nxt, _ = tm.plan()
+    P = torch.zeros(tm.H, tm.H)
+    P[nxt, torch.arange(D)] = 1
+    P[tm.S0:, tm.S0:] = torch.eye(tm.H - tm.S0)
+    eye, coef = torch.eye(tm.H), (tm.NOM_MS + 1 / tm.H) / 3.0
+    down = w["midlayer.mlp.down_proj.weight"]
+    down[:, :D] = (0.3 * P[:, :D] - eye[:, :D]) * coef
+    down[:, D:2 * D] = (0.7 * eye[:, :D] - eye[:, U0:U0 + D]) * coef
+    # lm_head: every third slot along the walk cycle predicts the token after its successor
+    lm, s = w["lm_head.weight"], 0
+    for i in range(D):
+        if i % 3 == 0:
+            good, bad = int(walk[nxt[s]]), int(walk[nxt[nxt[s]]])
+            lm[bad, s], lm[good, s] = lm[good, s].clone(), 0.0
+        s = int(nxt[s])
+    return {k_: v.to(torch.bfloat16).contiguous() for k_, v in w.items()}
+
+
+def build_draft():
+    from sglang_specv2_fixes.testing.tiny_models import llama as tm
+
+    path = os.path.join(MODELS_DIR, "eagle3-lookahead")
+    models()  # the tiny models this one is derived from
+
+    def write():
+        tm.write_model(path, lookahead_weights(tm.build_weights()[1]),
+                       tm.config("LlamaForCausalLMEagle3", 1, draft_vocab_size=tm.V))
+
+    tm.build_once(path, tm.file_stamp(os.path.abspath(__file__), tm.__file__), write,
+                  [os.path.join(path, "model.safetensors")])
+    return path
+
+
+class TestDraftExtendKvRange(SpecChecks, CustomTestCase):
+    @classmethod
+    def setUpClass(cls):
+        draft = build_draft()
+        cls.prefetch_target_only()
+        cls.process = launch(["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft,
+                              "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+                              "--speculative-num-draft-tokens", "4"])
+
+    @classmethod
+    def tearDownClass(cls):
+        stop(cls.process)
+
+    def test_1_config(self):
+        info = server_info()
+        self.assertFalse(info["disable_overlap_schedule"])  # spec v2
+        self.assertEqual(info["attention_backend"], "triton")
+        self.assertFalse(info["disable_cuda_graph"])  # the draft-extend CUDA graph is captured for triton
+
+    def test_2_greedy_equals_target_only(self):
+        self.check_greedy_equals_target_only()
+
+    def test_3_acceptance(self):
+        # at most 8 requests in flight: the draft-extend graph is captured for bs <= 8 (COMMON's --cuda-graph-bs);
+        # a larger decode batch runs the draft extend eagerly, whose metadata is right on both sides
+        outs = concurrent_generate(16, lambda i: 64, seed=4, workers=8)
+        tokens = sum(o["meta_info"]["completion_tokens"] for o in outs)
+        verify = sum(o["meta_info"]["spec_verify_ct"] for o in outs)
+        print(f"tokens per verify step: {tokens / verify:.3f} ({tokens} tokens, {verify} verify steps)")
+        self.assertGreater(tokens / verify, MIN_ACCEPT,
+                           "draft acceptance collapsed: draft-extend rows see the rows after them")
+        self.check_alive()
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,22 @@
+"""Tree drafting on the flashinfer attention backend (the backend SGLang picks on Hopper for an explicit
+topk > 1, and the one the plugin's routing picks for the default invocation): EAGLE3 3 steps / topk 4 /
+8 draft tokens, overlap on, page_size 1, forced retraction, strict busy leak checks, greedy equal to a
+flashinfer target-only server, concurrent abort (checks in ``testing.rows.TreeRow``). Stock falls back to
+spec v1 for explicit topk > 1; the plugin runs it on spec v2 tree drafting."""
+
+import unittest
+
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.rows import TreeRow
+from sglang.test.test_utils import CustomTestCase
+
+register_specv2_ci(est_time=240, suite="specv2-gpu", releases="fix:tree-drafting", bug_in="fix:tree-drafting")
+
+
+class TestTreeFlashinferTopk4(TreeRow, CustomTestCase):
+    STEPS, TOPK, TOKENS, MIN_ACCEPT = 3, 4, 8, 1.5
+    BACKEND_ARGS = ("--attention-backend", "flashinfer")
+
+
+if __name__ == "__main__":
+    unittest.main()
