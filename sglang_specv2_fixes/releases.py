@@ -636,8 +636,9 @@ def is_patched(line: str) -> bool:
 
 
 def release_set(spec: str) -> List[str]:
-    """Releases (table order) named by ``spec``: all | patched | report-only | gpu | fix:<name>, and
-    intersections with '&' (``"gpu&fix:tree-drafting"``). An unknown spec raises ValueError."""
+    """Releases (table order) named by ``spec``: all | patched | report-only | gpu | cpu | fix:<name> |
+    up-to:<version>, and intersections with '&' (``"gpu&fix:tree-drafting"``). An unknown spec raises
+    ValueError."""
     out = list(RELEASES)
     for part in spec.split("&"):
         part = part.strip()
@@ -651,6 +652,12 @@ def release_set(spec: str) -> List[str]:
             keep = {v for v, r in RELEASES.items() if r.gpu}
         elif part == "cpu":
             keep = {v for v, r in RELEASES.items() if r.cpu}
+        elif part.startswith("up-to:"):
+            last = part[6:]
+            if last not in RELEASES:
+                raise ValueError(f"release set {spec!r}: unknown release {last!r}")
+            order = list(RELEASES)
+            keep = set(order[: order.index(last) + 1])
         elif part.startswith("fix:"):
             name = part[4:]
             if not any(name in line.fixes for line in LINES.values()):

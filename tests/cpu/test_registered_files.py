@@ -29,7 +29,7 @@ def test_registration_names_release_sets():
     assert resolve("fix:tree-drafting") == release_set("fix:tree-drafting")
     assert resolve(["0.5.11"]) == resolve(("0.5.11",)) == ["0.5.11"]
     reg = run_registered.registration(os.path.join(ROOT, "tests", "registered", "test_stale_overlap_updates.py"))
-    assert reg["releases"] == release_set("patched&gpu")
+    assert reg["releases"] == release_set("patched&gpu&up-to:0.5.12.post1") == ["0.5.11", "0.5.12", "0.5.12.post1"]
     assert reg["bug_in"] == release_set("fix:skip-stale-overlap-updates")
 
 

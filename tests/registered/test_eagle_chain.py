@@ -11,7 +11,7 @@ from sglang_specv2_fixes.testing.client import server_info
 from sglang_specv2_fixes.testing.rows import SpecChecks
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=240, suite="specv2-gpu", releases="patched&gpu")
+register_specv2_ci(est_time=240, suite="specv2-gpu", releases="patched&gpu&up-to:0.5.12.post1")
 
 
 class _EagleChain(SpecChecks):

@@ -19,8 +19,8 @@ from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
 from sglang_specv2_fixes.testing.client import concurrent_generate, health_ok, server_info, specv2_state
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=150, suite="specv2-gpu", releases="fix:live-accept-metrics",
-                   bug_in="fix:live-accept-metrics")
+register_specv2_ci(est_time=150, suite="specv2-gpu", releases="fix:live-accept-metrics&up-to:0.5.12.post1",
+                   bug_in="fix:live-accept-metrics&up-to:0.5.12.post1")
 
 
 def counters():

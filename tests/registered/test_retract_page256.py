@@ -8,7 +8,7 @@ from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import RetractRow
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=150, suite="specv2-gpu", releases="patched&gpu")
+register_specv2_ci(est_time=150, suite="specv2-gpu", releases="patched&gpu&up-to:0.5.12.post1")
 
 
 class TestRetractPage256(RetractRow, CustomTestCase):

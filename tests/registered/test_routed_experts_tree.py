@@ -34,8 +34,8 @@ from sglang.test.test_utils import CustomTestCase
 
 from sglang_specv2_fixes.testing.tiny_models import moe as tiny_moe
 
-register_specv2_ci(est_time=240, suite="specv2-gpu", releases="fix:routed-experts-draft-guard",
-                   bug_in="fix:routed-experts-draft-guard")
+register_specv2_ci(est_time=240, suite="specv2-gpu", releases="fix:routed-experts-draft-guard&up-to:0.5.12.post1",
+                   bug_in="fix:routed-experts-draft-guard&up-to:0.5.12.post1")
 
 # both servers: the prefill rows are not what this row tests (and are computed the same way in both), so the
 # experimental piecewise (torch.compile) prefill graph stays out of the picture

@@ -14,7 +14,7 @@ from sglang_specv2_fixes.testing.server import AB, eagle3_args, launch, stop
 from sglang_specv2_fixes.testing.client import concurrent_generate, health_ok, server_info, specv2_state
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=150, suite="specv2-gpu", releases="patched&gpu", bug_in="fix:skip-stale-overlap-updates")
+register_specv2_ci(est_time=150, suite="specv2-gpu", releases="patched&gpu&up-to:0.5.12.post1", bug_in="fix:skip-stale-overlap-updates")
 
 
 class TestStaleOverlapUpdates(CustomTestCase):

@@ -26,7 +26,7 @@ from sglang_specv2_fixes.testing.server import eagle3_args
 from sglang_specv2_fixes.testing.sessions import SpecSessionRow
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=200, suite="specv2-gpu", releases="patched&gpu")
+register_specv2_ci(est_time=200, suite="specv2-gpu", releases="patched&gpu&up-to:0.5.12.post1")
 
 
 class TestStreamingSessionsEagleV1(SpecSessionRow, CustomTestCase):

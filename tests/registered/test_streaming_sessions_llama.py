@@ -27,7 +27,7 @@ from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.sessions import SessionRow
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=120, suite="specv2-gpu", releases="patched&gpu")
+register_specv2_ci(est_time=120, suite="specv2-gpu", releases="patched&gpu&up-to:0.5.12.post1")
 
 
 class TestStreamingSessionsLlama(SessionRow, CustomTestCase):

@@ -37,7 +37,7 @@ from sglang.test.test_utils import CustomTestCase
 
 from sglang_specv2_fixes.testing.tiny_models import swa as tiny_swa
 
-register_specv2_ci(est_time=360, suite="specv2-gpu", releases="patched&gpu")
+register_specv2_ci(est_time=360, suite="specv2-gpu", releases="patched&gpu&up-to:0.5.12.post1")
 
 MOE = os.environ.get("SPECV2_SWA_MOE", "triton")
 SWA_ARGS = ["--moe-runner-backend", MOE, "--disable-piecewise-cuda-graph"]

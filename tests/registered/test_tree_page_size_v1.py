@@ -16,7 +16,7 @@ from sglang_specv2_fixes.testing.client import server_info
 from sglang_specv2_fixes.testing.rows import SpecChecks
 from sglang.test.test_utils import CustomTestCase, popen_launch_server
 
-register_specv2_ci(est_time=420, suite="specv2-gpu", releases="patched&gpu")
+register_specv2_ci(est_time=420, suite="specv2-gpu", releases="patched&gpu&up-to:0.5.12.post1")
 
 REASON = "spec v2 tree drafting (topk > 1) requires page_size == 1, got page_size=16"
 
