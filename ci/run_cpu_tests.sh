@@ -15,11 +15,12 @@
 #   0.5.11        SchedulerOutputProcessorMixin decode path; the four fixes patched (the original target)
 #   0.5.12.post1  same mixin, skip-stale upstream, tree-drafting's 0.5.12 patch
 #   0.5.13.post1  scheduler_components.batch_result_processor; spec v1 still present (is_spec_v2)
-#   0.5.16        spec v2 only; Req.kv (ReqKvInfo); tree compaction in eagle_worker_common
-#   0.5.23        newest; torch 2.14 pin and transformers 5.19 pin (CPU is its only proof)
+# 0.5.14+ (spec v2 only, Req.kv from 0.5.16) get the release-scoped subset only: many whole-suite tests
+# still build 0.5.11/0.5.12-layout scenarios (tracked in the closing notes).
 # SPECV2_FULL_RELEASES overrides the anchors ("all": every release gets the whole suite);
 # SPECV2_SCOPED_ARGS overrides the subset's pytest selection (shell words, default: -m release_scoped).
-# SPECV2_PARALLEL pytest runs at once (default: 2, the CI machine's cores; each run is mostly one process).
+# SPECV2_PARALLEL pytest runs at once (default 1: two whole suites side by side on the 2-core CI machine made
+# the serving harness self-test's timing-dependent checks flaky).
 # pytest's exit 5 (no test collected) counts as a failure. JUnit XML per release: build/junit-<v>.xml;
 # full pytest output per release: build/pytest-<v>.log (printed as each run ends).
 set -euo pipefail
@@ -34,10 +35,10 @@ bash ci/setup_cpu_env.sh "$VENV"
 VPY="$VENV/bin/python"
 ALL=$(PYTHONPATH="$ROOT" "$VPY" -m sglang_specv2_fixes.releases set cpu)
 RELEASES=${SPECV2_RELEASES:-$ALL}
-FULL=${SPECV2_FULL_RELEASES:-"0.5.11 0.5.12.post1 0.5.13.post1 0.5.16 0.5.23"}
+FULL=${SPECV2_FULL_RELEASES:-"0.5.11 0.5.12.post1 0.5.13.post1"}
 [ "$FULL" = all ] && FULL=$ALL
 SCOPED_ARGS=${SPECV2_SCOPED_ARGS:-"-m release_scoped"}
-PARALLEL=${SPECV2_PARALLEL:-2}
+PARALLEL=${SPECV2_PARALLEL:-1}
 for v in $RELEASES; do
   case " $ALL " in *" $v "*) ;; *) echo "run_cpu_tests: $v has no CPU overlay in the release table" >&2; exit 2 ;; esac
 done

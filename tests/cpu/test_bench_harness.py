@@ -75,5 +75,6 @@ def test_import_overhead_benchmark_splits_the_cost():
                        capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     res = json.loads(p.stdout.splitlines()[-1])
-    assert res["hooked_targets"] >= 8 and res["hook_registry_propagate_ms"] > 0
+    assert res["hooked_targets"] >= 8  # the plugin hooked its targets ...
+    assert res["hook_registry_walks"] == 0  # ... and none of them paid SGLang's sys.modules walk
     assert abs(res["plugin_own_ms"] + res["hook_registry_propagate_ms"] - res["added_ms"]) < 1e-6
