@@ -66,16 +66,8 @@ def prevtoken_weights(e3):
 def build_draft():
     from sglang_specv2_fixes.testing.tiny_models import llama as tm
 
-    path = os.path.join(MODELS_DIR, "eagle3-prevtoken")
     models()
-
-    def write():
-        tm.write_model(path, prevtoken_weights(tm.build_weights()[1]),
-                       tm.config("LlamaForCausalLMEagle3", 1, draft_vocab_size=tm.V))
-
-    tm.build_once(path, tm.file_stamp(os.path.abspath(__file__), tm.__file__), write,
-                  [os.path.join(path, "model.safetensors")])
-    return path
+    return tm.derived_eagle3_draft(os.path.join(MODELS_DIR, "eagle3-prevtoken"), prevtoken_weights, __file__)
 
 
 class TestChunkedPrefillDraftChain(SpecChecks, CustomTestCase):

@@ -77,16 +77,8 @@ def lookahead_weights(e3):
 def build_draft():
     from sglang_specv2_fixes.testing.tiny_models import llama as tm
 
-    path = os.path.join(MODELS_DIR, "eagle3-lookahead")
     models()  # the tiny models this one is derived from
-
-    def write():
-        tm.write_model(path, lookahead_weights(tm.build_weights()[1]),
-                       tm.config("LlamaForCausalLMEagle3", 1, draft_vocab_size=tm.V))
-
-    tm.build_once(path, tm.file_stamp(os.path.abspath(__file__), tm.__file__), write,
-                  [os.path.join(path, "model.safetensors")])
-    return path
+    return tm.derived_eagle3_draft(os.path.join(MODELS_DIR, "eagle3-lookahead"), lookahead_weights, __file__)
 
 
 class TestDraftExtendKvRange(SpecChecks, CustomTestCase):

@@ -224,6 +224,18 @@ def write_model(path, weights, cfg):
     write_tokenizer(path)
 
 
+def derived_eagle3_draft(path, transform, stamp_file):
+    """A 1-layer EAGLE3 draft whose weights are ``transform(eagle3 weights)`` of the tiny models, written once
+    to ``path`` (rebuilt when ``stamp_file`` or this module changes); returns ``path``. The registered rows
+    use it for drafts that detect a bug (tests/registered/test_draft_extend_kv_range.py, ...)."""
+
+    def write():
+        write_model(path, transform(build_weights()[1]), config("LlamaForCausalLMEagle3", 1, draft_vocab_size=V))
+
+    build_once(path, file_stamp(os.path.abspath(stamp_file), __file__), write, [os.path.join(path, "model.safetensors")])
+    return path
+
+
 def build_all(out_dir):
     """Build (once per stamp) and return the model paths: OUT_DIR/{target,eagle3,eagle}."""
     out_dir = os.path.abspath(out_dir)
