@@ -79,7 +79,8 @@ def prebuild_models(paths):
 
 def env_facts():
     code = ("import json, torch, sglang; print(json.dumps(dict(sglang=sglang.__version__, torch=torch.__version__, "
-            "device=torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu')))")
+            "device=torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu', "
+            "gpu_count=torch.cuda.device_count())))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     return json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else {"error": p.stderr[-500:]}
 
@@ -120,6 +121,10 @@ def main():
     rel = facts.get("sglang")
     os.makedirs(args.out, exist_ok=True)
     tests = [(p, r) for p, r in discover(args.suite, args.files) if rel in r["releases"]]
+    # rows that need more GPUs than this run has (register_specv2_ci(gpus=N): --tp-size / --dp-size rows)
+    have = len(gpus) if gpus else facts.get("gpu_count", 0)
+    short = [(p, r) for p, r in tests if r["gpus"] > 1 and r["gpus"] > have]  # one-GPU rows run as before
+    tests = [t for t in tests if t not in short]
     # longest first: with --jobs the slow rows start early
     tests.sort(key=lambda t: -t[1]["est_time"])
     facts["mode_env"] = mode_env
@@ -128,6 +133,11 @@ def main():
           flush=True)
     prebuild_models([p for p, _ in tests])
     results, running, free_slots = [], {}, list(range(args.jobs))
+    for path, reg in short:
+        print(f"[runner] {os.path.basename(path)}: not run (needs {reg['gpus']} GPUs, this run has {have})", flush=True)
+        for mode in args.modes:
+            results.append(dict(file=os.path.basename(path), mode=mode, passed=False, rc=f"needs {reg['gpus']} GPUs",
+                                expected_fail=False, verdict="not run", seconds=0, log=None))
     pending = list(enumerate(tests, 1))
 
     def start(i, path, reg, slot):
@@ -139,7 +149,9 @@ def main():
             # ports: base + 1000*mode + 40*slot; the file's reference server is on port + 500
             env = {**os.environ, **mode_env.get(mode, {}), "SPECV2_AB": mode,
                    "SPECV2_PORT": str(args.port_base + 1000 * k + 40 * slot)}
-            if gpus:
+            if gpus and reg["gpus"] > 1:  # a multi-GPU row gets that many GPUs (both modes share them)
+                env["CUDA_VISIBLE_DEVICES"] = ",".join((gpus * 2)[slot % len(gpus):][:reg["gpus"]])
+            elif gpus:
                 env["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
             # own session: a timeout kills the test *and* the servers it started
             p = subprocess.Popen([sys.executable, path], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REG_DIR,
@@ -217,7 +229,8 @@ def write_reports(out, facts, results, t_start=None):
                          else "pass" if r["passed"] else f"FAIL (rc={r['rc']})")
         ok = all(r["verdict"] == "as expected" for r in cells.values())
         if any(r["verdict"] == "not run" for r in cells.values()):
-            lines.append(f"| {name} | not run | not run | (run budget) |")
+            why = next((r["rc"] for r in cells.values() if str(r["rc"]).startswith("needs ")), "run budget")
+            lines.append(f"| {name} | not run | not run | ({why}) |")
             continue
         exp = "stock fails, plugin passes" if any(r["expected_fail"] for r in cells.values()) else "both pass"
         lines.append(f"| {name} | {fmt(cells.get('off'))} | {fmt(cells.get('auto'))} | {exp}: {'met' if ok else 'NOT MET'} |")

@@ -109,12 +109,19 @@ def serving_facts(server_args) -> dict:
         spec = "v1"  # up to 0.5.13 the overlap scheduler is what selects spec v2
     else:
         spec = ("v2 tree" if (topk or 1) > 1 else "v2") + ("" if overlap else " (overlap off)")
+    from .fixes.tree_drafting import TREE_ROUTE
+
+    route = server_args.__dict__.get(TREE_ROUTE)  # set where the plugin's tree routing ran (topk > 1)
     return {
         "attention_backend": server_args.attention_backend,
         "speculative_algorithm": algo,
         "speculative_eagle_topk": topk,
         "overlap_schedule": overlap,
         "spec_path": spec,
+        "tree_route": route,  # "spec v2 tree drafting", or why this topk > 1 setup runs spec v1
+        "tp_size": getattr(server_args, "tp_size", None),
+        "dp_size": getattr(server_args, "dp_size", None),
+        "enable_dp_attention": getattr(server_args, "enable_dp_attention", None),
     }
 
 
@@ -208,8 +215,11 @@ def _internal_state(result, self, *args, **kwargs):
     state = getattr(result, "internal_state", None)
     if isinstance(state, dict):
         state["specv2_fixes"] = payload = server_info_payload(getattr(self, "server_args", None))
+        payload["rank"] = {"tp_rank": getattr(self, "tp_rank", None), "dp_rank": getattr(self, "dp_rank", None)}
         if selection.probe_enabled():
             payload["spec_counters"] = probe.spec_counters(self)
+            # every TP rank runs this query (broadcast from rank 0), only rank 0's answer reaches the client
+            probe.write_rank_view(selection.probe_dir(), payload)
     return result
 
 

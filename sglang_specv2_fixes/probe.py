@@ -78,19 +78,28 @@ def _is_spec_v2(batch) -> bool:
 
 
 def _allocated(req) -> int:
-    """kv_allocated_len on both layouts: a Req attribute up to 0.5.15, ``req.kv.kv_allocated_len``
-    from 0.5.16 (``req.kv`` is None once the KV is released: nothing allocated)."""
+    """kv_allocated_len on every layout: a Req attribute up to 0.5.15, ``req.kv.kv_allocated_len``
+    from 0.5.16 (``req.kv`` is None once the KV is released, up to 0.5.22: nothing allocated)."""
     if hasattr(req, "kv_allocated_len"):
         return req.kv_allocated_len
     kv = getattr(req, "kv", None)
     return 0 if kv is None else kv.kv_allocated_len
 
 
+def _committed(req) -> int:
+    """kv_committed_len on every layout: a Req attribute up to 0.5.18, ``req.kv.kv_committed_len`` from 0.5.19
+    (``req.kv`` None once released, up to 0.5.22: nothing committed)."""
+    if hasattr(req, "kv_committed_len"):
+        return req.kv_committed_len
+    kv = getattr(req, "kv", None)
+    return 0 if kv is None else kv.kv_committed_len
+
+
 def _around(original, self, batch, result, *args, **kwargs):
     if not _is_spec_v2(batch):
         return original(self, batch, result, *args, **kwargs)
     before = [
-        (req, req.kv_committed_len, req.spec_verify_ct, req.is_retracted)
+        (req, _committed(req), req.spec_verify_ct, req.is_retracted)
         for req in batch.reqs
         if req.is_retracted or req.finished()
     ]
@@ -101,12 +110,13 @@ def _around(original, self, batch, result, *args, **kwargs):
             kind = "retracted" if retracted else "finished"
             STATS[f"stale_{kind}_seen"] += 1
             bad = []
-            if req.kv_committed_len > committed0:
+            committed = _committed(req)
+            if committed > committed0:
                 STATS[f"stale_{kind}_kv_gain"] += 1
-                bad.append(f"kv_committed_len {committed0}->{req.kv_committed_len}")
-            if retracted and req.kv_committed_len > _allocated(req):
+                bad.append(f"kv_committed_len {committed0}->{committed}")
+            if retracted and committed > _allocated(req):
                 STATS["committed_over_allocated"] += 1
-                bad.append(f"kv_committed_len {req.kv_committed_len} > kv_allocated_len {_allocated(req)}")
+                bad.append(f"kv_committed_len {committed} > kv_allocated_len {_allocated(req)}")
             if req.spec_verify_ct != verify0:
                 STATS["stale_stat_updates"] += 1
                 bad.append(f"spec_verify_ct {verify0}->{req.spec_verify_ct}")
@@ -115,9 +125,9 @@ def _around(original, self, batch, result, *args, **kwargs):
         for req in batch.reqs:  # stale requests are finished or retracted, so skipped here too
             if req.finished() or req.is_retracted or req.req_pool_idx is None:
                 continue
-            if req.kv_committed_len > _allocated(req):
+            if _committed(req) > _allocated(req):
                 STATS["live_committed_over_allocated"] += 1
-                _record(f"live rid={req.rid}: kv_committed_len {req.kv_committed_len} > kv_allocated_len {_allocated(req)}")
+                _record(f"live rid={req.rid}: kv_committed_len {_committed(req)} > kv_allocated_len {_allocated(req)}")
     return out
 
 
@@ -165,18 +175,19 @@ def register(code_line: str, strict: bool = False):
 # SGLang's own scheduler-wide acceptance counters, per release name (lifetime + current log interval)
 _COUNTERS = (
     ("spec_total_num_accepted_tokens", "spec_num_accepted_tokens"),  # 0.5.11
-    ("spec_total_num_accept_tokens", "spec_num_accept_tokens"),  # 0.5.12.x
+    ("spec_total_num_accept_tokens", "spec_num_accept_tokens"),  # 0.5.12+ (0.5.13+: on scheduler.metrics_reporter)
 )
 
 
 def spec_counters(scheduler) -> dict:
     """The scheduler's acceptance counters as SGLang keeps them (read, not recomputed): accepted tokens
     and verify steps since start, so a test can compare them with the per-request meta_info."""
+    owner = getattr(scheduler, "metrics_reporter", scheduler)  # 0.5.13+: SchedulerMetricsReporter keeps them
     for total, current in _COUNTERS:
-        if hasattr(scheduler, total):
+        if hasattr(owner, total):
             return {
-                "accepted_tokens": getattr(scheduler, total) + getattr(scheduler, current),
-                "verify_steps": scheduler.spec_total_num_forward_ct + scheduler.spec_num_forward_ct,
+                "accepted_tokens": getattr(owner, total) + getattr(owner, current),
+                "verify_steps": owner.spec_total_num_forward_ct + owner.spec_num_forward_ct,
             }
     return {}
 
@@ -184,3 +195,19 @@ def spec_counters(scheduler) -> dict:
 def snapshot() -> dict:
     with _lock:
         return {k: (list(v) if isinstance(v, list) else v) for k, v in STATS.items()}
+
+
+def write_rank_view(folder, payload) -> None:
+    """Write this scheduler rank's view (``payload``: its /server_info ``specv2_fixes`` with probe and counters) to
+    ``folder/probe-tp<r>-dp<d>.json``, replacing the previous one atomically; nothing when ``folder`` is None."""
+    if not folder:
+        return
+    import json
+    import os
+
+    rank = payload.get("rank") or {}
+    path = os.path.join(folder, f"probe-tp{rank.get('tp_rank')}-dp{rank.get('dp_rank')}.json")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(payload, f)
+    os.replace(tmp, path)

@@ -18,6 +18,7 @@ from typing import FrozenSet, Iterable, Optional
 ENV = "SGLANG_SPECV2_FIXES"
 ENV_PROBE = "SGLANG_SPECV2_FIXES_PROBE"  # test-only scheduler-state probe (tests/registered)
 ENV_CHECK = "SGLANG_SPECV2_FIXES_CHECK"  # debug: the probe's invariants stop the scheduler
+ENV_PROBE_DIR = "SGLANG_SPECV2_FIXES_PROBE_DIR"  # test-only: every scheduler rank writes its probe view there
 FLAG = "--specv2-fixes"
 
 
@@ -92,6 +93,12 @@ def _flag(name: str) -> bool:
 
 def probe_enabled() -> bool:
     return _flag(ENV_PROBE) or _flag(ENV_CHECK)
+
+
+def probe_dir():
+    """Folder where each scheduler rank writes its probe view on every internal-state query (tensor-parallel rows
+    compare ranks: only rank 0 answers the HTTP query); None when unset or the probe is off."""
+    return (os.environ.get(ENV_PROBE_DIR) or None) if probe_enabled() else None
 
 
 def check_enabled() -> bool:

@@ -51,6 +51,7 @@ FIX = Fix(
 
 
 USER_BACKENDS = "_specv2_user_attention_backends"  # set by plugin.py before ServerArgs.__post_init__
+TREE_ROUTE = "_specv2_tree_route"  # route_tree's decision on a topk > 1 setup, read by plugin.serving_facts
 TREE_BACKENDS = ("flashinfer", "triton")  # attention backends whose spec-v2 tree path ran on a GPU here
 
 
@@ -63,7 +64,11 @@ def route_tree(server_args):
     follow_default_backend_rule); then spec_v2_tree_v1_reason decides.
     """
     follow_default_backend_rule(server_args)
-    return spec_v2_tree_v1_reason(server_args)
+    reason = spec_v2_tree_v1_reason(server_args)
+    # kept on the instance (it travels to every scheduler process with server_args): /server_info names the reason
+    # where a setup (e.g. a parallel one: DP attention) was routed away from spec-v2 trees (plugin.serving_facts)
+    server_args.__dict__[TREE_ROUTE] = reason or "spec v2 tree drafting"
+    return reason
 
 
 def follow_default_backend_rule(server_args):

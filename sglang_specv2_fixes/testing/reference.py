@@ -5,11 +5,11 @@ disk per machine and release (``reference_outputs``)."""
 import concurrent.futures
 import os
 
-from sglang.test.test_utils import popen_launch_server
-
+from .server import REF_URL, models, stop  # first: it puts the datasets shim in place for sglang.test.test_utils
 from .client import generate, output_ids
 from .config import COMMON, MODELS_DIR, nccl_args
-from .server import REF_URL, models, stop
+
+from sglang.test.test_utils import popen_launch_server  # noqa: E402
 
 _REF_POOL = None
 _REF_PENDING = {}

@@ -3,7 +3,8 @@ upstream's ``register_cuda_ci``): the call does nothing at run time.
 
     register_specv2_ci(est_time=200, suite="specv2-gpu", releases="fix:tree-drafting", bug_in="fix:tree-drafting")
 
-``releases``: where the file runs; ``bug_in``: releases whose stock build must FAIL the file (A/B: the runner runs
+``gpus``: GPUs one run of the file needs (``--tp-size`` / ``--dp-size`` rows: 2; the runner gives it that many
+and reports it "not run" on a machine with fewer); ``releases``: where the file runs; ``bug_in``: releases whose stock build must FAIL the file (A/B: the runner runs
 every file with SGLANG_SPECV2_FIXES=off and =auto and checks both outcomes). Each is a release set
 (``sglang_specv2_fixes.releases.release_set``: "all", "patched", "gpu", "report-only", "fix:<fix-name>" = where
 the plugin patches that fix, "a&b" = both) or a literal list of versions.
@@ -14,7 +15,7 @@ import ast
 REQUIRED = ("est_time", "suite", "releases")
 
 
-def register_specv2_ci(est_time: float, suite: str, releases, bug_in=(), disabled: str = None):
+def register_specv2_ci(est_time: float, suite: str, releases, bug_in=(), disabled: str = None, gpus: int = 1):
     return None
 
 
@@ -46,6 +47,9 @@ def registration(path):
         if key not in reg:
             raise ValueError(f"{path}: register_specv2_ci lacks {key}=")
     reg.setdefault("bug_in", [])
+    reg.setdefault("gpus", 1)
+    if not isinstance(reg["gpus"], int) or reg["gpus"] < 1:
+        raise ValueError(f"{path}: register_specv2_ci gpus={reg['gpus']!r}: a positive int")
     for key in ("releases", "bug_in"):
         try:
             reg[key] = resolve(reg[key])

@@ -108,12 +108,14 @@ class TreeRow(SpecChecks):
     concurrent requests, a concurrent abort, healthy afterwards."""
 
     STEPS = TOPK = TOKENS = MIN_ACCEPT = None
+    LAUNCH_ARGS = ()  # the server under test only (e.g. "--tp-size", "2"); its target-only reference stays TP 1
+    ENV = {}  # extra server environment
 
     @classmethod
     def setUpClass(cls):
         cls.prefetch_target_only()
         cls.process = launch(eagle3_args(steps=cls.STEPS, topk=cls.TOPK, tokens=cls.TOKENS) + ["--page-size", "1"]
-                             + list(cls.BACKEND_ARGS), env={"SGLANG_TEST_RETRACT": "1"})
+                             + list(cls.BACKEND_ARGS) + list(cls.LAUNCH_ARGS), env={"SGLANG_TEST_RETRACT": "1", **cls.ENV})
 
     @classmethod
     def tearDownClass(cls):

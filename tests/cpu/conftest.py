@@ -27,6 +27,31 @@ def pytest_report_header(config):
 requires_sglang = pytest.mark.skipif(VERSION is None, reason="no sglang release on PYTHONPATH")
 
 
+def patched_here(fix):
+    """The release table patches ``fix`` on the release under test."""
+    from sglang_specv2_fixes.catalog import Patched
+
+    return LINE is not None and isinstance(releases.entry(fix, LINE), Patched)
+
+
+def where_patched(fix, what):
+    """Mark: the test runs ``fix``'s patch for this release (``what``); elsewhere the release table says the fix is
+    upstream / not applicable there, so there is no patch to run (the state itself is checked by test_fingerprints)."""
+    state = "unknown release" if LINE is None else getattr(releases.entry(fix, LINE), "state", "patched")
+    return pytest.mark.skipif(not patched_here(fix), reason=f"{fix} is {state} on sglang {VERSION}: {what}")
+
+
+def mixin_layout():
+    from sglang_specv2_fixes.testing.scenarios import mixin_layout as m
+
+    return LINE is not None and m(LINE)
+
+
+MIXIN_ONLY = pytest.mark.skipif(
+    not mixin_layout(), reason=f"sglang {VERSION}: no SchedulerOutputProcessorMixin decode path (0.5.13+ layout); "
+                               "the stale-case scenario runs on 0.5.11 / 0.5.12.x objects")
+
+
 def child_env(**extra):
     env = standins.child_env(names=("sgl_kernel",))
     env.pop("SGLANG_SPECV2_FIXES", None)

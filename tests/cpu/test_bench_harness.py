@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT, requires_sglang
 
 pytestmark = requires_sglang
@@ -55,6 +57,7 @@ def test_plot_merges_parts_run_on_several_gpus():
         plot.merge([parts[0], other])
 
 
+@pytest.mark.release_scoped  # the decode step of every release layout (mixin up to 0.5.12.x, processor from 0.5.13)
 def test_hot_path_overhead_benchmark_runs_on_the_release():
     """bench/hot_path_overhead.py (a benchmark: no timing is asserted) times the release's real
     process_batch_result_decode against the plugin's body on the CPU tests' scenario; it must keep running."""

@@ -37,10 +37,14 @@ def test_status_explains_every_fix():
     for f in ALL_FIXES:
         assert re.search(rf"^  {re.escape(f.name)} +\S", p.stdout, re.M), f.name
         assert f.title in p.stdout
-    stale = re.search(r"^  skip-stale-overlap-updates +(\S+)", p.stdout, re.M).group(1)
-    assert stale == ("ready" if LINE == "0.5.11" else "upstream")
-    if LINE != "0.5.11":
-        assert "_resolve_spec_overlap_tokens skips retracted/finished requests" in p.stdout
+    for f in ALL_FIXES:  # each fix's state and the table's reason for it on this release
+        entry = releases.entry(f.name, LINE)
+        state = re.search(rf"^  {re.escape(f.name)} +(\S+)", p.stdout, re.M).group(1)
+        if isinstance(entry, Patched):
+            assert state == "ready", (f.name, state)
+        else:
+            assert state == entry.state, (f.name, state)
+            assert entry.reason.split()[0] in p.stdout, (f.name, entry.reason)
     assert re.search(r"^  live-accept-metrics +ready +beyond upstream$", p.stdout, re.M)
     assert "MISMATCH" not in p.stdout and "NOT FOUND" not in p.stdout
     assert p.stderr == ""
@@ -53,12 +57,15 @@ def test_status_json_and_selection():
     d = json.loads(p.stdout)
     assert d["sglang_version"] == VERSION and d["supported"] and d["selection"] == "off" and d["code_line"] == LINE
     st = d["fixes"]["skip-stale-overlap-updates"]
-    assert st["state"] == ("disabled" if LINE == "0.5.11" else "upstream")
+    stale_entry = releases.entry("skip-stale-overlap-updates", LINE)
+    assert st["state"] == ("disabled" if isinstance(stale_entry, Patched) else stale_entry.state)
     assert all(t["ok"] for t in st["targets"]) and st["targets"]
     assert d["fixes"]["live-accept-metrics"]["upstream"] == [] and d["fixes"]["live-accept-metrics"]["state"] == "disabled"
-    p = cli("status", "--json", SGLANG_SPECV2_FIXES="26866")
+    # a fix patched here, selected by its upstream PR number alone: the selection is the fix's name
+    pick = next(f for f in ALL_FIXES if f.upstream and isinstance(releases.entry(f.name, LINE), Patched))
+    p = cli("status", "--json", SGLANG_SPECV2_FIXES=pick.upstream[0].lstrip("#"))
     d = json.loads(p.stdout)
-    assert d["selection"] == "tree-drafting" and d["fixes"]["tree-drafting"]["state"] == "ready"
+    assert d["selection"] == pick.name and d["fixes"][pick.name]["state"] == "ready"
     assert d["fixes"]["live-accept-metrics"]["state"] == "disabled"
     bad = cli("status", SGLANG_SPECV2_FIXES="nope")
     assert bad.returncode == 2 and "unknown fix name" in bad.stderr
@@ -151,13 +158,19 @@ def test_status_on_an_unknown_release(explicit):
 
 @needs_sglang
 def test_diff_shows_a_fix_against_the_installed_release():
-    p = cli("diff", "tree-drafting")
-    assert p.returncode == 0, p.stderr
-    assert "--- a/sglang/srt/speculative/eagle_worker_v2.py" in p.stdout and "# specv2-fixes(tree-drafting):" in p.stdout
-    assert p.stdout == open(patchfile.patch_path("tree-drafting", releases.entry("tree-drafting", LINE).name)).read()
+    patched = [f.name for f in ALL_FIXES if isinstance(releases.entry(f.name, LINE), Patched)]
+    assert patched
+    for name in patched:
+        p = cli("diff", name)
+        assert p.returncode == 0, p.stderr
+        pf = patchfile.load(name, releases.entry(name, LINE).name)
+        for t in pf.targets:
+            assert f"--- a/{t.rel_path}" in p.stdout
+        assert p.stdout.startswith(patchfile.MAGIC) and f"\nfix: {name}\n" in p.stdout
+        assert p.stdout == open(patchfile.patch_path(name, releases.entry(name, LINE).name)).read()
     p = cli("diff", "#23456")
     assert p.returncode == 0
-    if LINE == "0.5.11":
+    if isinstance(releases.entry("skip-stale-overlap-updates", LINE), Patched):
         assert "_resolve_spec_overlap_token_ids" in p.stdout and p.stdout.startswith(patchfile.MAGIC)
     else:
         assert p.stdout.startswith("skip-stale-overlap-updates: nothing patched on sglang") and "upstream" in p.stdout

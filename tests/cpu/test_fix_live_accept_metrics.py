@@ -2,24 +2,25 @@
 a late overlap result carrying one live, one finished and one retracted request. SGLang's own resolve
 step and ``update_spec_metrics`` run; only the scheduler plumbing not under test is stubbed."""
 
+import pytest
 from conftest import LINE, requires_sglang
 
+from sglang_specv2_fixes import releases
 from sglang_specv2_fixes.fixes import live_accept_metrics
-from sglang_specv2_fixes.testing.scenarios import decode_case
+from sglang_specv2_fixes.testing.scenarios import decode_case, decode_counters, mixin_layout, spec_counter
 
-pytestmark = requires_sglang
+# every release: the decode step is the mixin's (0.5.11 / 0.5.12.x) or SchedulerBatchResultProcessor's (0.5.13+)
+pytestmark = [requires_sglang, pytest.mark.release_scoped]
 
 
 def run(use_plugin_body, only_stale=False, log_interval=40):
     fn, sched, batch, result, live = decode_case(use_plugin_body, only_stale, log_interval)
     fn(sched, batch, result)
-    # the release's own counter name (renamed in 0.5.12)
-    accepted = sched.spec_num_accepted_tokens if LINE == "0.5.11" else sched.spec_num_accept_tokens
+    c = decode_counters(sched)
     if live is None:
-        return dict(accepted=accepted, forward=sched.spec_num_forward_ct, reported=hasattr(sched, "reported"))
-    drafts = getattr(live, "spec_accepted_drafts", getattr(live, "spec_num_correct_drafts", None))
-    return dict(accepted=accepted, forward=sched.spec_num_forward_ct, generated=sched.num_generated_tokens,
-                live_verify=live.spec_verify_ct, live_drafts=drafts, live_out=len(live.output_ids))
+        return dict(accepted=c["accepted"], forward=c["forward"], reported=c["reported"])
+    return dict(accepted=c["accepted"], forward=c["forward"], generated=c["generated"],
+                live_verify=live.spec_verify_ct, live_drafts=spec_counter(live), live_out=len(live.output_ids))
 
 
 def test_stock_counts_the_stale_requests():
@@ -41,29 +42,37 @@ def test_patch_differs_from_upstream_only_in_the_counters():
     """The lines the patch file removes from the release's function, and the lines the compiled function
     no longer has compared with the installed one, are exactly the two stale-counting statements."""
     import difflib
+    import importlib
     import inspect
     import textwrap
 
-    from sglang.srt.managers.scheduler_output_processor_mixin import SchedulerOutputProcessorMixin as M
-
-    from sglang_specv2_fixes import core, patchfile, releases
+    from sglang_specv2_fixes import core, patchfile
     from sglang_specv2_fixes.fingerprint import function_source
 
-    expected = [
-        "self.num_generated_tokens += len(batch.reqs)",
-        "self.update_spec_metrics(batch.batch_size(), result.%s)" % (
-            "num_accepted_drafts" if LINE == "0.5.11" else "num_correct_drafts"),
-    ]
     pf = patchfile.load(live_accept_metrics.FIX.name, releases.entry(live_accept_metrics.FIX.name, LINE).name)
     (target,) = pf.targets
-    assert target.qualname == "SchedulerOutputProcessorMixin.process_batch_result_decode"
+    assert target.dotted == releases.LINES[LINE].probe_decode  # the release's decode step
+    cls = getattr(importlib.import_module(target.module), target.qualname.split(".")[0])
+    theirs = textwrap.dedent(inspect.getsource(cls.process_batch_result_decode)).splitlines()
+    if mixin_layout():
+        expected = [
+            "self.num_generated_tokens += len(batch.reqs)",
+            "self.update_spec_metrics(batch.batch_size(), result.%s)" % (
+                "num_accepted_drafts" if LINE == "0.5.11" else "num_correct_drafts"),
+        ]
+    else:  # only lines of the statements from the generated-token counter through the update_spec_metrics call
+        start = next(i for i, ln in enumerate(theirs) if "self.metrics_reporter.num_generated_tokens +=" in ln)
+        end = next(i for i in range(start, len(theirs)) if theirs[i].strip() == ")")
+        window = [ln.strip() for ln in theirs[start:end + 1]]
+        assert any("update_spec_metrics(" in ln for ln in window)
+        expected = [ln[1:].strip() for _, hunks in pf.files for h in hunks for ln in h.lines if ln.startswith("-")]
+        assert expected[0] == window[0] and set(expected) <= set(window), (expected, window)
     removed = [ln[1:].strip() for _, hunks in pf.files for h in hunks for ln in h.lines if ln.startswith("-")]
-    assert removed == expected
+    assert removed and removed == expected
 
     (fn,) = core.build_fix(live_accept_metrics.FIX.name).values()
     ours = function_source("".join(linecache_lines(fn)), target.qualname)[0]
     ours = textwrap.dedent(ours).splitlines()
-    theirs = textwrap.dedent(inspect.getsource(M.process_batch_result_decode)).splitlines()
     removed = [l for l in difflib.ndiff(theirs, ours) if l.startswith("- ")]
     assert [l[2:].strip() for l in removed] == expected
 

@@ -10,13 +10,13 @@ complete launch (every later ``__post_init__`` handler) is checked to end in the
 import logging
 
 import pytest
-from conftest import LINE, requires_sglang
+from conftest import LINE, requires_sglang, where_patched
 
 from sglang_specv2_fixes import core
 from sglang_specv2_fixes.patchfile import MARK
 from sglang_specv2_fixes.fixes import tree_drafting
 
-pytestmark = requires_sglang
+pytestmark = [requires_sglang, where_patched("tree-drafting", "these tests run its routing patch")]
 FIX = tree_drafting.FIX
 LOGGER = "sglang.srt.server_args"
 FIELDS = ("disable_overlap_schedule", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
@@ -182,3 +182,43 @@ def test_topk1_unchanged(launch, caplog):
     assert s == p == dict(disable_overlap_schedule=False, speculative_num_steps=3, speculative_eagle_topk=1,
                           speculative_num_draft_tokens=4)
     assert s_msgs == p_msgs == [V2_DEFAULT]
+
+
+PARALLEL = {  # parallel setups on real ServerArgs: (flags, spec-v2 tree kept by the plugin, reason if not)
+    "tp2": (dict(tp_size=2), True, None),
+    "dp2": (dict(dp_size=2), True, None),
+    "dp2-dp-attention": (dict(tp_size=2, dp_size=2, enable_dp_attention=True), False,
+                         "spec v2 tree drafting (topk > 1) is not supported with MLP-sync token padding "
+                         "(DP attention / moe_dense_tp_size=1 / MoE A2A) in this release"),
+}
+
+
+@pytest.mark.parametrize("name", list(PARALLEL))
+def test_parallel_setups_route_on_real_server_args(launch, caplog, name):
+    """Tensor / data parallel launches (issue: the fixes under TP and DP): plain TP 2 and DP 2 keep spec-v2 tree
+    drafting (every rank runs the same patched worker, decisions come from rank 0's broadcast tensors); DP attention
+    pads tokens for MLP sync, which this release's tree path lacks: spec v1, with the reason logged once and
+    reported in /server_info (plugin.serving_facts) of the completed launch."""
+    flags, tree, reason = PARALLEL[name]
+    cli = dict(attention_backend="triton", page_size=1, **EXPLICIT_TOPK4, **flags)
+    pre, done = launch(plugin(), **cli)
+    assert not isinstance(done, Exception), done
+    for k, v in flags.items():
+        assert getattr(done, k) == v, k  # the launch kept the parallel setup it was given
+    fields, msgs, err = call(plugin(), pre, caplog)
+    assert err is None and len(msgs) == 1, msgs
+    facts = plugin_mod().serving_facts(done)
+    if tree:
+        assert fields["disable_overlap_schedule"] is False and "tree drafting (topk=4, page_size=1)" in msgs[0]
+        assert facts["spec_path"] == "v2 tree" and facts["tree_route"] == "spec v2 tree drafting"
+    else:
+        assert fields["disable_overlap_schedule"] is True
+        assert msgs == [f"Spec v1 is used for eagle/eagle3/standalone speculative decoding because {reason}."]
+        assert facts["spec_path"] == "v1" and facts["tree_route"] == reason
+    assert (facts["tp_size"], facts["dp_size"]) == (done.tp_size, done.dp_size)
+
+
+def plugin_mod():
+    from sglang_specv2_fixes import plugin as mod
+
+    return mod

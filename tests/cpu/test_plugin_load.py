@@ -26,13 +26,14 @@ load_plugins(); load_plugins()
 from sglang_specv2_fixes import plugin, core
 plugin.register()  # second registration in the same process: no-op
 from sglang.srt.managers.scheduler import Scheduler
-from sglang_specv2_fixes.testing.scenarios import observe, resolve_name
+from sglang_specv2_fixes.testing.scenarios import observe, resolve_name, resolve_target
 
 report = plugin.announce('scheduler')
 ours = {t: len([h for h in hs if h[2] and h[2].plugin_name == 'specv2_fixes']) for t, hs in HookRegistry._hooks.items()}
-obs = observe(getattr(Scheduler, resolve_name()))
+# the stale case through the Scheduler's own resolve step (0.5.11 / 0.5.12.x layout only)
+obs = observe(getattr(Scheduler, resolve_name())) if resolve_name() else None
 print('RESULT ' + json.dumps(dict(report=report.as_dict(), hooks=ours, obs=obs,
-      patched=core.is_patched('sglang.srt.managers.scheduler_output_processor_mixin.SchedulerOutputProcessorMixin.' + resolve_name()))))
+      patched=core.is_patched(resolve_target()) if resolve_target() else False)))
 """
 
 
@@ -49,14 +50,18 @@ def test_auto_applies_and_is_idempotent():
     for f, targets in PATCHED_HERE.items():
         assert fixes[f]["state"] == "applied", (f, fixes[f]["reason"])
         assert set(targets) <= set(r["hooks"])
-    if LINE == "0.5.11":
+    assert PATCHED_HERE  # live-accept-metrics at least: every release has something to apply
+    stale = releases.entry("skip-stale-overlap-updates", LINE)
+    if isinstance(stale, Patched):
         assert fixes["skip-stale-overlap-updates"]["state"] == "applied"
         assert r["patched"] is True
         assert r["obs"]["retracted"]["committed"] == 0 and r["obs"]["finished"]["verify_ct"] == 0
     else:
-        assert fixes["skip-stale-overlap-updates"]["state"] == "upstream"
+        assert fixes["skip-stale-overlap-updates"]["state"] == stale.state
         assert r["patched"] is False
-    assert fixes["seq-lens-helper"]["state"] == "not-applicable"
+    for f in ALL_FIXES:  # every fix's reported state is the table's
+        entry = releases.entry(f.name, LINE)
+        assert fixes[f.name]["state"] == ("applied" if isinstance(entry, Patched) else entry.state), f.name
 
 
 EVERY_PATCHED_FIX = PRELUDE + """
@@ -105,8 +110,8 @@ def test_off_patches_nothing_but_reports():
     proc = run_py(LOAD_AND_REPORT, SGLANG_SPECV2_FIXES="off")
     r = result_of(proc)
     assert r["patched"] is False
-    if LINE == "0.5.11":
-        assert r["report"]["fixes"]["skip-stale-overlap-updates"]["state"] == "disabled"
+    assert all(r["report"]["fixes"][f]["state"] == "disabled" for f in PATCHED_HERE) and PATCHED_HERE
+    if isinstance(releases.entry("skip-stale-overlap-updates", LINE), Patched):
         assert r["obs"]["retracted"]["committed"] > r["obs"]["retracted"]["allocated"]  # stock behaviour
     assert "[scheduler] sglang-specv2-fixes" in proc.stderr and "selection=off" in proc.stderr
 
@@ -171,38 +176,35 @@ print('RESULT ' + json.dumps(ours))
     assert proc.returncode != 0 and "sglang 0.5.10.post1 is not a release this plugin knows" in proc.stderr
 
 
-def test_spawned_scheduler_process_patches_itself():
+def test_spawned_scheduler_process_patches_itself(tmp_path):
+    """A scheduler started by multiprocessing's spawn (as SGLang starts its schedulers) loads the plugin itself
+    and patches every fix's targets in its own interpreter."""
     code = PRELUDE + """
 import multiprocessing as mp
-def child(q):
+def child(q, targets):
     from sglang.srt.plugins import load_plugins
     load_plugins()
     from sglang_specv2_fixes import plugin, core
-    from sglang_specv2_fixes.testing.scenarios import resolve_name
-    r = plugin.announce('scheduler')
-    q.put((r.as_dict()['fixes']['skip-stale-overlap-updates']['state'],
-           core.is_patched('sglang.srt.managers.scheduler_output_processor_mixin.SchedulerOutputProcessorMixin.' + resolve_name())))
+    r = plugin.announce('scheduler').as_dict()
+    q.put({f: [r['fixes'][f]['state'], [core.is_patched(t) for t in ts]] for f, ts in targets.items()})
 if __name__ == '__main__':
     ctx = mp.get_context('spawn'); q = ctx.Queue()
-    p = ctx.Process(target=child, args=(q,)); p.start(); res = q.get(timeout=200); p.join()
+    p = ctx.Process(target=child, args=(q, json.loads(sys.argv[1]))); p.start(); res = q.get(timeout=200); p.join()
     print('RESULT ' + json.dumps(res))
 """
-    import os
-    import tempfile
+    import subprocess
+    import sys
 
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, dir=".") as f:
-        f.write(code)
-    try:
-        import subprocess
-        import sys
+    from conftest import child_env
 
-        from conftest import child_env
-
-        proc = subprocess.run([sys.executable, f.name], capture_output=True, text=True, timeout=400, env=child_env(SGLANG_SPECV2_FIXES="auto"))
-    finally:
-        os.unlink(f.name)
-    state, patched = result_of(proc)
-    assert (state, patched) == (("applied", True) if LINE == "0.5.11" else ("upstream", False))
+    script = tmp_path / "spawned_scheduler.py"
+    script.write_text(code)
+    proc = subprocess.run([sys.executable, str(script), json.dumps(PATCHED_HERE)], capture_output=True, text=True,
+                          timeout=400, env=child_env(SGLANG_SPECV2_FIXES="auto"))
+    got = result_of(proc)
+    assert PATCHED_HERE and set(got) == set(PATCHED_HERE)
+    for f, targets in PATCHED_HERE.items():
+        assert got[f] == ["applied", [True] * len(targets)], (f, got[f])
 
 
 def test_init_info_carries_the_scheduler_view():
@@ -217,8 +219,9 @@ print('RESULT ' + json.dumps(info))
     proc = run_py(code)
     info = result_of(proc)
     assert info["status"] == "ready" and info["max_total_num_tokens"] == 1
-    state = info["specv2_fixes"]["fixes"]["skip-stale-overlap-updates"]["state"]
-    assert state == ("applied" if LINE == "0.5.11" else "upstream")
+    states = {f: v["state"] for f, v in info["specv2_fixes"]["fixes"].items()}
+    assert states == {f.name: ("applied" if f.name in PATCHED_HERE else releases.entry(f.name, LINE).state)
+                      for f in ALL_FIXES}
     assert "[scheduler] sglang-specv2-fixes" in proc.stderr
 
 

@@ -3,11 +3,11 @@
 import types
 
 import pytest
-from conftest import LINE, requires_sglang
+from conftest import LINE, MIXIN_ONLY, requires_sglang
 
 from sglang_specv2_fixes import core, probe, releases
 from sglang_specv2_fixes.fixes import skip_stale_overlap_updates
-from sglang_specv2_fixes.testing.scenarios import resolve_name, stale_batch_case
+from sglang_specv2_fixes.testing.scenarios import resolve_name, set_kv, stale_batch_case
 
 pytestmark = requires_sglang
 
@@ -52,6 +52,7 @@ def test_stock_0_5_11_counted_and_stopped_in_check_mode():
         run(False, strict=True)
 
 
+@MIXIN_ONLY
 def test_fixed_resolve_is_silent_even_in_check_mode():
     s = run(LINE == "0.5.11", strict=True)  # 0.5.11: plugin body; 0.5.12: upstream code
     assert (s["stale_finished_seen"], s["stale_retracted_seen"]) == (1, 1)
@@ -60,7 +61,8 @@ def test_fixed_resolve_is_silent_even_in_check_mode():
 
 def test_live_request_over_commit_is_caught():
     def bad_resolve(self, result, batch):
-        batch.reqs[0].kv_committed_len = batch.reqs[0].kv_allocated_len + 1
+        r = batch.reqs[0]
+        set_kv(r, committed=probe._allocated(r) + 1, allocated=probe._allocated(r))
 
     probe.reset()
     scheduler, result, batch = stale_batch_case()
@@ -149,3 +151,40 @@ def test_register_for_an_unknown_line_hooks_nothing():
         probe.register("0.0.0-no-such-line", strict=True)
     assert {k: list(v) for k, v in HookRegistry._hooks.items() if v} == before
     assert probe._strict is False
+
+
+@pytest.mark.release_scoped
+def test_spec_counters_reads_the_release_own_counters():
+    """What /server_info's ``specv2_fixes.spec_counters`` reports (the registered live-accept-metrics row compares
+    it with the requests' meta_info): the counters the release's decode step just fed, on the scheduler (0.5.11 /
+    0.5.12.x) or its metrics_reporter (0.5.13+)."""
+    from sglang_specv2_fixes.testing.scenarios import decode_case, decode_counters
+
+    fn, sched, batch, result, live = decode_case(True)
+    fn(sched, batch, result)
+    c = decode_counters(sched)
+    assert c["forward"] == 1 and c["accepted"] == 3  # the live request: 2 accepted drafts + its bonus token
+    assert probe.spec_counters(sched) == {"accepted_tokens": c["accepted"], "verify_steps": c["forward"]}
+
+
+@pytest.mark.release_scoped
+def test_probe_observes_the_release_decode_step():
+    """The probe around the release's real decode step (its resolve step included) on real Req objects of the
+    release, whatever its KV layout (Req attributes, ``req.kv.kv_allocated_len`` from 0.5.16,
+    ``req.kv.kv_committed_len`` from 0.5.19): the stale requests are seen and, with the fixes in place (upstream,
+    or #23456 as the plugin ships it on 0.5.11), nothing is flagged; check mode stays silent."""
+    from sglang_specv2_fixes.testing.scenarios import decode_case
+
+    fn, sched, batch, result, live = decode_case(True)
+    probe.reset()
+    probe._strict = True
+    try:
+        probe._around(fn, sched, batch, result)
+    finally:
+        probe._strict = False
+    s = probe.snapshot()
+    assert (s["spec_v2_results"], s["stale_finished_seen"], s["stale_retracted_seen"]) == (1, 1, 1)
+    flagged = ("stale_finished_kv_gain", "stale_retracted_kv_gain", "committed_over_allocated", "stale_stat_updates",
+               "live_committed_over_allocated")
+    assert {k: s[k] for k in flagged} == dict.fromkeys(flagged, 0) and s["examples"] == []
+    assert len(live.output_ids) == 3  # the live request did get its tokens: the step really ran

@@ -55,6 +55,9 @@ def test_runner_runs_files_in_parallel_and_reports_verdicts(tmp_path):
         # --gpus: each file's processes see exactly one of the runner's GPUs
         "test_gpu.py": (f"register_specv2_ci(est_time=2, suite='specv2-gpu', releases=['{VERSION}'])\n"
                         "if __name__ == '__main__':\n    sys.exit(0 if os.environ.get('CUDA_VISIBLE_DEVICES') in ('7', '9') else 1)\n"),
+        # gpus=2 (a --tp-size 2 row): both of the runner's GPUs, for both modes
+        "test_two_gpus.py": (f"register_specv2_ci(est_time=2, suite='specv2-gpu', releases=['{VERSION}'], gpus=2)\n"
+                             "if __name__ == '__main__':\n    sys.exit(0 if sorted(os.environ.get('CUDA_VISIBLE_DEVICES', '').split(',')) == ['7', '9'] else 1)\n"),
         "test_other_release.py": ("register_specv2_ci(est_time=1, suite='specv2-gpu', releases=['0.0.1'])\n"
                                   "if __name__ == '__main__':\n    sys.exit(1)\n"),
     }
@@ -71,6 +74,7 @@ def test_runner_runs_files_in_parallel_and_reports_verdicts(tmp_path):
         ("test_guard.py", "off"): (True, "as expected"), ("test_guard.py", "auto"): (False, "UNEXPECTED"),
         ("test_hang.py", "off"): (False, "UNEXPECTED"), ("test_hang.py", "auto"): (False, "UNEXPECTED"),
         ("test_gpu.py", "off"): (True, "as expected"), ("test_gpu.py", "auto"): (True, "as expected"),
+        ("test_two_gpus.py", "off"): (True, "as expected"), ("test_two_gpus.py", "auto"): (True, "as expected"),
     }, p.stdout + p.stderr
     assert res["gpus"] == ["7", "9"] and res["jobs"] == 3 and res["wall_s"] >= 8
     assert [r["rc"] for r in res["results"] if r["file"] == "test_hang.py"] == ["timeout", "timeout"]
@@ -101,6 +105,26 @@ def test_runner_budget_kills_and_skips(tmp_path):
     assert res == {("test_long.py", "off"): "budget", ("test_long.py", "auto"): "budget",
                    ("test_too_big.py", "off"): "not run", ("test_too_big.py", "auto"): "not run"}
     assert "| test_too_big.py | not run | not run | (run budget) |" in (out / "results.md").read_text()
+
+
+def test_runner_reports_rows_needing_more_gpus_as_not_run(tmp_path):
+    import json
+    import subprocess
+
+    from conftest import VERSION
+
+    reg = tmp_path / "reg"
+    reg.mkdir()
+    (reg / "test_tp2.py").write_text("from sglang_specv2_fixes.testing.registry import register_specv2_ci\n"
+                                     f"register_specv2_ci(est_time=2, suite='specv2-gpu', releases=['{VERSION}'], gpus=2)\n"
+                                     "if __name__ == '__main__':\n    pass\n")
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, os.path.join(ROOT, "ci", "run_registered.py"), "--out", str(out), "--gpus", "3"],
+                   env={**os.environ, "SPECV2_REG_DIR": str(reg)}, capture_output=True, timeout=120)
+    res = json.loads((out / "results.json").read_text())["results"]
+    assert [(r["file"], r["mode"], r["rc"], r["verdict"]) for r in res] == [
+        ("test_tp2.py", "off", "needs 2 GPUs", "not run"), ("test_tp2.py", "auto", "needs 2 GPUs", "not run")]
+    assert "| test_tp2.py | not run | not run | (needs 2 GPUs) |" in (out / "results.md").read_text()
 
 
 def test_every_registered_file_loads_its_tests_on_the_release():

@@ -23,7 +23,7 @@ import types
 
 import pytest
 import torch
-from conftest import LINE, requires_sglang
+from conftest import LINE, patched_here, requires_sglang, where_patched
 
 from sglang_specv2_fixes import core
 from sglang_specv2_fixes.patchfile import MARK
@@ -34,6 +34,8 @@ FIX = tree_drafting.FIX
 WORKER = "sglang.srt.speculative.eagle_worker_v2"
 V, LAYERS, K, E = 96, 3, 2, 8  # token ids, MoE layers, experts per token, experts
 SLOTS = 512
+# the verify scenario runs tree-drafting's 0.5.11 / 0.5.12 verify bodies (and the stock verify of those releases)
+TREE_BODIES = where_patched("tree-drafting", "the scenario runs its EAGLEWorkerV2.verify body")
 
 
 class _SeqLens(torch.Tensor):
@@ -237,6 +239,7 @@ class Scenario:
 TREE = dict(seq_lens=[5, 9, 3, 12], accept_paths=[[0, 1, 5, 7], [0, 2, 6], [0, 3], [0]], steps=3, topk=4, nd=8)
 
 
+@TREE_BODIES
 def test_plugin_tree_verify_moves_capture_rows_with_the_accepted_kv():
     sc = Scenario(**TREE)
     obs = sc.run(plugin_verify())
@@ -250,6 +253,7 @@ def test_plugin_tree_verify_moves_capture_rows_with_the_accepted_kv():
     assert rows.is_contiguous() and rows.shape == (sc.bs * sc.nd, LAYERS, K)
 
 
+@TREE_BODIES
 def test_stock_tree_verify_returns_the_front_chain_rows():
     """Stock keeps the tree order: position seq_lens + j gets node j's routing, not the accepted node's."""
     sc = Scenario(**TREE)
@@ -262,6 +266,7 @@ def test_stock_tree_verify_returns_the_front_chain_rows():
     assert expect <= wrong and not any(i == 3 for i, _ in wrong)
 
 
+@TREE_BODIES
 def test_chain_verify_is_unchanged():
     """topk == 1: the accepted path is the front chain; stock and plugin agree and nothing moves."""
     chain = dict(seq_lens=[4, 7, 2], accept_paths=[[0, 1, 2, 3], [0, 1], [0]], steps=3, topk=1, nd=4)
@@ -287,16 +292,19 @@ def test_registered_launch_keeps_spec_v2_tree(moe_models, monkeypatch):
 
     monkeypatch.setattr(sa, "get_device_memory_capacity", lambda device=None: 81559.0)  # an H100's
     monkeypatch.delenv("SGLANG_ENABLE_SPEC_V2", raising=False)
-    routing_fn = core.build_fix(FIX.name)["sglang.srt.server_args.ServerArgs._handle_speculative_decoding"]
-    stock = sa.ServerArgs.__dict__["_handle_speculative_decoding"]
-    assert not hasattr(stock, MARK)
+    routings = [("stock", None)]  # None: the release's own ServerArgs, untouched
+    if patched_here(FIX.name):
+        assert not hasattr(sa.ServerArgs.__dict__["_handle_speculative_decoding"], MARK)
+        routings.append(("plugin", core.build_fix(FIX.name)["sglang.srt.server_args.ServerArgs._handle_speculative_decoding"]))
     target, draft = moe_models
     got = {}
-    for name, routing in (("stock", stock), ("plugin", routing_fn)):
+    for name, routing in routings:
+        Launch = sa.ServerArgs
+        if routing is not None:
 
-        class Launch(sa.ServerArgs):  # ServerArgs itself stays untouched
-            def _handle_speculative_decoding(self, routing=routing):
-                routing(self)
+            class Launch(sa.ServerArgs):  # ServerArgs itself stays untouched
+                def _handle_speculative_decoding(self, routing=routing):
+                    routing(self)
 
         args = Launch(model_path=target, speculative_algorithm="EAGLE3", speculative_draft_model_path=draft,
                       speculative_num_steps=3, speculative_eagle_topk=4, speculative_num_draft_tokens=8, page_size=1,
@@ -304,4 +312,7 @@ def test_registered_launch_keeps_spec_v2_tree(moe_models, monkeypatch):
                       disable_piecewise_cuda_graph=True,
                       device="cuda")
         got[name] = (args.disable_overlap_schedule, args.speculative_eagle_topk, args.speculative_num_draft_tokens)
-    assert got == {"stock": (True, 4, 8), "plugin": (False, 4, 8)}
+    if patched_here(FIX.name):
+        assert got == {"stock": (True, 4, 8), "plugin": (False, 4, 8)}
+    else:  # tree drafting on spec v2 is upstream here: stock keeps the overlap scheduler itself
+        assert got == {"stock": (False, 4, 8)}
