@@ -41,6 +41,24 @@ def specv2_state(info):
     return info["internal_states"][0]["specv2_fixes"]
 
 
+def rank_views(probe_dir):
+    """{tp_rank: that scheduler rank's specv2_fixes view}, fresh: the files of ``SGLANG_SPECV2_FIXES_PROBE_DIR`` are
+    cleared, then one /server_info query makes every TP rank write its own (only rank 0 answers the query)."""
+    import glob
+    import json
+    import os
+
+    for path in glob.glob(os.path.join(probe_dir, "probe-*.json")):
+        os.unlink(path)
+    server_info()
+    views = {}
+    for path in glob.glob(os.path.join(probe_dir, "probe-*.json")):
+        with open(path) as f:
+            view = json.load(f)
+        views[view["rank"]["tp_rank"]] = view
+    return views
+
+
 def output_ids(response):
     return response["output_ids"]
 

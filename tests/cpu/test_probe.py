@@ -188,3 +188,16 @@ def test_probe_observes_the_release_decode_step():
                "live_committed_over_allocated")
     assert {k: s[k] for k in flagged} == dict.fromkeys(flagged, 0) and s["examples"] == []
     assert len(live.output_ids) == 3  # the live request did get its tokens: the step really ran
+
+
+def test_rank_views_round_trip(tmp_path, monkeypatch):
+    """What the TP 2 rows read: each rank's view written by probe.write_rank_view on an internal-state query, read back
+    per TP rank by testing.client.rank_views (stale files of an earlier query removed first)."""
+    from sglang_specv2_fixes.testing import client
+
+    (tmp_path / "probe-tp7-dpNone.json").write_text("{}")  # an earlier query's file: must not survive
+    views = {0: {"rank": {"tp_rank": 0, "dp_rank": None}, "probe": {"spec_v2_results": 3}},
+             1: {"rank": {"tp_rank": 1, "dp_rank": None}, "probe": {"spec_v2_results": 3}}}
+    monkeypatch.setattr(client, "server_info", lambda: [probe.write_rank_view(str(tmp_path), v) for v in views.values()])
+    assert client.rank_views(str(tmp_path)) == views
+    probe.write_rank_view(None, views[0])  # no folder: nothing written, nothing raised

@@ -4,15 +4,12 @@ checks). Every TP rank processes the same late overlap results; besides rank 0's
 meta_info, both ranks' probe views (stale requests seen, KV invariants, acceptance counters) must be equal: each rank
 writes its view to SGLANG_SPECV2_FIXES_PROBE_DIR on every internal-state query."""
 
-import glob
-import json
-import os
 import tempfile
 import unittest
 
 import test_live_accept_metrics as base
 
-from sglang_specv2_fixes.testing.client import server_info
+from sglang_specv2_fixes.testing.client import rank_views
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 
 register_specv2_ci(est_time=240, suite="specv2-gpu", releases="fix:live-accept-metrics&up-to:0.5.12.post1",
@@ -27,14 +24,7 @@ class TestTp2LiveAcceptMetrics(base.TestLiveAcceptMetrics):
 
     def test_ranks_agree(self):
         base.concurrent_generate(48, lambda i: 8 + (i * 5) % 41, seed=2)
-        for path in glob.glob(os.path.join(PROBE_DIR, "probe-*.json")):
-            os.unlink(path)
-        server_info()  # every TP rank writes its view
-        views = {}
-        for path in glob.glob(os.path.join(PROBE_DIR, "probe-*.json")):
-            with open(path) as f:
-                v = json.load(f)
-            views[v["rank"]["tp_rank"]] = v
+        views = rank_views(PROBE_DIR)
         self.assertEqual(sorted(views), [0, 1], f"expected one probe view per TP rank, got {sorted(views)}")
         self.assertGreater(views[0]["probe"]["spec_v2_results"], 0)
         for key in ("spec_v2_results", "stale_finished_seen", "stale_retracted_seen", "stale_finished_kv_gain",

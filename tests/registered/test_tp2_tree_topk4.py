@@ -7,13 +7,10 @@ view (stale requests seen, spec-v2 results, acceptance counters) must be the sam
 it to SGLANG_SPECV2_FIXES_PROBE_DIR on every internal-state query (only rank 0 answers /server_info).
 Stock falls back to spec v1 for explicit topk > 1 (test_1 fails there)."""
 
-import glob
-import json
-import os
 import tempfile
 import unittest
 
-from sglang_specv2_fixes.testing.client import server_info
+from sglang_specv2_fixes.testing.client import rank_views
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import TreeRow
 from sglang.test.test_utils import CustomTestCase
@@ -21,19 +18,6 @@ from sglang.test.test_utils import CustomTestCase
 register_specv2_ci(est_time=300, suite="specv2-gpu", releases="fix:tree-drafting", bug_in="fix:tree-drafting", gpus=2)
 
 PROBE_DIR = tempfile.mkdtemp(prefix="specv2-tp2-probe-")
-
-
-def rank_views():
-    """{tp_rank: that rank's specv2_fixes view}, fresh: /server_info makes every rank write its own."""
-    for path in glob.glob(os.path.join(PROBE_DIR, "probe-*.json")):
-        os.unlink(path)
-    server_info()
-    views = {}
-    for path in glob.glob(os.path.join(PROBE_DIR, "probe-*.json")):
-        with open(path) as f:
-            v = json.load(f)
-        views[v["rank"]["tp_rank"]] = v
-    return views
 
 
 class TestTp2TreeTopk4(TreeRow, CustomTestCase):
@@ -44,7 +28,7 @@ class TestTp2TreeTopk4(TreeRow, CustomTestCase):
     def test_6_ranks_agree(self):
         """After the load of tests 4/5 (retraction, aborts): both ranks saw the same stale requests and the same
         spec-v2 results, and keep equal acceptance counters; the plugin reports the same fixes on each."""
-        views = rank_views()
+        views = rank_views(PROBE_DIR)
         self.assertEqual(sorted(views), [0, 1], f"expected one probe view per TP rank, got ranks {sorted(views)}")
         probes = {r: v["probe"] for r, v in views.items()}
         self.assertGreater(probes[0]["spec_v2_results"], 0, "rank 0 saw no spec-v2 result")
