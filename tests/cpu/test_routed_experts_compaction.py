@@ -1,5 +1,8 @@
 """Routed experts / indexer top-k under tree drafting: the real ``EAGLEWorkerV2.verify`` (stock and the
-plugin body, both code lines) run on CPU tensors, followed by the real capture plumbing of the release.
+plugin body: tree-drafting's on 0.5.11 / 0.5.12.x, routed-experts-draft-guard's on 0.5.13 - 0.5.15, where upstream
+already moves the KV with its own ``_finalize_accept_tree_path`` and only the capture rows stay behind) run on CPU
+tensors, followed by the real capture plumbing of the release. 0.5.16+ verify in ``eagle_worker_common`` (not run
+here yet).
 
 How the releases return routed experts (0.5.11 ``layers/moe/routed_experts_capturer.py``, 0.5.12.x
 ``state_capturer/base.py``): the target forward captures one row per input token into a device buffer;
@@ -18,24 +21,42 @@ stride over-reads) and the KV move (``move_accepted_tokens_to_target_kvcache`` o
 with each release's count semantics; its own body is covered on the GPU).
 """
 
+import argparse
 import contextlib
 import types
 
 import pytest
 import torch
-from conftest import LINE, patched_here, requires_sglang, where_patched
+from conftest import LINE, VERSION, patched_here, requires_sglang
 
 from sglang_specv2_fixes import core
 from sglang_specv2_fixes.patchfile import MARK
 from sglang_specv2_fixes.fixes import tree_drafting
 
-pytestmark = requires_sglang
+pytestmark = [requires_sglang, pytest.mark.release_scoped]  # every release: its verify layout or the reason why not
 FIX = tree_drafting.FIX
 WORKER = "sglang.srt.speculative.eagle_worker_v2"
 V, LAYERS, K, E = 96, 3, 2, 8  # token ids, MoE layers, experts per token, experts
 SLOTS = 512
-# the verify scenario runs tree-drafting's 0.5.11 / 0.5.12 verify bodies (and the stock verify of those releases)
-TREE_BODIES = where_patched("tree-drafting", "the scenario runs its EAGLEWorkerV2.verify body")
+VERIFY = f"{WORKER}.EAGLEWorkerV2.verify"
+
+
+def _verify_fix():
+    """The fix whose patch replaces ``EAGLEWorkerV2.verify`` on this release: tree-drafting (0.5.11 / 0.5.12.x: tree
+    verify with KV move and capture-row compaction), routed-experts-draft-guard (0.5.13 - 0.5.15: upstream moves the
+    KV, the patch adds the capture-row compaction); None from 0.5.16 (verify moved to eagle_worker_common)."""
+    from sglang_specv2_fixes import patchfile, releases
+
+    for name in ("tree-drafting", "routed-experts-draft-guard"):
+        if patched_here(name) and VERIFY in {t.dotted for t in patchfile.load(name, releases.entry(name, LINE).name).targets}:
+            return name
+    return None
+
+
+VERIFY_FIX = _verify_fix() if LINE else None
+# the scenario runs the release's stock EAGLEWorkerV2.verify and the plugin's patched one
+TREE_BODIES = pytest.mark.skipif(VERIFY_FIX is None, reason=f"sglang {LINE}: no patched EAGLEWorkerV2.verify "
+                                 "(0.5.16+: tree verify is eagle_worker_common.run_eagle_verify)")
 
 
 class _SeqLens(torch.Tensor):
@@ -70,17 +91,32 @@ def stock_verify():
 
 
 def plugin_verify():
-    return core.build_fix(FIX.name)[f"{WORKER}.EAGLEWorkerV2.verify"]
+    return core.build_fix(VERIFY_FIX)[VERIFY]
 
 
 @pytest.fixture(autouse=True)
 def _cpu_kernels(monkeypatch):
     import importlib
 
+    if VERIFY_FIX is None:  # no verify scenario on this release (see TREE_BODIES)
+        return
     mod = importlib.import_module(WORKER)
     name = "fill_new_verified_id" if LINE == "0.5.11" else "fill_bonus_tokens"
     assert hasattr(mod, name)
     monkeypatch.setattr(mod, name, _BonusKernel())
+    for name in ("record_stream_for_v2_verify", "record_stream_each",  # 0.5.13+: CUDA stream bookkeeping
+                 "commit_mamba_states_after_verify"):  # 0.5.14+: no Mamba state in this (dense attention) scenario
+        if hasattr(mod, name):
+            monkeypatch.setattr(mod, name, lambda *a, **k: None)
+    # 0.5.14+: the verify input's prepare / sample are module functions; they call the scenario's stand-ins
+    if hasattr(mod, "eagle_prepare_for_verify"):
+        monkeypatch.setattr(mod, "eagle_prepare_for_verify",
+                            lambda verify_input, *a: verify_input.prepare_for_v2_verify(*a))
+    if hasattr(mod, "eagle_sample"):
+        monkeypatch.setattr(mod, "eagle_sample", lambda verify_input, *a: verify_input.sample(*a))
+    if hasattr(mod, "move_accept_tokens_to_target_kvcache"):  # 0.5.14+: a module function (Triton kernels)
+        monkeypatch.setattr(mod, "move_accept_tokens_to_target_kvcache",
+                            lambda batch, accept_index, count, *a: batch.scenario_kv_move(batch, accept_index, count))
     monkeypatch.delenv("SGLANG_SPEC_NAN_DETECTION", raising=False)
 
 
@@ -191,24 +227,36 @@ class Scenario:
         batch = types.SimpleNamespace(
             seq_lens=self.seq_lens.clone().as_subclass(_SeqLens), spec_info=verify_input, has_grammar=False,
             forward_mode=types.SimpleNamespace(is_idle=lambda: False), return_logprob=False,
-            out_cache_loc=self.out_cache_loc, req_pool_indices=self.req_pool_idx,
+            out_cache_loc=self.out_cache_loc, req_pool_indices=self.req_pool_idx, input_ids=None,
+            scenario_kv_move=move,  # what the module-level KV move of 0.5.14+ calls here (see _cpu_kernels)
         )
         pool = types.SimpleNamespace(req_to_token=self.req_to_token)
         worker = types.SimpleNamespace(
             device="cpu", plan_stream_ctx=contextlib.nullcontext(), plan_stream=None, req_to_token_pool=pool,
             target_worker=types.SimpleNamespace(
                 forward_batch_generation=lambda **kw: fwd_out,
-                model_runner=types.SimpleNamespace(hybrid_gdn_config=None, mamba2_config=None)),
+                model_runner=types.SimpleNamespace(hybrid_gdn_config=None, mamba2_config=None,
+                                                   hybrid_lightning_config=None)),
             speculative_num_steps=self.steps, speculative_num_draft_tokens=self.nd, topk=self.topk,
-            move_accepted_tokens_to_target_kvcache=move,
+            token_to_kv_pool_allocator=types.SimpleNamespace(get_kvcache=lambda: None),  # 0.5.15: no c128 states
+            move_accepted_tokens_to_target_kvcache=move,  # 0.5.11 / 0.5.12.x name
+            move_accept_tokens_to_target_kvcache=move,  # 0.5.13+
         )
+        from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+
+        for name in ("_finalize_accept_tree_path", "_compact_accept_to_front"):  # 0.5.13+: upstream's own tree helpers
+            if hasattr(EAGLEWorkerV2, name):
+                setattr(worker, name, types.MethodType(getattr(EAGLEWorkerV2, name), worker))
         result = verify(worker, batch)
 
         outs = [(result.routed_experts_output, host)]
         if LINE != "0.5.11":
             outs.append((result.indexer_topk_output, host_idx))
-        for out, _ in outs:  # the scheduler: copy_to_cpu in the forward stream, finalize after the copy
-            out.copy_to_cpu()
+        for out, _ in outs:  # the scheduler: copy to host in the forward stream, finalize after the copy
+            if hasattr(out, "copy_to_cpu"):
+                out.copy_to_cpu()
+            else:  # 0.5.15+: GenerationBatchResult.copy_to_cpu maps its D2H copy over the output's device tensors
+                out.map_device_tensors(lambda t: t.to("cpu", copy=True))
             out.finalize()
         reads = []
         for i in range(self.bs):
@@ -284,13 +332,25 @@ def moe_models(tmp_path_factory):
     return tiny_moe.build(out), tiny_moe.tm.build_all(out)["eagle3"]
 
 
+def _row_releases():
+    import os
+
+    from conftest import ROOT
+
+    from sglang_specv2_fixes.testing.registry import registration
+
+    return registration(os.path.join(ROOT, "tests", "registered", "test_routed_experts_tree.py"))["releases"]
+
+
+@pytest.mark.skipif(VERSION not in _row_releases(), reason="the registered row does not run on this release")
 def test_registered_launch_keeps_spec_v2_tree(moe_models, monkeypatch):
     """tests/registered/test_routed_experts_tree.py's launch on real ServerArgs (tiny Qwen3-MoE target,
     EAGLE3 3/4/8, page 1, triton attention and MoE, routed experts): the plugin's routing keeps spec v2
     tree drafting, stock falls back to spec v1."""
     import sglang.srt.server_args as sa
 
-    monkeypatch.setattr(sa, "get_device_memory_capacity", lambda device=None: 81559.0)  # an H100's
+    # an H100's memory where the release reads it in server_args (later releases read it elsewhere)
+    monkeypatch.setattr(sa, "get_device_memory_capacity", lambda device=None: 81559.0, raising=False)
     monkeypatch.delenv("SGLANG_ENABLE_SPEC_V2", raising=False)
     routings = [("stock", None)]  # None: the release's own ServerArgs, untouched
     if patched_here(FIX.name):
@@ -306,11 +366,14 @@ def test_registered_launch_keeps_spec_v2_tree(moe_models, monkeypatch):
                 def _handle_speculative_decoding(self, routing=routing):
                     routing(self)
 
-        args = Launch(model_path=target, speculative_algorithm="EAGLE3", speculative_draft_model_path=draft,
-                      speculative_num_steps=3, speculative_eagle_topk=4, speculative_num_draft_tokens=8, page_size=1,
-                      attention_backend="triton", moe_runner_backend="triton", enable_return_routed_experts=True,
-                      disable_piecewise_cuda_graph=True,
-                      device="cuda")
+        # the row's command line, parsed by the release's own parser (flag -> field names differ across releases)
+        parser = argparse.ArgumentParser()
+        sa.ServerArgs.add_cli_args(parser)
+        argv = ["--model-path", target, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft,
+                "--speculative-num-steps", "3", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8",
+                "--page-size", "1", "--attention-backend", "triton", "--moe-runner-backend", "triton",
+                "--enable-return-routed-experts", "--disable-piecewise-cuda-graph", "--device", "cuda"]
+        args = Launch.from_cli_args(parser.parse_args(argv))
         got[name] = (args.disable_overlap_schedule, args.speculative_eagle_topk, args.speculative_num_draft_tokens)
     if patched_here(FIX.name):
         assert got == {"stock": (True, 4, 8), "plugin": (False, 4, 8)}
