@@ -216,7 +216,7 @@ class _Inert:
         return lambda *a, **k: None
 
 
-class _Off(types.SimpleNamespace):
+class Unset(types.SimpleNamespace):
     """Server flags of a plain launch: the named ones as given, every other feature flag unset (None)."""
 
     def __getattr__(self, name):
@@ -275,18 +275,18 @@ def processor_decode_case(use_plugin_body, only_stale=False, log_interval=40):
     reporter.decode_log_interval = log_interval  # 0.5.22+ reads it from the reporter
     reporter.report_decode_stats = lambda *a, **k: setattr(reporter, "reported", k)
     reporter.snapshot_spec_decode_metrics = lambda *a, **k: None
-    server_args = _Off(decode_log_interval=log_interval, enable_metrics=False)
+    server_args = Unset(decode_log_interval=log_interval, enable_metrics=False)
     given = dict(
         is_generation=True, disaggregation_mode=DisaggregationMode.NULL, enable_overlap=True,
         enable_overlap_mlx=False, server_args=server_args, metrics_reporter=reporter,
         model_worker=stand_in.model_worker, draft_worker=stand_in.draft_worker,
-        model_config=_Off(think_end_id=None, vocab_size=1024),  # no reasoning-model token ids
+        model_config=Unset(think_end_id=None, vocab_size=1024),  # no reasoning-model token ids
         token_to_kv_pool_allocator=types.SimpleNamespace(free_group_begin=lambda: None, free_group_end=lambda: None),
         hisparse_coordinator=None, decode_offload_manager=None,
     )
     kwargs = {f.name: given.get(f.name, _Inert()) for f in dataclasses.fields(P) if f.init}
     proc = P(**kwargs)
-    batch = _Off(**vars(batch))  # batch features not under test (mamba tracking, grammar, logprobs): unset
+    batch = Unset(**vars(batch))  # batch features not under test (mamba tracking, grammar, logprobs): unset
     batch.spec_algorithm = SpeculativeAlgorithm.EAGLE3
     batch.is_spec_v2, batch.return_logprob, batch.has_grammar = True, False, False
     batch.batch_size = lambda: len(batch.reqs)

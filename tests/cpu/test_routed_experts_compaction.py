@@ -1,8 +1,9 @@
 """Routed experts / indexer top-k under tree drafting: the real ``EAGLEWorkerV2.verify`` (stock and the
 plugin body: tree-drafting's on 0.5.11 / 0.5.12.x, routed-experts-draft-guard's on 0.5.13 - 0.5.15, where upstream
 already moves the KV with its own ``_finalize_accept_tree_path`` and only the capture rows stay behind) run on CPU
-tensors, followed by the real capture plumbing of the release. 0.5.16+ verify in ``eagle_worker_common`` (not run
-here yet).
+tensors, followed by the real capture plumbing of the release; 0.5.16+: the same through
+``eagle_worker_common.run_eagle_verify`` (on a CPU its non-fused commit path runs; 0.5.22+ fuse the bonus-token /
+seq-len commit on CUDA, which does not touch the capture rows).
 
 How the releases return routed experts (0.5.11 ``layers/moe/routed_experts_capturer.py``, 0.5.12.x
 ``state_capturer/base.py``): the target forward captures one row per input token into a device buffer;
@@ -31,6 +32,7 @@ from conftest import LINE, VERSION, patched_here, requires_sglang
 
 from sglang_specv2_fixes import core
 from sglang_specv2_fixes.patchfile import MARK
+from sglang_specv2_fixes.testing.scenarios import Unset
 from sglang_specv2_fixes.fixes import tree_drafting
 
 pytestmark = [requires_sglang, pytest.mark.release_scoped]  # every release: its verify layout or the reason why not
@@ -38,25 +40,29 @@ FIX = tree_drafting.FIX
 WORKER = "sglang.srt.speculative.eagle_worker_v2"
 V, LAYERS, K, E = 96, 3, 2, 8  # token ids, MoE layers, experts per token, experts
 SLOTS = 512
-VERIFY = f"{WORKER}.EAGLEWorkerV2.verify"
+COMMON = "sglang.srt.speculative.eagle_worker_common"
+VERIFIES = (f"{WORKER}.EAGLEWorkerV2.verify", f"{COMMON}.run_eagle_verify")  # up to 0.5.15 / from 0.5.16
 
 
 def _verify_fix():
-    """The fix whose patch replaces ``EAGLEWorkerV2.verify`` on this release: tree-drafting (0.5.11 / 0.5.12.x: tree
-    verify with KV move and capture-row compaction), routed-experts-draft-guard (0.5.13 - 0.5.15: upstream moves the
-    KV, the patch adds the capture-row compaction); None from 0.5.16 (verify moved to eagle_worker_common)."""
+    """(fix, target) whose patch replaces the tree verify on this release: tree-drafting's
+    ``EAGLEWorkerV2.verify`` (0.5.11 / 0.5.12.x: tree verify with KV move and capture-row compaction),
+    routed-experts-draft-guard's (0.5.13 - 0.5.15: upstream moves the KV, the patch adds the capture-row compaction;
+    0.5.16+: the same in ``eagle_worker_common.run_eagle_verify``); (None, None) where no fix patches it."""
     from sglang_specv2_fixes import patchfile, releases
 
     for name in ("tree-drafting", "routed-experts-draft-guard"):
-        if patched_here(name) and VERIFY in {t.dotted for t in patchfile.load(name, releases.entry(name, LINE).name).targets}:
-            return name
-    return None
+        if patched_here(name):
+            targets = {t.dotted for t in patchfile.load(name, releases.entry(name, LINE).name).targets}
+            for target in VERIFIES:
+                if target in targets:
+                    return name, target
+    return None, None
 
 
-VERIFY_FIX = _verify_fix() if LINE else None
-# the scenario runs the release's stock EAGLEWorkerV2.verify and the plugin's patched one
-TREE_BODIES = pytest.mark.skipif(VERIFY_FIX is None, reason=f"sglang {LINE}: no patched EAGLEWorkerV2.verify "
-                                 "(0.5.16+: tree verify is eagle_worker_common.run_eagle_verify)")
+VERIFY_FIX, VERIFY = _verify_fix() if LINE else (None, None)
+# the scenario runs the release's stock tree verify and the plugin's patched one
+TREE_BODIES = pytest.mark.skipif(VERIFY_FIX is None, reason=f"sglang {LINE}: no fix patches the tree verify")
 
 
 class _SeqLens(torch.Tensor):
@@ -82,16 +88,37 @@ class _BonusKernel:
             out[pid] = flat[min(int(stride) * pid + int(accept_lens[pid]) - 1, flat.numel() - 1)]
 
 
-def stock_verify():
-    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+def _as_method(fn):
+    """``verify(worker, batch)`` for the scenario: the worker method itself, or (0.5.16+) the shared
+    ``run_eagle_verify(batch, **worker facts)`` called with the keywords its release takes, from the worker."""
+    if VERIFY.endswith(".verify"):
+        return fn
+    import inspect
 
-    fn = EAGLEWorkerV2.__dict__["verify"]
+    def verify(worker, batch):
+        given = dict(target_worker=worker.target_worker, req_to_token_pool=worker.req_to_token_pool,
+                     token_to_kv_pool_allocator=worker.token_to_kv_pool_allocator, plan_stream=worker.plan_stream,
+                     plan_stream_ctx=worker.plan_stream_ctx, topk=worker.topk, num_steps=worker.speculative_num_steps,
+                     num_draft_tokens=worker.speculative_num_draft_tokens, device=worker.device,
+                     metadata_ready_pre_pad=False, finalize_tree_path=True)  # the single-layer EAGLE worker's call
+        params = inspect.signature(inspect.unwrap(fn)).parameters
+        return fn(batch, **{k: v for k, v in given.items() if k in params})
+
+    return verify
+
+
+def stock_verify():
+    import importlib
+
+    module, _, qual = VERIFY.rpartition(".") if VERIFY.endswith("run_eagle_verify") else (WORKER, "", "verify")
+    mod = importlib.import_module(module)
+    fn = mod.EAGLEWorkerV2.__dict__["verify"] if qual == "verify" else getattr(mod, qual)
     assert not hasattr(fn, MARK), "the plugin must not be installed in the pytest process"
-    return fn
+    return _as_method(fn)
 
 
 def plugin_verify():
-    return core.build_fix(VERIFY_FIX)[VERIFY]
+    return _as_method(core.build_fix(VERIFY_FIX)[VERIFY])
 
 
 @pytest.fixture(autouse=True)
@@ -100,10 +127,13 @@ def _cpu_kernels(monkeypatch):
 
     if VERIFY_FIX is None:  # no verify scenario on this release (see TREE_BODIES)
         return
-    mod = importlib.import_module(WORKER)
-    name = "fill_new_verified_id" if LINE == "0.5.11" else "fill_bonus_tokens"
-    assert hasattr(mod, name)
-    monkeypatch.setattr(mod, name, _BonusKernel())
+    mod = importlib.import_module(VERIFY.rsplit(".", 2)[0] if VERIFY.endswith(".verify") else COMMON)
+    if hasattr(mod, "fill_bonus_tokens_func"):  # 0.5.16+: a Python launcher of the same kernel (…, stride, bs)
+        monkeypatch.setattr(mod, "fill_bonus_tokens_func", lambda t, lens, out, stride, bs: _BonusKernel._launch(t, lens, out, stride))
+    else:
+        name = "fill_new_verified_id" if LINE == "0.5.11" else "fill_bonus_tokens"
+        assert hasattr(mod, name)
+        monkeypatch.setattr(mod, name, _BonusKernel())
     for name in ("record_stream_for_v2_verify", "record_stream_each",  # 0.5.13+: CUDA stream bookkeeping
                  "commit_mamba_states_after_verify"):  # 0.5.14+: no Mamba state in this (dense attention) scenario
         if hasattr(mod, name):
@@ -113,7 +143,7 @@ def _cpu_kernels(monkeypatch):
         monkeypatch.setattr(mod, "eagle_prepare_for_verify",
                             lambda verify_input, *a: verify_input.prepare_for_v2_verify(*a))
     if hasattr(mod, "eagle_sample"):
-        monkeypatch.setattr(mod, "eagle_sample", lambda verify_input, *a: verify_input.sample(*a))
+        monkeypatch.setattr(mod, "eagle_sample", lambda verify_input, *a, **kw: verify_input.sample(*a, **kw))
     if hasattr(mod, "move_accept_tokens_to_target_kvcache"):  # 0.5.14+: a module function (Triton kernels)
         monkeypatch.setattr(mod, "move_accept_tokens_to_target_kvcache",
                             lambda batch, accept_index, count, *a: batch.scenario_kv_move(batch, accept_index, count))
@@ -222,9 +252,9 @@ class Scenario:
         verify_input = types.SimpleNamespace(
             num_tokens_per_req=-1,
             prepare_for_v2_verify=lambda pool, batch, target: (types.SimpleNamespace(out_cache_loc=self.out_cache_loc), False),
-            sample=lambda batch, lo, mask: (self.predict.clone(), self.accept_lens.clone(), self.accept_index.clone()),
+            sample=lambda batch, lo, mask, **kw: (self.predict.clone(), self.accept_lens.clone(), self.accept_index.clone()),
         )
-        batch = types.SimpleNamespace(
+        batch = Unset(  # features not in this scenario (hisparse, mamba tracking, watermark, ...) read as unset
             seq_lens=self.seq_lens.clone().as_subclass(_SeqLens), spec_info=verify_input, has_grammar=False,
             forward_mode=types.SimpleNamespace(is_idle=lambda: False), return_logprob=False,
             out_cache_loc=self.out_cache_loc, req_pool_indices=self.req_pool_idx, input_ids=None,
@@ -235,8 +265,7 @@ class Scenario:
             device="cpu", plan_stream_ctx=contextlib.nullcontext(), plan_stream=None, req_to_token_pool=pool,
             target_worker=types.SimpleNamespace(
                 forward_batch_generation=lambda **kw: fwd_out,
-                model_runner=types.SimpleNamespace(hybrid_gdn_config=None, mamba2_config=None,
-                                                   hybrid_lightning_config=None)),
+                model_runner=Unset(attn_backend=Unset(verify_mask=None))),  # dense attention, no Mamba / watermark
             speculative_num_steps=self.steps, speculative_num_draft_tokens=self.nd, topk=self.topk,
             token_to_kv_pool_allocator=types.SimpleNamespace(get_kvcache=lambda: None),  # 0.5.15: no c128 states
             move_accepted_tokens_to_target_kvcache=move,  # 0.5.11 / 0.5.12.x name
