@@ -77,22 +77,21 @@ def _is_spec_v2(batch) -> bool:
     return bool(getattr(batch, "is_spec_v2", False))
 
 
-def _allocated(req) -> int:
-    """kv_allocated_len on every layout: a Req attribute up to 0.5.15, ``req.kv.kv_allocated_len``
-    from 0.5.16 (``req.kv`` is None once the KV is released, up to 0.5.22: nothing allocated)."""
-    if hasattr(req, "kv_allocated_len"):
-        return req.kv_allocated_len
+def _kv_len(req, name) -> int:
+    """``kv_allocated_len`` / ``kv_committed_len`` on every layout: Req attributes, then on ``req.kv`` (allocated
+    from 0.5.16, committed from 0.5.19; ``req.kv`` is None once the KV is released, up to 0.5.22: 0)."""
+    if hasattr(req, name):
+        return getattr(req, name)
     kv = getattr(req, "kv", None)
-    return 0 if kv is None else kv.kv_allocated_len
+    return 0 if kv is None else getattr(kv, name)
+
+
+def _allocated(req) -> int:
+    return _kv_len(req, "kv_allocated_len")
 
 
 def _committed(req) -> int:
-    """kv_committed_len on every layout: a Req attribute up to 0.5.18, ``req.kv.kv_committed_len`` from 0.5.19
-    (``req.kv`` None once released, up to 0.5.22: nothing committed)."""
-    if hasattr(req, "kv_committed_len"):
-        return req.kv_committed_len
-    kv = getattr(req, "kv", None)
-    return 0 if kv is None else kv.kv_committed_len
+    return _kv_len(req, "kv_committed_len")
 
 
 def _around(original, self, batch, result, *args, **kwargs):

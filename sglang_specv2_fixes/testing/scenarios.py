@@ -159,6 +159,32 @@ def body(fix_module, fix_name):
     return _BODIES[fix_name]
 
 
+def _late_result(only_stale):
+    """The stale case as a spec-v2 decode result, ready for a release's decode step (both layouts): (stand-in
+    scheduler parts, result, batch, live request or None). ``only_stale``: a late result holding only the finished
+    and the retracted request. Batch features not under test (mamba tracking, grammar, logprobs) read as unset."""
+    from sglang.srt.layers.logits_processor import LogitsProcessorOutput
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    stand_in, result, batch = stale_batch_case()
+    if only_stale:
+        batch.reqs = batch.reqs[1:]
+        result.accept_lens = result.accept_lens[1:]
+        result.next_token_ids = result.next_token_ids[4:]
+    batch = Unset(**vars(batch))
+    batch.spec_algorithm = SpeculativeAlgorithm.EAGLE3
+    batch.is_spec_v2, batch.return_logprob, batch.has_grammar = True, False, False
+    batch.batch_size = lambda: len(batch.reqs)
+    result.copy_done = result.routed_experts_output = None
+    if hasattr(result, "indexer_topk_output"):
+        result.indexer_topk_output = None
+    result.logits_output, result.can_run_cuda_graph = LogitsProcessorOutput(next_token_logits=None), False
+    for r in batch.reqs:
+        r.vocab_size = 1024  # what the scheduler passes to Req() for the tiny vocab
+        r.sampling_params.normalize(None)  # as the tokenizer manager does before a request reaches the scheduler
+    return stand_in, result, batch, (None if only_stale else batch.reqs[0])
+
+
 def decode_case(use_plugin_body, only_stale=False, log_interval=40):
     """``process_batch_result_decode`` (stock, or the live-accept-metrics body) on the stale case, ready to run:
     (fn, sched, batch, result, live request or None); ``fn(sched, batch, result)`` runs it once (the
@@ -169,11 +195,7 @@ def decode_case(use_plugin_body, only_stale=False, log_interval=40):
         return processor_decode_case(use_plugin_body, only_stale, log_interval)
     from sglang.srt.managers.scheduler_output_processor_mixin import SchedulerOutputProcessorMixin as M
 
-    stand_in, result, batch = stale_batch_case()
-    if only_stale:  # a late result holding only the finished and the retracted request
-        batch.reqs = batch.reqs[1:]
-        result.accept_lens = result.accept_lens[1:]
-        result.next_token_ids = result.next_token_ids[4:]
+    stand_in, result, batch, live = _late_result(only_stale)
     sched = scheduler_class()()
     sched.server_args = types.SimpleNamespace(decode_log_interval=log_interval)
     sched.__dict__.update(vars(stand_in))
@@ -188,23 +210,7 @@ def decode_case(use_plugin_body, only_stale=False, log_interval=40):
     sched.model_config = types.SimpleNamespace(think_end_id=None)
     if _line() == "0.5.11":  # resolve with #23456 as the plugin ships it (the stock one corrupts the stale requests)
         setattr(sched, resolve_name(), body(skip_stale_overlap_updates, "skip-stale-overlap-updates").__get__(sched))
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-
-    batch.spec_algorithm = SpeculativeAlgorithm.EAGLE3
-    batch.is_spec_v2, batch.return_logprob = True, False
-    batch.batch_size = lambda: len(batch.reqs)
-    result.copy_done = result.routed_experts_output = None
-    if hasattr(result, "indexer_topk_output"):
-        result.indexer_topk_output = None
-    result.logits_output, result.can_run_cuda_graph = types.SimpleNamespace(hidden_states=None), False
-    if use_plugin_body:
-        fn = body(live_accept_metrics, "live-accept-metrics")
-    else:
-        fn = M.__dict__["process_batch_result_decode"]
-    live = batch.reqs[0] if not only_stale else None
-    for r in batch.reqs:
-        r.vocab_size = 1024  # what the scheduler passes to Req() for the tiny vocab
-        r.sampling_params.normalize(None)  # as the tokenizer manager does before a request reaches the scheduler
+    fn = body(live_accept_metrics, "live-accept-metrics") if use_plugin_body else M.__dict__["process_batch_result_decode"]
     return fn, sched, batch, result, live
 
 
@@ -260,13 +266,8 @@ def processor_decode_case(use_plugin_body, only_stale=False, log_interval=40):
     from sglang.srt.disaggregation.utils import DisaggregationMode
     from sglang.srt.managers.scheduler_components.batch_result_processor import SchedulerBatchResultProcessor as P
     from sglang.srt.managers.scheduler_components.metrics_reporter import SchedulerMetricsReporter
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-    stand_in, result, batch = stale_batch_case()
-    if only_stale:
-        batch.reqs = batch.reqs[1:]
-        result.accept_lens = result.accept_lens[1:]
-        result.next_token_ids = result.next_token_ids[4:]
+    stand_in, result, batch, live = _late_result(only_stale)
     reporter = object.__new__(SchedulerMetricsReporter)  # the counters as __post_init__ zeroes them
     for name in ("num_generated_tokens", "forward_ct_decode", "spec_num_accept_tokens", "spec_num_forward_ct",
                  "spec_total_num_accept_tokens", "spec_total_num_forward_ct", "spec_num_correct_drafts",
@@ -286,18 +287,6 @@ def processor_decode_case(use_plugin_body, only_stale=False, log_interval=40):
     )
     kwargs = {f.name: given.get(f.name, _Inert()) for f in dataclasses.fields(P) if f.init}
     proc = P(**kwargs)
-    batch = Unset(**vars(batch))  # batch features not under test (mamba tracking, grammar, logprobs): unset
-    batch.spec_algorithm = SpeculativeAlgorithm.EAGLE3
-    batch.is_spec_v2, batch.return_logprob, batch.has_grammar = True, False, False
-    batch.batch_size = lambda: len(batch.reqs)
-    result.copy_done = result.routed_experts_output = None
-    for name in ("indexer_topk_output",):
-        if hasattr(result, name):
-            setattr(result, name, None)
-    from sglang.srt.layers.logits_processor import LogitsProcessorOutput
-
-    result.logits_output = LogitsProcessorOutput(next_token_logits=None)
-    result.can_run_cuda_graph = False
     decode = body(live_accept_metrics, "live-accept-metrics") if use_plugin_body else P.__dict__["process_batch_result_decode"]
 
     def fn(proc, batch, result):
@@ -313,10 +302,6 @@ def processor_decode_case(use_plugin_body, only_stale=False, log_interval=40):
         finally:
             ctx._config_bags = saved
 
-    live = batch.reqs[0] if not only_stale else None
-    for r in batch.reqs:
-        r.vocab_size = 1024
-        r.sampling_params.normalize(None)
     return fn, proc, batch, result, live
 
 

@@ -213,7 +213,7 @@ import types
 from sglang.srt.plugins import load_plugins
 load_plugins()
 from sglang.srt.managers.scheduler import Scheduler
-info = Scheduler.get_init_info(types.SimpleNamespace(max_total_num_tokens=1, max_req_input_len=1))
+info = Scheduler.get_init_info(types.SimpleNamespace(max_total_num_tokens=1, max_req_input_len=1, startup_time=0.0))
 print('RESULT ' + json.dumps(info))
 """
     proc = run_py(code)
