@@ -7,7 +7,8 @@ A *code line* groups releases whose checked functions are byte-identical (0.5.12
 fix's entry on a line is ``patch(NAME)`` (apply ``patches/<fix>/NAME.patch``; the file's header holds the
 fingerprints it was written against, so several lines may name one file) or ``note(STATE, reason,
 check=(module, qualname, fingerprint))`` (nothing to patch; the check verifies the state against the
-installed source). Nothing here imports sglang.
+installed source; in a line derived from another, a bare fingerprint string keeps that line's note and only
+re-fingerprints its checked function). Nothing here imports sglang.
 
     python -m sglang_specv2_fixes.releases set patched        # release lists for shell scripts
     python -m sglang_specv2_fixes.releases cpu-overlays       # "VERSION SPEC..." per importable release
@@ -76,12 +77,22 @@ _D = "SchedulerOutputProcessorMixin.process_batch_result_decode"
 _B = "SchedulerBatchResultProcessor.process_batch_result_decode"
 PROBE = {"0.5.11": f"{MIXIN}.{_D}", "0.5.12": f"{MIXIN}.{_D}"}
 LINES: Dict[str, Line] = {}
-def _derive(base: str, changes: Dict[str, Entry]) -> Dict[str, Entry]:
-    """The fix entries of code line ``base`` with ``changes`` applied (every fix keeps a place on every line)."""
+def _derive(base: str, changes: Dict[str, Union[Entry, str]]) -> Dict[str, Entry]:
+    """The fix entries of code line ``base`` with ``changes`` applied (every fix keeps a place on every line). A
+    change given as a bare fingerprint keeps the base line's note (state, reason, checked function): only that
+    function's source changed in this line."""
     unknown = set(changes) - set(_FIXES[base])
     if unknown:
         raise ValueError(f"unknown fix(es) {sorted(unknown)}")
-    return {**_FIXES[base], **changes}
+    out = dict(_FIXES[base])
+    for fix, change in changes.items():
+        if isinstance(change, str):
+            prev = out[fix]
+            if not isinstance(prev, Note) or prev.check is None:
+                raise ValueError(f"{fix}: a bare fingerprint needs a checked note on line {base}")
+            change = note(prev.state, prev.reason, check=(*prev.check[:2], change))
+        out[fix] = change
+    return out
 
 
 # Each code line after the first lists only what differs from the line before it (_derive).
@@ -118,11 +129,7 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
     ),
     "tree-drafting": patch("0.5.12"),
     "live-accept-metrics": patch("0.5.12"),
-    "bonus-slot-accounting": note(
-        UPSTREAM,
-        "pre-claim in prepare_for_decode",
-        check=('sglang.srt.speculative.eagle_info_v2', 'EagleDraftInputV2Mixin.prepare_for_decode', '6ee69b3410f0a06c'),
-    ),
+    "bonus-slot-accounting": "6ee69b3410f0a06c",
     "accept-length-split": note(
         UPSTREAM,
         "renamed num_correct_drafts / num_accept_tokens",
@@ -175,51 +182,21 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     ),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
-    "draft-extend-kv-range": note(
-        UPSTREAM,
-        "#26651: the triton draft-extend graph's KV range is the prefix only "
-        "(TritonAttnBackend._update_draft_extend_buffers)",
-        check=('sglang.srt.layers.attention.triton_backend', 'TritonAttnBackend._update_draft_extend_buffers', '0de3096b9461d8ec'),
-    ),
-    "skip-stale-overlap-updates": note(
-        UPSTREAM,
-        "SchedulerBatchResultProcessor._resolve_spec_v2_tokens skips retracted requests; "
-        "finished ones only roll back the pre-claimed bonus slot",
-        check=('sglang.srt.managers.scheduler_components.batch_result_processor', 'SchedulerBatchResultProcessor._resolve_spec_v2_tokens', 'a566b5757f77d5a8'),
-    ),
-    "tree-drafting": note(
-        UPSTREAM,
-        "EAGLEWorkerV2._finalize_accept_tree_path compacts KV/predict/hidden states (spec v1 "
-        "removed); routed-experts/indexer top-k compaction is NOT upstream and is carried by "
-        "routed-experts-draft-guard's patch",
-        check=('sglang.srt.speculative.eagle_worker_v2', 'EAGLEWorkerV2._finalize_accept_tree_path', '2ce7801a49d5769b'),
-    ),
+    "draft-extend-kv-range": "0de3096b9461d8ec",
+    "skip-stale-overlap-updates": "a566b5757f77d5a8",
+    "tree-drafting": "2ce7801a49d5769b",
     "live-accept-metrics": patch("0.5.14"),
     "routed-experts-draft-guard": patch("0.5.14"),
-    "bonus-slot-accounting": note(
-        UPSTREAM,
-        "pre-claim in EagleDraftInputV2Mixin.prepare_for_decode, resolve adds accept_lens - 1",
-        check=('sglang.srt.speculative.eagle_info_v2', 'EagleDraftInputV2Mixin.prepare_for_decode', 'f9901a957593abcb'),
-    ),
+    "bonus-slot-accounting": "f9901a957593abcb",
     "accept-length-split": note(
         UPSTREAM,
         "num_correct_drafts / num_accept_tokens (v2 sample is eagle_utils.eagle_sample)",
         check=('sglang.srt.speculative.eagle_utils', 'eagle_sample', '5e49f3d99001edb5'),
     ),
-    "seq-lens-helper": note(
-        UPSTREAM,
-        "FutureMap.resolve_seq_lens_cpu syncs seq_lens_cpu/seq_lens_sum of the overlap "
-        "snapshot",
-        check=('sglang.srt.managers.overlap_utils', 'FutureMap.resolve_seq_lens_cpu', '03bc17e32f9094ff'),
-    ),
+    "seq-lens-helper": "03bc17e32f9094ff",
 })
 _FIXES["0.5.15"] = _derive("0.5.14", {
-    "draft-extend-kv-range": note(
-        UPSTREAM,
-        "#26651: the triton draft-extend graph's KV range is the prefix only "
-        "(TritonAttnBackend._update_draft_extend_buffers)",
-        check=('sglang.srt.layers.attention.triton_backend', 'TritonAttnBackend._update_draft_extend_buffers', '17151866856faf02'),
-    ),
+    "draft-extend-kv-range": "17151866856faf02",
     "skip-stale-overlap-updates": note(
         UPSTREAM,
         "SchedulerBatchResultProcessor._resolve_spec_v2_tokens gives finished/retracted "
@@ -235,32 +212,12 @@ _FIXES["0.5.15"] = _derive("0.5.14", {
         "bonus slot, resolve commits drafts + bonus of live requests",
         check=('sglang.srt.speculative.eagle_utils', 'eagle_prepare_for_decode', '71f4d923deb606d9'),
     ),
-    "accept-length-split": note(
-        UPSTREAM,
-        "num_correct_drafts / num_accept_tokens (v2 sample is eagle_utils.eagle_sample)",
-        check=('sglang.srt.speculative.eagle_utils', 'eagle_sample', 'a71fa4dd6851e3c0'),
-    ),
-    "seq-lens-helper": note(
-        UPSTREAM,
-        "FutureMap.resolve_seq_lens_cpu syncs seq_lens_cpu/seq_lens_sum of the overlap "
-        "snapshot",
-        check=('sglang.srt.managers.overlap_utils', 'FutureMap.resolve_seq_lens_cpu', '42648b6d836794f3'),
-    ),
+    "accept-length-split": "a71fa4dd6851e3c0",
+    "seq-lens-helper": "42648b6d836794f3",
 })
 _FIXES["0.5.16"] = _derive("0.5.15", {
-    "draft-extend-kv-range": note(
-        UPSTREAM,
-        "#26651: the triton draft-extend graph's KV range is the prefix only "
-        "(TritonAttnBackend._update_draft_extend_buffers)",
-        check=('sglang.srt.layers.attention.triton_backend', 'TritonAttnBackend._update_draft_extend_buffers', '722bbd00a1baf647'),
-    ),
-    "skip-stale-overlap-updates": note(
-        UPSTREAM,
-        "SchedulerBatchResultProcessor._resolve_spec_v2_tokens gives finished/retracted "
-        "requests no KV or statistics update (bonus rollback superseded: no pre-claim since "
-        "#28754)",
-        check=('sglang.srt.managers.scheduler_components.batch_result_processor', 'SchedulerBatchResultProcessor._resolve_spec_v2_tokens', 'f2046557f69151de'),
-    ),
+    "draft-extend-kv-range": "722bbd00a1baf647",
+    "skip-stale-overlap-updates": "f2046557f69151de",
     "tree-drafting": note(
         UPSTREAM,
         "eagle_worker_common._finalize_accept_tree_path (called from run_eagle_verify for "
@@ -270,169 +227,53 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
     ),
     "live-accept-metrics": patch("0.5.16"),
     "routed-experts-draft-guard": patch("0.5.16"),
-    "bonus-slot-accounting": note(
-        NOT_APPLICABLE,
-        "pre-claim scheme removed (#28754): eagle_utils.eagle_prepare_for_decode claims no "
-        "bonus slot, resolve commits drafts + bonus of live requests",
-        check=('sglang.srt.speculative.eagle_utils', 'eagle_prepare_for_decode', '8889cbb3fc0f55cd'),
-    ),
-    "accept-length-split": note(
-        UPSTREAM,
-        "num_correct_drafts / num_accept_tokens (v2 sample is eagle_utils.eagle_sample)",
-        check=('sglang.srt.speculative.eagle_utils', 'eagle_sample', '2e8d7fe3e06f453a'),
-    ),
-    "seq-lens-helper": note(
-        UPSTREAM,
-        "FutureMap.resolve_seq_lens_cpu syncs seq_lens_cpu/seq_lens_sum of the overlap "
-        "snapshot",
-        check=('sglang.srt.managers.overlap_utils', 'FutureMap.resolve_seq_lens_cpu', '0bc94a38081f5f9b'),
-    ),
+    "bonus-slot-accounting": "8889cbb3fc0f55cd",
+    "accept-length-split": "2e8d7fe3e06f453a",
+    "seq-lens-helper": "0bc94a38081f5f9b",
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
-    "skip-stale-overlap-updates": note(
-        UPSTREAM,
-        "SchedulerBatchResultProcessor._resolve_spec_v2_tokens gives finished/retracted "
-        "requests no KV or statistics update (bonus rollback superseded: no pre-claim since "
-        "#28754)",
-        check=('sglang.srt.managers.scheduler_components.batch_result_processor', 'SchedulerBatchResultProcessor._resolve_spec_v2_tokens', '2c4bc18f7e2bf70a'),
-    ),
+    "skip-stale-overlap-updates": "2c4bc18f7e2bf70a",
     "live-accept-metrics": patch("0.5.17"),
     "routed-experts-draft-guard": patch("0.5.17"),
-    "bonus-slot-accounting": note(
-        NOT_APPLICABLE,
-        "pre-claim scheme removed (#28754): eagle_utils.eagle_prepare_for_decode claims no "
-        "bonus slot, resolve commits drafts + bonus of live requests",
-        check=('sglang.srt.speculative.eagle_utils', 'eagle_prepare_for_decode', 'a838c68eae04cb10'),
-    ),
-    "accept-length-split": note(
-        UPSTREAM,
-        "num_correct_drafts / num_accept_tokens (v2 sample is eagle_utils.eagle_sample)",
-        check=('sglang.srt.speculative.eagle_utils', 'eagle_sample', '140530ac2567d399'),
-    ),
+    "bonus-slot-accounting": "a838c68eae04cb10",
+    "accept-length-split": "140530ac2567d399",
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
-    "chunked-prefill-draft-chain": note(
-        UPSTREAM,
-        "#26800: a chunk's draft chain ends with the next prompt token "
-        "(eagle_utils._eagle_prefill_tail_tokens)",
-        check=('sglang.srt.speculative.eagle_utils', '_eagle_prefill_tail_tokens', '6d8174b2ccc9cd62'),
-    ),
+    "chunked-prefill-draft-chain": "6d8174b2ccc9cd62",
     "routed-experts-draft-guard": patch("0.5.18"),
-    "accept-length-split": note(
-        UPSTREAM,
-        "num_correct_drafts / num_accept_tokens (v2 sample is eagle_utils.eagle_sample)",
-        check=('sglang.srt.speculative.eagle_utils', 'eagle_sample', '8dd1c176a3cab4e3'),
-    ),
+    "accept-length-split": "8dd1c176a3cab4e3",
 })
 _FIXES["0.5.19"] = _derive("0.5.18", {
-    "draft-extend-kv-range": note(
-        UPSTREAM,
-        "#26651: the triton draft-extend graph's KV range is the prefix only "
-        "(TritonAttnBackend._update_draft_extend_buffers)",
-        check=('sglang.srt.layers.attention.triton_backend', 'TritonAttnBackend._update_draft_extend_buffers', '635cb9720a796435'),
-    ),
-    "skip-stale-overlap-updates": note(
-        UPSTREAM,
-        "SchedulerBatchResultProcessor._resolve_spec_v2_tokens gives finished/retracted "
-        "requests no KV or statistics update (bonus rollback superseded: no pre-claim since "
-        "#28754)",
-        check=('sglang.srt.managers.scheduler_components.batch_result_processor', 'SchedulerBatchResultProcessor._resolve_spec_v2_tokens', 'a85cdc7e0eb07311'),
-    ),
+    "draft-extend-kv-range": "635cb9720a796435",
+    "skip-stale-overlap-updates": "a85cdc7e0eb07311",
     "live-accept-metrics": patch("0.5.19"),
-    "bonus-slot-accounting": note(
-        NOT_APPLICABLE,
-        "pre-claim scheme removed (#28754): eagle_utils.eagle_prepare_for_decode claims no "
-        "bonus slot, resolve commits drafts + bonus of live requests",
-        check=('sglang.srt.speculative.eagle_utils', 'eagle_prepare_for_decode', '92107f907b9478f0'),
-    ),
-    "accept-length-split": note(
-        UPSTREAM,
-        "num_correct_drafts / num_accept_tokens (v2 sample is eagle_utils.eagle_sample)",
-        check=('sglang.srt.speculative.eagle_utils', 'eagle_sample', 'a71354e818d059a4'),
-    ),
+    "bonus-slot-accounting": "92107f907b9478f0",
+    "accept-length-split": "a71354e818d059a4",
 })
 _FIXES["0.5.20"] = _derive("0.5.19", {
-    "draft-extend-kv-range": note(
-        UPSTREAM,
-        "#26651: the triton draft-extend graph's KV range is the prefix only "
-        "(TritonAttnBackend._update_draft_extend_buffers)",
-        check=('sglang.srt.layers.attention.triton_backend', 'TritonAttnBackend._update_draft_extend_buffers', '5899519d5b353719'),
-    ),
-    "skip-stale-overlap-updates": note(
-        UPSTREAM,
-        "SchedulerBatchResultProcessor._resolve_spec_v2_tokens gives finished/retracted "
-        "requests no KV or statistics update (bonus rollback superseded: no pre-claim since "
-        "#28754)",
-        check=('sglang.srt.managers.scheduler_components.batch_result_processor', 'SchedulerBatchResultProcessor._resolve_spec_v2_tokens', 'dbac21de4849625d'),
-    ),
+    "draft-extend-kv-range": "5899519d5b353719",
+    "skip-stale-overlap-updates": "dbac21de4849625d",
     "live-accept-metrics": patch("0.5.20"),
     "routed-experts-draft-guard": patch("0.5.20"),
-    "accept-length-split": note(
-        UPSTREAM,
-        "num_correct_drafts / num_accept_tokens (v2 sample is eagle_utils.eagle_sample)",
-        check=('sglang.srt.speculative.eagle_utils', 'eagle_sample', '55d7626f9ed09a40'),
-    ),
+    "accept-length-split": "55d7626f9ed09a40",
 })
 _FIXES["0.5.21"] = _derive("0.5.20", {
     "routed-experts-draft-guard": patch("0.5.21"),
-    "accept-length-split": note(
-        UPSTREAM,
-        "num_correct_drafts / num_accept_tokens (v2 sample is eagle_utils.eagle_sample)",
-        check=('sglang.srt.speculative.eagle_utils', 'eagle_sample', '93d1ca9cde811c58'),
-    ),
+    "accept-length-split": "93d1ca9cde811c58",
 })
 _FIXES["0.5.22"] = _derive("0.5.21", {
-    "draft-extend-kv-range": note(
-        UPSTREAM,
-        "#26651: the triton draft-extend graph's KV range is the prefix only "
-        "(TritonAttnBackend._update_draft_extend_buffers)",
-        check=('sglang.srt.layers.attention.triton_backend', 'TritonAttnBackend._update_draft_extend_buffers', 'dbf5921f7afff96d'),
-    ),
+    "draft-extend-kv-range": "dbf5921f7afff96d",
     "live-accept-metrics": patch("0.5.22"),
     "routed-experts-draft-guard": patch("0.5.22"),
-    "bonus-slot-accounting": note(
-        NOT_APPLICABLE,
-        "pre-claim scheme removed (#28754): eagle_utils.eagle_prepare_for_decode claims no "
-        "bonus slot, resolve commits drafts + bonus of live requests",
-        check=('sglang.srt.speculative.eagle_utils', 'eagle_prepare_for_decode', '3aecac2a9354fc3a'),
-    ),
-    "accept-length-split": note(
-        UPSTREAM,
-        "num_correct_drafts / num_accept_tokens (v2 sample is eagle_utils.eagle_sample)",
-        check=('sglang.srt.speculative.eagle_utils', 'eagle_sample', '2af287281c12dd0d'),
-    ),
+    "bonus-slot-accounting": "3aecac2a9354fc3a",
+    "accept-length-split": "2af287281c12dd0d",
 })
 _FIXES["0.5.23"] = _derive("0.5.22", {
-    "draft-extend-kv-range": note(
-        UPSTREAM,
-        "#26651: the triton draft-extend graph's KV range is the prefix only "
-        "(TritonAttnBackend._update_draft_extend_buffers)",
-        check=('sglang.srt.layers.attention.triton_backend', 'TritonAttnBackend._update_draft_extend_buffers', 'fc26eab5837ecb6f'),
-    ),
-    "skip-stale-overlap-updates": note(
-        UPSTREAM,
-        "SchedulerBatchResultProcessor._resolve_spec_v2_tokens gives finished/retracted "
-        "requests no KV or statistics update (bonus rollback superseded: no pre-claim since "
-        "#28754)",
-        check=('sglang.srt.managers.scheduler_components.batch_result_processor', 'SchedulerBatchResultProcessor._resolve_spec_v2_tokens', '27570b6ba67bebbd'),
-    ),
-    "bonus-slot-accounting": note(
-        NOT_APPLICABLE,
-        "pre-claim scheme removed (#28754): eagle_utils.eagle_prepare_for_decode claims no "
-        "bonus slot, resolve commits drafts + bonus of live requests",
-        check=('sglang.srt.speculative.eagle_utils', 'eagle_prepare_for_decode', '9149bf599e4ff6f9'),
-    ),
-    "accept-length-split": note(
-        UPSTREAM,
-        "num_correct_drafts / num_accept_tokens (v2 sample is eagle_utils.eagle_sample)",
-        check=('sglang.srt.speculative.eagle_utils', 'eagle_sample', '61266326a73fcba5'),
-    ),
-    "seq-lens-helper": note(
-        UPSTREAM,
-        "FutureMap.resolve_seq_lens_cpu syncs seq_lens_cpu/seq_lens_sum of the overlap "
-        "snapshot",
-        check=('sglang.srt.managers.overlap_utils', 'FutureMap.resolve_seq_lens_cpu', '8d9a4a2634685aaa'),
-    ),
+    "draft-extend-kv-range": "fc26eab5837ecb6f",
+    "skip-stale-overlap-updates": "27570b6ba67bebbd",
+    "bonus-slot-accounting": "9149bf599e4ff6f9",
+    "accept-length-split": "61266326a73fcba5",
+    "seq-lens-helper": "8d9a4a2634685aaa",
 })
 
 for _line, _fixes in _FIXES.items():
