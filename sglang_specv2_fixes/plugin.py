@@ -109,7 +109,7 @@ def serving_facts(server_args) -> dict:
         spec = "v1"  # up to 0.5.13 the overlap scheduler is what selects spec v2
     else:
         spec = ("v2 tree" if (topk or 1) > 1 else "v2") + ("" if overlap else " (overlap off)")
-    from .fixes.tree_drafting import TREE_ROUTE
+    from .fixes.tree_drafting import DRAFT_EXTEND_GRAPH, TREE_ROUTE
 
     route = server_args.__dict__.get(TREE_ROUTE)  # set where the plugin's tree routing ran (topk > 1)
     return {
@@ -119,6 +119,8 @@ def serving_facts(server_args) -> dict:
         "overlap_schedule": overlap,
         "spec_path": spec,
         "tree_route": route,  # "spec v2 tree drafting", or why this topk > 1 setup runs spec v1
+        # spec v2 trees on a backend with a draft-extend graph: "cuda graph, N tokens per request" or "eager: why"
+        "draft_extend_graph": server_args.__dict__.get(DRAFT_EXTEND_GRAPH),
         "tp_size": getattr(server_args, "tp_size", None),
         "dp_size": getattr(server_args, "dp_size", None),
         "enable_dp_attention": getattr(server_args, "enable_dp_attention", None),

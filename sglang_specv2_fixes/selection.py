@@ -19,6 +19,8 @@ ENV = "SGLANG_SPECV2_FIXES"
 ENV_PROBE = "SGLANG_SPECV2_FIXES_PROBE"  # test-only scheduler-state probe (tests/registered)
 ENV_CHECK = "SGLANG_SPECV2_FIXES_CHECK"  # debug: the probe's invariants stop the scheduler
 ENV_PROBE_DIR = "SGLANG_SPECV2_FIXES_PROBE_DIR"  # test-only: every scheduler rank writes its probe view there
+# opt-in until it has run on a GPU: capture the spec-v2 draft-extend CUDA graph at tree width (tree-drafting, triton)
+ENV_TREE_GRAPH = "SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH"
 FLAG = "--specv2-fixes"
 
 
@@ -103,3 +105,7 @@ def probe_dir():
 
 def check_enabled() -> bool:
     return _flag(ENV_CHECK)
+
+
+def tree_draft_graph_enabled() -> bool:
+    return _flag(ENV_TREE_GRAPH)

@@ -71,11 +71,12 @@ routed-experts-draft-guard  [#26980]  routed experts with EAGLE drafts: the targ
     Removal: the guard: per release once it ships #26980 (upstream from 0.5.15); the compaction:
         once upstream compacts capture rows in _finalize_accept_tree_path (open through 0.5.23)
 
-draft-extend-kv-range  [#26651]  triton spec-v2 draft-extend CUDA graph: KV range over the prefix only
+draft-extend-kv-range  [#26651, #27545]  triton spec-v2 draft-extend CUDA graph: KV range over the prefix only
     What: TritonAttnBackend.init_forward_metadata_capture_cuda_graph /
         init_forward_metadata_replay_cuda_graph: for DRAFT_EXTEND_V2 kv_indptr / kv_indices cover
         seq_lens - extend_seq_lens (the prefix), not the seq_lens already bumped by the draft
-        tokens; spec v1 DRAFT_EXTEND unchanged
+        tokens, and qo_indptr / max_extend_len stride num_draft_tokens per request (#27545: the
+        width spec v2 extends, > steps + 1 for trees); spec v1 DRAFT_EXTEND unchanged
     Why: the triton draft-extend CUDA graph counted the just-written draft KV twice and let each
         draft query see the later draft tokens: lower acceptance length on the triton backend (text
         unaffected)

@@ -22,9 +22,11 @@ The patch (patches/draft-extend-kv-range/0.5.11.patch, same function fingerprint
 spec_info.extend_seq_lens_tensor, 0)`` (the tensor the draft-extend runner attaches at replay; zeros at
 capture), as upstream #26651 did before the metadata code was unified (0.5.13's
 ``TritonAttnBackend._update_draft_extend_buffers``). Spec v1 ``DRAFT_EXTEND`` (seq_lens = prefix) is
-unchanged. Not ported: #27545 (qo_indptr / max_extend_len at ``num_draft_tokens`` width), which only
-matters for tree drafting; tree-drafting keeps that graph off for trees in these releases
-(docs/design/tree-draft-extend-graph.md describes the full tree-width backport).
+unchanged. Also #27545: for DRAFT_EXTEND_V2 the query stride (``qo_indptr``) and, at capture,
+``max_extend_len`` are ``num_draft_tokens`` per request, the width spec v2 extends (upstream 0.5.13's
+``_update_draft_extend_buffers``). For chains that equals steps + 1 (topk 1 forces it), so nothing changes
+there; it is what the tree-width draft-extend graph of tree-drafting needs (its runner is sized the same way;
+docs/design/tree-draft-extend-graph.md), which is why that graph is captured only while this fix is applied.
 
 Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13, in
 ``TritonAttnBackend._update_draft_extend_buffers``).
@@ -36,12 +38,13 @@ from ..catalog import Fix
 
 FIX = Fix(
     name="draft-extend-kv-range",
-    upstream=("#26651",),
+    upstream=("#26651", "#27545"),
     title="triton spec-v2 draft-extend CUDA graph: KV range over the prefix only",
     what=(
         "TritonAttnBackend.init_forward_metadata_capture_cuda_graph / init_forward_metadata_replay_cuda_graph: "
         "for DRAFT_EXTEND_V2 kv_indptr / kv_indices cover seq_lens - extend_seq_lens (the prefix), not the "
-        "seq_lens already bumped by the draft tokens; spec v1 DRAFT_EXTEND unchanged"
+        "seq_lens already bumped by the draft tokens, and qo_indptr / max_extend_len stride num_draft_tokens "
+        "per request (#27545: the width spec v2 extends, > steps + 1 for trees); spec v1 DRAFT_EXTEND unchanged"
     ),
     why=(
         "the triton draft-extend CUDA graph counted the just-written draft KV twice and let each draft query "

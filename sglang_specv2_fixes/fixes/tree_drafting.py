@@ -22,7 +22,10 @@ the worker side is in 0.5.13.post1 as ``_finalize_accept_tree_path`` / ``_compac
 * ``EAGLEWorkerV2.verify``: bonus stride ``accept_index.shape[1]`` and accepted-path compaction;
 * ``EAGLEWorkerV2.move_accepted_tokens_to_target_kvcache`` (dead upstream code until now): launch
   size ``bs * accept_index.shape[1]``; each release keeps its own count semantics;
-* ``EagleDraftWorker.init_cuda_graphs``: no draft-extend graph when its width does not match;
+* ``EagleDraftWorker.init_cuda_graphs`` / ``EAGLEDraftExtendCudaGraphRunner.__init__``: the spec-v2 draft-extend
+  graph at tree width (``num_draft_tokens`` rows per request, as upstream 0.5.13; the triton metadata's query
+  stride comes with draft-extend-kv-range, #27545), captured only where draft_extend_graph_at_tree_width
+  allows (opt-in ``SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1`` until it has run on a GPU), else eager;
 * ``SchedulerRuntimeCheckerMixin.self_check_during_busy``: the busy leak check runs for spec v2
   tree drafting (it stays skipped for spec v1 tree drafting).
 
@@ -53,6 +56,12 @@ FIX = Fix(
 USER_BACKENDS = "_specv2_user_attention_backends"  # set by plugin.py before ServerArgs.__post_init__
 TREE_ROUTE = "_specv2_tree_route"  # route_tree's decision on a topk > 1 setup, read by plugin.serving_facts
 TREE_BACKENDS = ("flashinfer", "triton")  # attention backends whose spec-v2 tree path ran on a GPU here
+DRAFT_EXTEND_GRAPH = "_specv2_draft_extend_graph"  # how a tree's draft extend runs, read by plugin.serving_facts
+# the draft-extend graph metadata that must be at tree width before that graph is captured (draft-extend-kv-range)
+TRITON_DRAFT_EXTEND_METADATA = tuple(
+    f"sglang.srt.layers.attention.triton_backend.TritonAttnBackend.{name}"
+    for name in ("init_forward_metadata_capture_cuda_graph", "init_forward_metadata_replay_cuda_graph")
+)
 
 
 def route_tree(server_args):
@@ -214,3 +223,36 @@ def compact_accept_to_front(x, accept_index, bs: int, num_draft_tokens: int):
     out = x.clone(memory_format=torch.contiguous_format)
     out.view(bs, num_draft_tokens, *x.shape[1:])[:, :s1] = gathered.view(bs, s1, *x.shape[1:])
     return out
+
+
+def tree_draft_extend_graph_reason(worker):
+    """Why this process cannot capture the spec-v2 draft-extend CUDA graph at tree width (None: it can).
+
+    The width itself is patched in ``EAGLEDraftExtendCudaGraphRunner.__init__`` (tree-drafting) and in the triton
+    backend's draft-extend graph metadata (draft-extend-kv-range: query stride / max_extend_len, upstream #27545);
+    only triton captures this graph among the backends trees run on here (flashinfer's draft extend is eager in
+    these releases). A path that has not run on a GPU is not taken by default: until it has, it is opt-in.
+    """
+    from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
+
+    from .. import core, selection
+
+    if not selection.tree_draft_graph_enabled():
+        return f"off by default until it has run on a GPU ({selection.ENV_TREE_GRAPH}=1 turns it on)"
+    if not isinstance(worker.draft_extend_attn_backend, TritonAttnBackend):
+        return "only the triton draft-extend graph metadata is ported to tree width"
+    if not all(core.is_patched(t) for t in TRITON_DRAFT_EXTEND_METADATA):
+        return "draft-extend-kv-range is not applied: it carries the tree-width query stride of the triton metadata"
+    return None
+
+
+def draft_extend_graph_at_tree_width(worker) -> bool:
+    """Called by the patched ``EagleDraftWorker.init_cuda_graphs`` for a tree (num_draft_tokens > steps + 1) on a
+    backend whose draft-extend graph this release captures: True captures it at tree width. The decision goes to
+    the log once and to /server_info (``serving.draft_extend_graph``)."""
+    reason = tree_draft_extend_graph_reason(worker)
+    width = worker.speculative_num_draft_tokens
+    decision = f"cuda graph, {width} tokens per request" if reason is None else f"eager: {reason}"
+    worker.server_args.__dict__[DRAFT_EXTEND_GRAPH] = decision
+    logger.info("sglang-specv2-fixes: spec v2 tree draft extend: %s", decision)
+    return reason is None

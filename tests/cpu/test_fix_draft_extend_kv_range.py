@@ -19,6 +19,11 @@ The scenario follows what the spec-v2 draft extend does on a GPU with the triton
 Each draft query must equal causal attention over the prefix and the draft tokens up to itself. Stock
 puts the draft tokens in the cached range too (``kv_indptr`` = cumsum(prefix + 4)): every query also
 sees the later draft tokens (error ~0.9 on unit-variance data); patched: prefix only, error ~1e-7.
+
+The same scenario at tree width (topk > 1: 8 draft tokens per request, steps 3) checks the #27545 part,
+which the tree-width draft-extend graph (tree-drafting, docs/design/tree-draft-extend-graph.md) relies on:
+stock strides the queries by steps + 1 (``qo_indptr`` [0, 4, 8, 12], ``max_extend_len`` 4), so request 1's
+rows are read as request 0's; patched strides and sizes them by num_draft_tokens and every row is causal.
 """
 
 import json
@@ -38,6 +43,7 @@ pytestmark = [requires_sglang, pytest.mark.skipif(LINE not in PATCH_FOR_LINE, re
 
 H, D, KVH = 2, 16, 2
 STEPS, ND = 3, 4  # topk 1 chain: num_draft_tokens == steps + 1
+TREE_ND = 8  # topk > 1: the spec-v2 draft extend runs the whole verify block, num_draft_tokens per request
 PREFIX = [5, 9]  # tokens cached per request before this draft extend
 CAPTURE_BS = 3  # graph batch size the runner pads raw bs 2 to
 MAX_BS, CTX = 4, 32
@@ -64,7 +70,7 @@ def patch_file():
 
 
 # ------------------------------------------------------------------ the scenario (child interpreter)
-def _backend():
+def _backend(ND):
     import torch
 
     import sglang.srt.layers.attention.triton_backend as tb
@@ -92,7 +98,7 @@ def _backend():
     return backend, pool, req_pool
 
 
-def _scenario(which, path):
+def _scenario(which, path, ND):
     import torch
 
     import sglang.srt.layers.attention.triton_backend as tb
@@ -102,7 +108,7 @@ def _scenario(which, path):
     from sglang_specv2_fixes import installed, patchfile
 
     torch.manual_seed(0)
-    backend, pool, req_pool = _backend()
+    backend, pool, req_pool = _backend(ND)
     if which == "stock":
         cls = tb.TritonAttnBackend
         assert not any(hasattr(getattr(cls, t.rsplit(".", 1)[1]), patchfile.MARK) for t in TARGETS)
@@ -163,8 +169,8 @@ def _scenario(which, path):
                 errs=errs)
 
 
-def run(which):
-    p = subprocess.run([sys.executable, os.path.abspath(__file__), which, patch_file()], capture_output=True,
+def run(which, nd=ND):
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), which, patch_file(), str(nd)], capture_output=True,
                        text=True, timeout=600, cwd=ROOT, env=child_env(TRITON_INTERPRET="1"))
     assert p.returncode == 0, p.stderr[-4000:]
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -173,6 +179,11 @@ def run(which):
 @pytest.fixture(scope="module")
 def results():
     return {which: run(which) for which in ("stock", "patched")}
+
+
+@pytest.fixture(scope="module")
+def tree_results():
+    return {which: run(which, TREE_ND) for which in ("stock", "patched")}
 
 
 def expected_indices(lens):
@@ -194,11 +205,26 @@ def test_patched_range_is_the_prefix_and_attention_is_causal(results):
     assert max(patched["errs"]) < 1e-4
 
 
-def test_query_layout_unchanged(results):
-    # qo_indptr / max_extend_len stay steps + 1 per request (#27545 is not part of this fix)
+def test_chain_query_layout_unchanged(results):
+    # a chain extends steps + 1 == num_draft_tokens rows per request: qo_indptr / max_extend_len as before
     for r in results.values():
         assert r["qo_indptr"] == [0, ND, 2 * ND, 3 * ND] and r["max_extend_len"] == STEPS + 1
 
 
+def test_stock_tree_width_reads_the_wrong_queries(tree_results):
+    stock = tree_results["stock"]
+    assert stock["qo_indptr"] == [0, STEPS + 1, 2 * (STEPS + 1), 3 * (STEPS + 1)]
+    assert stock["max_extend_len"] == STEPS + 1
+    assert len(stock["errs"]) == 2 * TREE_ND and max(stock["errs"]) > 0.1
+
+
+def test_patched_tree_width_strides_by_num_draft_tokens_and_is_causal(tree_results):
+    patched = tree_results["patched"]
+    assert patched["qo_indptr"] == [0, TREE_ND, 2 * TREE_ND, 3 * TREE_ND]
+    assert patched["max_extend_len"] == TREE_ND
+    assert patched["kv_indptr"] == [0, 5, 14, 14] and patched["kv_indices"] == expected_indices([5, 9])
+    assert len(patched["errs"]) == 2 * TREE_ND and max(patched["errs"]) < 1e-4
+
+
 if __name__ == "__main__":
-    print(json.dumps(_scenario(sys.argv[1], sys.argv[2])))
+    print(json.dumps(_scenario(sys.argv[1], sys.argv[2], int(sys.argv[3]))))
