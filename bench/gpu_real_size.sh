@@ -1,53 +1,90 @@
 #!/usr/bin/env bash
 # Real-size serving benchmark (bench/serving.py --real-size) on the lent GPU machine, from the repo root, with
 # .device-bundle/<RELEASE> (one release) or .device-bundle/both (ci/make_combined_bundle.sh) carried:
-#   bash bench/gpu_real_size.sh "RELEASE [RELEASE ...]" [--split "A,B C"] [bench/serving.py args]
-# 8B-shaped target + 1-layer EAGLE3 draft (bench/real_size_models.py: config + tokenizer, dummy weights) written
-# once under /tmp; SGLANG_SIMULATE_ACC_LEN (--acc-len, default 3.0) on both servers. Each release gets GPUs of its
-# own: without --split one GPU per release (GPU k for the k-th release) running its configurations one after the
-# other; with --split the release's configurations are spread one part per GPU (release k, part j -> GPU k*P + j),
-# a configuration's stock/plugin pairs always on one GPU. A part without a GPU is skipped. Then, into $OUT
-# (default build/real-size; the device returns at most 8 files):
+#   bash bench/gpu_real_size.sh "RELEASE [RELEASE ...]" [--split "A,B C"] [--waves] [bench/serving.py args]
+# 8B-shaped target + 1-layer EAGLE3 draft (bench/real_size_models.py: config + tokenizer, dummy weights; the
+# 70B shape with --real-size-model 70b) written once under /tmp; SGLANG_SIMULATE_ACC_LEN (--acc-len, default 3.0)
+# on both servers. Each release gets GPUs of its own: without --split one part per release running its
+# configurations one after the other; with --split the release's configurations are spread one part per GPU group
+# (a configuration's stock/plugin pairs always on one group). A part takes TP GPUs (--real-size-tp among the
+# serving.py args, default 1): part o (release k, part j, o = k*P + j) gets GPUs o*TP .. o*TP+TP-1, base port
+# 31000 + 400*o. A part without its GPUs is skipped, unless --waves: then the parts run in waves of as many as the
+# GPUs hold (part o in group o % G, wave o / G, G = GPUs / TP), each wave given an equal share of the time left
+# (e.g. two releases at TP 2 on 2 GPUs: one after the other on GPUs 0,1). Then, into $OUT (default
+# build/real-size; the device returns at most 8 files):
 #   real-size-latest.{json,md,png}   bench/real_size_report.py over every release (copy to docs/bench/)
 #   RELEASE-real-size.md             the release's serving.py table (bench/plot.py)
 #   real-size-out.tar.gz             everything: per part results.json / results.md / plots / server.log, merged
 #                                    bench-RELEASE/results.json (pass these to real_size_report.py to re-merge)
 # Budget: REAL_SIZE_TOTAL_S (default 560, the call's limit is 600) covers everything; the parts get what is left
-# after unpacking and writing the models, less 30 s for merging, the report and packing.
+# after unpacking and writing the models, less 30 s for merging, the report and packing (per wave: that / waves).
 # SPECV2_COMMIT=<hash> records the measured commit (the device copy has no .git).
+# The TP 2 point (nvidia-h200-x2, .device-bundle/both; why 8B and not 70B: bench/real_size.py's docstring):
+#   SPECV2_COMMIT=<hash> bash bench/gpu_real_size.sh "0.5.11 0.5.12.post1" --waves --real-size-tp 2 \
+#     --configs tree-topk4 --concurrency 1 8 32 --repeats 2 --point-seconds 3 --first-launch-s 120
 set -uo pipefail
 T0=$(date +%s)
-RELEASES=${1:?usage: gpu_real_size.sh "REL ..." [--split "A,B C"] [serving.py args]}; shift
-SPLIT=""
-if [ "${1:-}" = "--split" ]; then SPLIT=$2; shift 2; fi
+RELEASES=${1:?usage: gpu_real_size.sh "REL ..." [--split "A,B C"] [--waves] [serving.py args]}; shift
+SPLIT=""; WAVES=0
+while :; do
+  case "${1:-}" in
+    --split) SPLIT=$2; shift 2 ;;
+    --waves) WAVES=1; shift ;;
+    *) break ;;
+  esac
+done
+TP=1; MODEL=8b; prev=""
+for x in "$@"; do  # the serving.py args that decide GPUs per part and which models to write
+  case "$prev" in --real-size-tp) TP=$x ;; --real-size-model) MODEL=$x ;; esac
+  case "$x" in --real-size-tp=*) TP=${x#*=} ;; --real-size-model=*) MODEL=${x#*=} ;; esac
+  prev=$x
+done
 read -ra PARTS <<< "${SPLIT:-all}"; P=${#PARTS[@]}
 read -ra RELS <<< "$RELEASES"
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+G=$((NGPU / TP))  # GPU groups of TP GPUs
 OUTROOT=${OUT:-build/real-size}
 mkdir -p "$OUTROOT"
 export SPECV2_REAL_SIZE_MODELS=${SPECV2_REAL_SIZE_MODELS:-/tmp/specv2-real-size-models}
+# the plan: one line per part (release, part, GPUs, wave, base port); parts without GPUs are reported and left out
+plan=(); WMAX=-1; o=0
+for v in "${RELS[@]}"; do
+  for j in $(seq 0 $((P - 1))); do
+    if [ "$WAVES" = 1 ] && [ "$G" -gt 0 ]; then grp=$((o % G)); w=$((o / G)); else grp=$o; w=0; fi
+    if [ "$grp" -ge "$G" ]; then
+      echo "[gpu_real_size] no free GPUs for $v part $j (needs $TP of its own, $NGPU present): skipped (timings need GPUs of their own)"
+    else
+      gpus=$(seq -s, $((grp * TP)) $((grp * TP + TP - 1)))
+      plan+=("$v $j $gpus $w $((31000 + 400 * o))"); [ "$w" -gt "$WMAX" ] && WMAX=$w
+      echo "[gpu_real_size] plan: $v part$j (${PARTS[$j]}) -> GPUs $gpus, wave $w, base port $((31000 + 400 * o))"
+    fi
+    o=$((o + 1))
+  done
+done
 for v in "${RELS[@]}"; do  # unpack each bundle once, before the parts start side by side
   bash -c "source ci/gpu_prepare.sh $v" > /dev/null || echo "[gpu_real_size] preparing $v failed"
 done
 # the models once (serving.py would write them too, under a lock): tokenizers / torch from the first release's env
-(source ci/gpu_prepare.sh "${RELS[0]}" > /dev/null && python3 bench/real_size_models.py "$SPECV2_REAL_SIZE_MODELS") \
+(source ci/gpu_prepare.sh "${RELS[0]}" > /dev/null && python3 bench/real_size_models.py --model "$MODEL") \
   || echo "[gpu_real_size] writing the models failed"
-export BENCH_TOTAL_S=$(( ${REAL_SIZE_TOTAL_S:-560} - ($(date +%s) - T0) - 30 ))
-echo "[gpu_real_size] $NGPU GPU(s); releases ${RELS[*]}; parts: ${PARTS[*]}; preparation took $(( $(date +%s) - T0 ))s;" \
-     "each part gets ${BENCH_TOTAL_S}s (bench/gpu_bench.sh); commit ${SPECV2_COMMIT:-unrecorded}"
-k=0; pids=()
-for v in "${RELS[@]}"; do
-  for j in $(seq 0 $((P - 1))); do
-    g=$((k * P + j))
-    if [ "$g" -ge "$NGPU" ]; then echo "[gpu_real_size] no free GPU for $v part $j: skipped (timings need a GPU of their own)"; continue; fi
+echo "[gpu_real_size] $NGPU GPU(s), TP $TP, model $MODEL; releases ${RELS[*]}; parts: ${PARTS[*]}; $((WMAX + 1)) wave(s);" \
+     "preparation took $(( $(date +%s) - T0 ))s; commit ${SPECV2_COMMIT:-unrecorded}"
+rc=0
+for w in $(seq 0 "$WMAX"); do
+  # this wave's share of what is left (30 s kept for the report); each part's budget (bench/gpu_bench.sh)
+  export BENCH_TOTAL_S=$(( (${REAL_SIZE_TOTAL_S:-560} - ($(date +%s) - T0) - 30) / (WMAX + 1 - w) ))
+  echo "[gpu_real_size] wave $w: each part gets ${BENCH_TOTAL_S}s"
+  pids=()
+  for p in "${plan[@]}"; do
+    read -r v j gpus pw port <<< "$p"
+    [ "$pw" = "$w" ] || continue
     cfg=(); [ "${PARTS[$j]}" = all ] || cfg=(--configs ${PARTS[$j]//,/ })
-    (CUDA_VISIBLE_DEVICES=$g OUT=$OUTROOT/parts/$v-part$j bash bench/gpu_bench.sh "$v" --real-size \
-       --base-port $((31000 + 400 * g)) "${cfg[@]}" "$@" 2>&1 | sed -u "s/^/[$v part$j gpu$g] /") &
+    (CUDA_VISIBLE_DEVICES=$gpus OUT=$OUTROOT/parts/$v-part$j bash bench/gpu_bench.sh "$v" --real-size \
+       --base-port "$port" "${cfg[@]}" "$@" 2>&1 | sed -u "s/^/[$v part$j gpu$gpus] /") &
     pids+=($!)
   done
-  k=$((k + 1))
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
 done
-rc=0; for p in "${pids[@]}"; do wait "$p" || rc=1; done
 merged=()
 for v in "${RELS[@]}"; do
   ins=$(ls "$OUTROOT"/parts/"$v"-part*/bench-"$v"/results.json 2>/dev/null)

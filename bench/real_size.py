@@ -3,14 +3,18 @@
 What the mode changes (everything else is serving.py's machinery: both sides launched together, stock/plugin
 pairs alternating, the budget, results.json / results.md / plots):
 
-* models: an 8B-shaped Llama target + a 1-layer EAGLE3 draft of ``bench/real_size_models.py`` (config + tokenizer,
-  no weights), served with ``--load-format dummy`` and ``--speculative-draft-load-format dummy``;
+* models: an 8B-shaped (``--real-size-model 8b``, default) or 70B-shaped (``70b``) Llama target + a 1-layer EAGLE3
+  draft of ``bench/real_size_models.py`` (config + tokenizer, no weights), served with ``--load-format dummy`` and
+  ``--speculative-draft-load-format dummy``;
+* tensor parallelism: ``--real-size-tp N`` (default 1) adds ``--tp-size N`` to both servers' flags; both servers of
+  a configuration then share the same N GPUs (``CUDA_VISIBLE_DEVICES``; ``bench/gpu_real_size.sh`` gives each part
+  N GPUs of its own);
 * acceptance: ``SGLANG_SIMULATE_ACC_LEN`` (``--acc-len``, default 3.0) in the environment of both servers (SGLang
   reads it at import, in the scheduler process): dummy weights accept nothing, so verification is replaced by
   SGLang's own simulation (``generate_simulated_accept_index``, method ``match-expected``) on both sides;
 * configurations: ``eagle3-topk1`` (control), ``tree-topk4``, ``tree-topk8`` (``nospec`` on request);
 * server flags: the tests' COMMON with a KV pool and static memory fraction for two 8B servers on one GPU (80 GB
-  at worst), CUDA graphs up to batch 32;
+  at worst; at TP N the same flags, weights and KV pool split over the N GPUs), CUDA graphs up to batch 32;
 * defaults: 200 input / 256 output tokens, concurrency 1 8 32, 3 pairs per point;
 * the greedy identity check is skipped (dummy weights: the text is meaningless; ``--acc-len`` fixes what is
   accepted) and the results say so; the tiny real-weight runs (``bench/gpu_bench.sh``) keep checking it.
@@ -24,6 +28,33 @@ also compiles the triton kernels), warm-up + calibration ~10 s, a point ``--poin
 (~770 s, the dry run prints this estimate). Hence ``gpu_real_size.sh ... --split "eagle3-topk1 tree-topk4
 tree-topk8"`` (3 GPUs per release, nvidia-h200-x8 for two releases, one call), or one configuration per call with
 one GPU per release (nvidia-h200-x2, three calls) and ``bench/real_size_report.py`` over all the calls' results.
+
+TP 2 point (issue 16 item 3: "a 70B-shaped dummy-weight target on 2 GPUs if it fits one GPU run; if it does not, an
+8B-shaped target at TP 2"). The 70B shape does NOT fit, for two reasons (the dry run prints both estimates:
+``bench/serving.py --real-size --real-size-model 70b --real-size-tp 2 --dry-run``):
+memory: stock and plugin servers are up together on the same GPUs (that is what makes their pairs comparable), and
+two 70B servers at TP 2 need ~150 GiB per GPU (2 x (67 GiB of weights + 5 GiB KV pool + ~3 GiB context/graphs)),
+more than an H200's ~139 GiB (at TP 4 it is ~78 GiB: fits 4 H200s, one release per call); time: a launch of two
+70B servers is ~320 s planned (the 8B launch measured 71-101 s on an H100, mostly per-layer work: dummy init and
+CUDA graph capture, 2.5x the layers), so two releases one after the other cannot fit one 600 s call. The documented
+TP 2 point is therefore the **8B shape at TP 2**: ~26 GiB per GPU, a launch planned at 165 s (150 + 15 for the
+second rank's NCCL / custom all-reduce set-up), one tree configuration per release.
+
+The command (a later session, one call on nvidia-h200-x2 with .device-bundle/both carried: 0.5.11, then
+0.5.12.post1, each on GPUs 0,1 (``--waves``); each wave gets half of what is left after unpacking both bundles and
+writing the models, ~230 s, of which gpu_bench.sh's own start takes a few tens of seconds)::
+
+    SPECV2_COMMIT=<hash> bash bench/gpu_real_size.sh "0.5.11 0.5.12.post1" --waves --real-size-tp 2 \
+        --configs tree-topk4 --concurrency 1 8 32 --repeats 2 --point-seconds 3 --first-launch-s 120
+
+(one launch of both servers ~100-130 s, warm-up + calibration ~10 s, 2 pairs x 3 concurrencies x 2 x (3 s + ~3.5 s)
+= ~80 s of points per release; ``--first-launch-s 120``: the measured 8B launch (<= 101 s at TP 1) plus TP set-up,
+so the budget check before the launch does not skip a ~190 s part on the 165 s planning default; a part cut by its
+budget stops cleanly after its last whole pair.) The dry run of one part (``bench/serving.py --real-size --dry-run``
+with those args and ``--budget-s 200``) plans ~201 s on the 120 s launch: at the limit of a part's ~190-200 s, with
+~20 s to spare at the measured launch time; a slower launch costs the last c=32 pair, not the point. Then ``bench/real_size_report.py --previous
+docs/bench/real-size-latest.json RESULTS...`` with the call's ``bench-RELEASE/results.json`` (in its
+real-size-out.tar.gz) keeps the TP 1 points beside the new TP 2 ones; $OUT/real-size-latest.* has the TP 2 points only.
 """
 
 from __future__ import annotations
@@ -52,10 +83,17 @@ DEFAULT_CONFIGS = ["eagle3-topk1", "tree-topk4", "tree-topk8"]
 DEFAULTS = dict(
     configs=DEFAULT_CONFIGS, concurrency=["1", "8", "32"], repeats="3", input_len=200, output_len=256,
     point_seconds=4.0,
-    # planning only (the run measures): weights are initialised on the GPU (no file read), CUDA graphs for 7 batch
-    # sizes x (target verify, draft, draft extend) of an 8B model, both sides starting together
-    first_launch_s=150.0, later_launch_s=110.0, launch_timeout=420.0,
 )
+# planning only (the run measures): (first launch, later launches, launch timeout) per model shape. Weights are
+# initialised on the GPU (no file read), CUDA graphs for 7 batch sizes x (target verify, draft, draft extend), both
+# sides starting together. 8B measured 71-101 s on an H100 (2026-11-23); 70B: ~30 s fixed + 2.5x the layers' part.
+LAUNCH_S = {"8b": (150.0, 110.0, 420.0), "70b": (320.0, 280.0, 540.0)}
+TP_LAUNCH_S = 15.0  # tp > 1: one scheduler per rank, NCCL and custom all-reduce set-up
+TP_SIZES = (1, 2, 4, 8)  # divide the 8 KV heads of both shapes
+MODEL, TP = "8b", 1  # of the last parse (set_defaults): models_dir() / paths() / models() / meta() follow them
+# per-GPU memory estimate (dry run): per server, CUDA context + graphs + activations (vocab 128256 logits) + NCCL
+OVERHEAD_GIB = 3.0
+GPU_GIB = {"H100": 78.0, "H200": 139.0}  # usable per GPU on the lent machines
 # server flags replacing COMMON's tiny-model sizing. Memory: SGLang sizes the KV pool as (free after loading the
 # weights) - (free before) x (1 - mem fraction); with both servers loading at once, "free after" can already lack
 # the other server's ~17 GB of weights and more, so the fraction is high and the pool is capped instead:
@@ -74,8 +112,12 @@ GREEDY_SKIPPED = dict(
 def add_args(ap):
     g = ap.add_argument_group("real-size mode (bench/real_size.py)")
     g.add_argument("--real-size", action="store_true",
-                   help="8B-shaped target + EAGLE3 draft with dummy weights and simulated acceptance; configs "
+                   help="8B- or 70B-shaped target + EAGLE3 draft with dummy weights and simulated acceptance; configs "
                         f"{', '.join(CONFIGS)} (default {' '.join(DEFAULT_CONFIGS)})")
+    g.add_argument("--real-size-model", choices=list(LAUNCH_S), default="8b",
+                   help="target shape (bench/real_size_models.py; default 8b)")
+    g.add_argument("--real-size-tp", type=int, choices=TP_SIZES, default=1,
+                   help="--tp-size of both servers (default 1); they share the same GPUs (CUDA_VISIBLE_DEVICES)")
     g.add_argument("--acc-len", type=float, default=3.0,
                    help=f"{ENV_VAR} of both servers in --real-size mode (default 3.0)")
     g.add_argument("--real-size-mem-fraction", default=MEM_FRACTION, help=f"--mem-fraction-static (default {MEM_FRACTION})")
@@ -85,23 +127,35 @@ def add_args(ap):
                    help=f"--cuda-graph-bs, comma separated (default {','.join(GRAPH_BS)}; its max is --cuda-graph-max-bs)")
 
 
-def pre_parse(argv):
-    """Only --real-size, before the real parser is built (the mode decides the configurations and defaults)."""
+def _pre(argv):
+    """--real-size, --real-size-model and --real-size-tp, before the real parser is built (the mode decides the
+    configurations, the model and TP size the launch estimates)."""
     import argparse
 
     ap = argparse.ArgumentParser(add_help=False)
     ap.add_argument("--real-size", action="store_true")
-    return ap.parse_known_args(argv)[0].real_size
+    ap.add_argument("--real-size-model", choices=list(LAUNCH_S), default="8b")
+    ap.add_argument("--real-size-tp", type=int, choices=TP_SIZES, default=1)
+    return ap.parse_known_args(argv)[0]
 
 
-def set_defaults(ap):
-    ap.set_defaults(**DEFAULTS)
+def pre_parse(argv):
+    return _pre(argv).real_size
+
+
+def set_defaults(ap, argv=()):
+    global MODEL, TP
+    k = _pre(argv)
+    MODEL, TP = k.real_size_model, k.real_size_tp
+    first, later, timeout = LAUNCH_S[MODEL]
+    extra = TP_LAUNCH_S if TP > 1 else 0.0
+    ap.set_defaults(**DEFAULTS, first_launch_s=first + extra, later_launch_s=later + extra, launch_timeout=timeout)
 
 
 def models_dir():
     import real_size_models
 
-    return real_size_models.default_dir()
+    return real_size_models.default_dir(MODEL)
 
 
 def paths():
@@ -111,7 +165,7 @@ def paths():
 def models():
     import real_size_models
 
-    return real_size_models.build(models_dir())
+    return real_size_models.build(models_dir(), MODEL)
 
 
 def _replace(args, flag, values):
@@ -129,14 +183,42 @@ def _replace(args, flag, values):
 
 
 def common(base, a):
-    """The tests' COMMON flags resized for two 8B servers on one GPU, with dummy weights."""
+    """The tests' COMMON flags resized for two real-size servers on the same GPU(s), with dummy weights; at TP N
+    ``--tp-size N`` (the same on both sides)."""
     bs = [x for x in str(a.real_size_graph_bs).split(",") if x.strip()]
     out = list(base)
     out = _replace(out, "--mem-fraction-static", [str(a.real_size_mem_fraction)])
     out = _replace(out, "--max-total-tokens", [str(a.real_size_max_total_tokens)])
     out = _replace(out, "--cuda-graph-bs", bs)
     out = _replace(out, "--cuda-graph-max-bs", [str(max(int(x) for x in bs))])
+    out = _replace(out, "--tp-size", [str(a.real_size_tp)] if int(a.real_size_tp) != 1 else None)
     return _replace(out, "--load-format", ["dummy"])
+
+
+def memory(a):
+    """Estimated GiB per GPU with both servers up (weights, KV pool, overhead), split by tensor parallelism."""
+    import real_size_models
+
+    d = real_size_models.describe(a.real_size_model)
+    tp = int(a.real_size_tp)
+    draft_kv = 2 * d["num_key_value_heads"] * d["head_dim"] * 2  # the draft's one layer
+    weights = (d["target_params_b"] + d["draft_params_b"]) * 1e9 * 2 / tp / 2 ** 30
+    kv = (d["kv_bytes_per_token"] + draft_kv) * int(a.real_size_max_total_tokens) / tp / 2 ** 30
+    return dict(per_gpu=round(2 * (weights + kv + OVERHEAD_GIB), 1), weights=round(weights, 1), kv=round(kv, 1),
+                overhead=OVERHEAD_GIB)
+
+
+def fit_lines(a, total_s):
+    """The dry run's verdict: does the plan fit the GPUs (memory) and the budget (time)?"""
+    m = memory(a)
+    mem = ", ".join(f"{'fits' if m['per_gpu'] <= cap else 'does NOT fit'} an {g} (~{cap:.0f} GiB)"
+                    for g, cap in GPU_GIB.items())
+    return [f"[dry-run] real-size fit: {a.real_size_model} target at TP {a.real_size_tp}, both servers on the same "
+            f"{a.real_size_tp} GPU(s): ~{m['per_gpu']:.0f} GiB per GPU (per server {m['weights']:.1f} GiB weights + "
+            f"{m['kv']:.1f} GiB KV pool + ~{m['overhead']:.0f} GiB context/graphs/activations): {mem}",
+            f"[dry-run] real-size fit: ~{total_s:.0f}s planned for a {a.budget_s:.0f}s budget: "
+            + ("fits" if total_s <= a.budget_s else "does NOT fit (the run stops cleanly at its budget: later "
+                                                    "configurations / pairs are cut)")]
 
 
 def env(a):
@@ -168,5 +250,6 @@ def meta(a):
     import real_size_models
 
     return dict(acc_len=float(a.acc_len), env=env(a), env_on="both servers (inherited from the harness)",
-                model=real_size_models.describe(), models_dir=models_dir(), commit=commit(),
+                model=real_size_models.describe(a.real_size_model), tp=int(a.real_size_tp),
+                gpu_memory_estimate_gib=memory(a)["per_gpu"], models_dir=models_dir(), commit=commit(),
                 load_format="dummy (target and draft)", greedy=GREEDY_SKIPPED["skipped"])

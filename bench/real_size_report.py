@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Report of ``bench/serving.py --real-size`` runs: one JSON summary, a Markdown table and a plot.
 
-    python3 bench/real_size_report.py [--out-dir docs/bench] [--name real-size-latest] [--commit C] RESULTS_JSON...
+    python3 bench/real_size_report.py [--out-dir docs/bench] [--name real-size-latest] [--commit C]
+        [--previous docs/bench/real-size-latest.json] RESULTS_JSON...
 
 Inputs: ``results.json`` files of real-size runs (``meta.real_size`` present), any releases, any subsets of the
 configurations (a release's configurations may come from several GPUs or several device calls). When a
@@ -11,7 +12,15 @@ later input): a configuration cut by the budget can be re-run alone and passed a
 Writes OUT_DIR/NAME.json::
 
     {"device", "date", "commit", "model": {"hidden_size", "num_hidden_layers"}, "acc_len",
-     "points": [{"release", "config", "concurrency", "plugin_over_stock", "pairs", "stock_tok_s", "plugin_tok_s"}]}
+     "points": [{"release", "config", "concurrency", "plugin_over_stock", "pairs", "stock_tok_s", "plugin_tok_s",
+                 "tp"[, "model"]}]}
+
+``tp``: the servers' ``--tp-size`` (``meta.real_size.tp``; runs and points without it read as 1). Runs of one
+release at different TP sizes or model shapes are separate points, never merged. When the points mix model shapes
+(``--real-size-model``), each point also has its ``model`` ({"hidden_size", "num_hidden_layers"}) and the top-level
+``model`` is the shape most points have. ``--previous SUMMARY_JSON`` keeps an earlier summary's points where the
+runs have no (release, tp, shape, config) of their own (e.g. the TP 1 points of docs/bench/real-size-latest.json
+beside a new TP 2 run); its device / date / commit join the new ones, its ``acc_len`` must agree.
 
 ``plugin_over_stock`` is the median over stock/plugin pairs of plugin / stock output tok/s, ``stock_tok_s`` /
 ``plugin_tok_s`` the medians of each side's successful points, ``pairs`` the number of pairs with both sides
@@ -76,19 +85,39 @@ def load(paths):
     return runs
 
 
+SHAPES = {(4096, 32): "8b", (8192, 80): "70b"}  # bench/real_size_models.py's shapes, for runs that did not record one
+
+
+def shape_of(model):
+    """The model shape's name (``meta.real_size.model.shape``; older runs: from hidden size and layers)."""
+    model = model or {}
+    key = (model.get("hidden_size"), model.get("num_hidden_layers"))
+    return model.get("shape") or SHAPES.get(key) or f"h{key[0]}x{key[1]}"
+
+
+def variant(meta):
+    """(tp, shape) of a run: runs without ``real_size.tp`` ran at TP 1."""
+    rs = meta.get("real_size") or {}
+    return int(rs.get("tp") or 1), shape_of(rs.get("model"))
+
+
 def combine(runs):
-    """{release: {"configs": {name: cfg}, "source": {name: (path, meta)}}} choosing per (release, config) the input
-    with most pairs."""
+    """{(release, tp, shape): {"configs": {name: cfg}, "source": {name: (path, meta)}}} choosing per (release, tp,
+    shape, config) the input with most pairs (a TP 2 run never replaces a TP 1 one)."""
     out = {}
     for path, r in runs:
         m = r["meta"]
-        rel = out.setdefault(str(m.get("sglang")), {"configs": {}, "source": {}})
+        rel = out.setdefault((str(m.get("sglang")), *variant(m)), {"configs": {}, "source": {}})
         for name, cfg in r.get("configs", {}).items():
             old = rel["configs"].get(name)
             if old is None or n_pairs(cfg) >= n_pairs(old):
                 rel["configs"][name] = cfg
                 rel["source"][name] = (path, m)
     return out
+
+
+def _key(k):
+    return (_release_key(k[0]), k[1], k[2])
 
 
 def _one(values, what):
@@ -103,45 +132,96 @@ def _joined(values):
     return " + ".join(str(v) for v in vals) if vals else None
 
 
-def build(runs, commit=None):
-    """The summary dict (exact schema) and the per-row details the Markdown / plot use."""
+def _hl(model):
+    return {k: (model or {}).get(k) for k in ("hidden_size", "num_hidden_layers")}
+
+
+def previous_points(prev):
+    """A previous summary's points as (key, point, model): missing ``tp`` reads as 1, missing ``model`` as the
+    summary's own."""
+    out = []
+    for p in prev.get("points", []):
+        model = _hl(p.get("model") or prev.get("model"))
+        out.append(((p["release"], int(p.get("tp") or 1), shape_of(model), p["config"]), p, model))
+    return out
+
+
+def build(runs, commit=None, previous=None):
+    """The summary dict (exact schema; each point also has ``tp``, and ``model`` when shapes are mixed) and the
+    per-row details the Markdown / plot use. ``previous``: an earlier summary whose points are kept where the runs
+    have no (release, tp, shape, config) of their own."""
     merged = combine(runs)
     used = [meta for rel in merged.values() for _, meta in rel["source"].values()]
     if not used:
         used = [r["meta"] for _, r in runs]
-    acc = _one([m["real_size"].get("acc_len") for m in used], "acc_len")
-    model = _one([{k: m["real_size"].get("model", {}).get(k) for k in ("hidden_size", "num_hidden_layers")}
-                  for m in used], "model shape")
+    rows = []  # (key, point, model, detail or None)
+    for k in sorted(merged, key=_key):
+        release, tp, shape = k
+        rel = merged[k]
+        for name in sorted(rel["configs"], key=_config_key):
+            cfg = rel["configs"][name]
+            model = _hl(rel["source"][name][1]["real_size"].get("model"))
+            for row in plot.summarize({"configs": {name: cfg}}):
+                c = row["concurrency"]
+                d = dict(release=release, tp=tp, shape=shape, config=name, concurrency=c, row=row, cfg=cfg,
+                         source=rel["source"][name][0], pair_ratios=pair_ratios(cfg, c), model=model)
+                pt = None
+                if row["pairs"] >= 1 and row["throughput_ratio"] is not None:
+                    pt = {"release": release, "config": name, "concurrency": c,
+                          "plugin_over_stock": round(row["throughput_ratio"], 3), "pairs": row["pairs"],
+                          "stock_tok_s": round(row["output_throughput"]["stock"], 1),
+                          "plugin_tok_s": round(row["output_throughput"]["plugin"], 1), "tp": tp}
+                rows.append(((release, tp, shape, name), pt, model, d))
+    accs = [m["real_size"].get("acc_len") for m in used]
+    if previous:
+        have = {r[0] for r in rows}
+        accs.append(previous.get("acc_len"))
+        for key, p, model in previous_points(previous):
+            if key in have:
+                continue
+            pt = {k: p[k] for k in SCHEMA_POINT}
+            pt["tp"] = key[1]
+            row = dict(concurrency=p["concurrency"], pairs=p["pairs"], throughput_ratio=p["plugin_over_stock"],
+                       output_throughput={"stock": p["stock_tok_s"], "plugin": p["plugin_tok_s"]},
+                       accept_length={"stock": None, "plugin": None}, median_tpot_ms={"stock": None, "plugin": None})
+            d = dict(release=p["release"], tp=key[1], shape=key[2], config=p["config"], concurrency=p["concurrency"],
+                     row=row, cfg=None, source="previous summary", pair_ratios=[], model=model)
+            rows.append((key, pt, model, d))
+    rows.sort(key=lambda r: (_key(r[0][:3]), _config_key(r[0][3]), r[3]["concurrency"]))
+    shapes = {}
+    for key, pt, model, _ in rows:
+        if pt is not None:
+            shapes.setdefault(key[2], [model, 0])[1] += 1
+    mixed = len(shapes) > 1
+    # one shape: the top-level "model" as before; several: the most measured one's, and every point its own
+    top = max(shapes.values(), key=lambda x: x[1])[0] if shapes else _hl(used[0]["real_size"].get("model"))
     summary = {
-        "device": _joined(m.get("device") for m in used),
-        "date": max((m.get("date") or "" for m in used), default="") or None,
-        "commit": _joined(m["real_size"].get("commit") for m in used) or commit,
-        "model": model,
-        "acc_len": acc,
+        "device": _joined([m.get("device") for m in used] + [(previous or {}).get("device")]),
+        "date": max([m.get("date") or "" for m in used] + [(previous or {}).get("date") or ""]) or None,
+        "commit": _joined([_joined(m["real_size"].get("commit") for m in used) or commit, (previous or {}).get("commit")]),
+        "model": top,
+        "acc_len": _one([x for x in accs if x is not None], "acc_len"),
         "points": [],
     }
     details = []
-    for release in sorted(merged, key=_release_key):
-        rel = merged[release]
-        for name in sorted(rel["configs"], key=_config_key):
-            cfg = rel["configs"][name]
-            for row in plot.summarize({"configs": {name: cfg}}):
-                c = row["concurrency"]
-                d = dict(release=release, config=name, concurrency=c, row=row, cfg=cfg, source=rel["source"][name][0],
-                         pair_ratios=pair_ratios(cfg, c))
-                details.append(d)
-                if row["pairs"] < 1 or row["throughput_ratio"] is None:
-                    continue
-                summary["points"].append({
-                    "release": release, "config": name, "concurrency": c,
-                    "plugin_over_stock": round(row["throughput_ratio"], 3), "pairs": row["pairs"],
-                    "stock_tok_s": round(row["output_throughput"]["stock"], 1),
-                    "plugin_tok_s": round(row["output_throughput"]["plugin"], 1),
-                })
+    for key, pt, model, d in rows:
+        d["label"] = d["config"] + (f" TP{d['tp']}" if d["tp"] != 1 else "") + (f" {d['shape']}" if mixed else "")
+        details.append(d)
+        if pt is not None:
+            if mixed:
+                pt["model"] = model
+            summary["points"].append(pt)
     return summary, details, merged
 
 
+SCHEMA_POINT = ("release", "config", "concurrency", "plugin_over_stock", "pairs", "stock_tok_s", "plugin_tok_s")
+
+
 # ---------------------------------------------------------------------------------------------- markdown
+def _name(k):
+    return f"{k[0]}" + (f" TP{k[1]}" if k[1] != 1 else "") + (f" {k[2]}" if k[2] != "8b" else "")
+
+
 def checks(details, merged, acc):
     """Sanity lines: accept length vs acc_len, the speculative path of each side, failed or missing points."""
     out = []
@@ -149,10 +229,11 @@ def checks(details, merged, acc):
         for side in plot.SIDES:
             al = d["row"]["accept_length"][side]
             if al is not None and acc is not None and abs(al - acc) > ACCEPT_TOLERANCE:
-                out.append(f"{d['release']} {d['config']} c={d['concurrency']} {side}: mean accept length {al:.2f}, "
-                           f"not the simulated {acc} (was {ENV} set on that server?)")
-    for release, rel in merged.items():
-        for name, cfg in rel["configs"].items():
+                out.append(f"{_name((d['release'], d['tp'], d['shape']))} {d['config']} c={d['concurrency']} {side}: "
+                           f"mean accept length {al:.2f}, not the simulated {acc} (was {ENV} set on that server?)")
+    for k in sorted(merged, key=_key):
+        release = _name(k)
+        for name, cfg in merged[k]["configs"].items():
             sides = cfg.get("sides", {})
             want = {"stock": "spec v1 (overlap off)", "plugin": "spec v2 (overlap)"} if name.startswith("tree") else \
                 {"stock": "spec v2 (overlap)", "plugin": "spec v2 (overlap)"} if name != "nospec" else {}
@@ -170,25 +251,42 @@ def checks(details, merged, acc):
 
 
 ENV = "SGLANG_SIMULATE_ACC_LEN"
+MODEL_WORDS = (("hidden_size", "hidden"), ("num_hidden_layers", "layers"), ("intermediate_size", "intermediate"),
+               ("num_attention_heads", "heads"), ("num_key_value_heads", "KV heads"), ("vocab_size", "vocab"),
+               ("target_params_b", "billion parameters"))
+
+
+def _model_text(details, merged):
+    """One phrase per target shape measured: its name and the sizes the runs recorded."""
+    full = {}
+    for k, rel in merged.items():
+        for _, m in rel["source"].values():
+            full.setdefault(k[2], m["real_size"].get("model") or {})
+    out = []
+    for shape in dict.fromkeys(d["shape"] for d in details) or full:
+        model = full.get(shape) or next(d["model"] for d in details if d["shape"] == shape)
+        name = model.get("name") or {"8b": "Llama-3.1-8B-shaped", "70b": "Llama-3.1-70B-shaped"}.get(shape, shape)
+        out.append(f"a {name} target (" + ", ".join(f"{label} {model[k]}" for k, label in MODEL_WORDS
+                                                   if model.get(k) is not None) + ")")
+    return " / ".join(out) or "a real-size target"
 
 
 def markdown(summary, details, merged, runs):
     f, r = plot._f, plot._r
     metas = [m for rel in merged.values() for _, m in rel["source"].values()]
     m0 = metas[0] if metas else runs[0][1]["meta"]
-    rs = m0.get("real_size", {})
-    model = rs.get("model", {})
+    model = m0.get("real_size", {}).get("model", {})
     a = m0.get("args", {})
+    mixed = len({d["shape"] for d in details}) > 1
+    tps = sorted({d["tp"] for d in details}) or [1]
     lines = [
         "# Tree drafting at real size: stock SGLang vs the plugin",
         "",
         f"{summary['device']}, {summary['date']}, commit {summary['commit'] or 'unknown'}; "
-        + ", ".join(f"sglang {rel}" for rel in sorted(merged, key=_release_key)) + ".",
+        + ", ".join(f"sglang {rel}" for rel in sorted({d["release"] for d in details} | {k[0] for k in merged},
+                                                      key=_release_key)) + ".",
         "",
-        "Models: a Llama-3.1-8B-shaped target (" + ", ".join(f"{label} {model[k]}" for k, label in (
-            ("hidden_size", "hidden"), ("num_hidden_layers", "layers"), ("intermediate_size", "intermediate"),
-            ("num_attention_heads", "heads"), ("num_key_value_heads", "KV heads"), ("vocab_size", "vocab"),
-            ("target_params_b", "billion parameters")) if model.get(k) is not None) + ") and a 1-layer EAGLE3 draft"
+        "Models: " + _model_text(details, merged) + " and a 1-layer EAGLE3 draft"
         + (f" (draft vocab {model['draft_vocab_size']})" if model.get("draft_vocab_size") else "")
         + ", config + tokenizer only (`bench/real_size_models.py`), served "
         "with `--load-format dummy --speculative-draft-load-format dummy`. Acceptance is simulated by SGLang itself: "
@@ -198,47 +296,57 @@ def markdown(summary, details, merged, runs):
         "",
         f"Driver: `bench/serving.py --real-size` (SGLang's `sglang.bench_serving`, random ids, {a.get('input_len')} input / "
         f"{a.get('output_len')} output tokens, `--max-concurrency` per row); both servers of a configuration up "
-        "together on one GPU, measured one at a time, stock/plugin pairs with alternating order. Server flags: "
-        f"`{' '.join(m0.get('common_server_args', []))}`.",
+        "together on the same GPU(s) (TP column: `--tp-size` of both servers, each run on that many GPUs of its own), "
+        "measured one at a time, stock/plugin pairs with alternating order. Server flags: "
+        f"`{' '.join(x for x in m0.get('common_server_args', []) if x)}`"
+        + (f" (plus `--tp-size N` at TP N > 1)" if tps != [1] and "--tp-size" not in m0.get("common_server_args", [])
+           else "") + ".",
         "",
         "plugin / stock = median over pairs of the per-pair output tok/s ratio (> 1: plugin faster); tok/s columns are "
         "medians over each side's points.",
         "",
-        "| release | config | concurrency | pairs | stock tok/s | plugin tok/s | plugin / stock | per-pair ratios | "
-        "accept len stock / plugin | TPOT median ms stock / plugin |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| release | " + ("model | " if mixed else "") + "TP | config | concurrency | pairs | stock tok/s | plugin tok/s | "
+        "plugin / stock | per-pair ratios | accept len stock / plugin | TPOT median ms stock / plugin |",
+        "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if mixed else ""),
     ]
     for d in details:
         row = d["row"]
         lines.append(
-            f"| {d['release']} | {d['config']} | {d['concurrency']} | {row['pairs']} | "
+            f"| {d['release']} | " + (f"{d['shape']} | " if mixed else "") + f"{d['tp']} | {d['config']} | "
+            f"{d['concurrency']} | {row['pairs']} | "
             f"{f(row['output_throughput']['stock'])} | {f(row['output_throughput']['plugin'])} | "
             f"**{r(row['throughput_ratio'])}** | {', '.join(r(x) for x in d['pair_ratios']) or '-'} | "
             f"{f(row['accept_length']['stock'], 2)} / {f(row['accept_length']['plugin'], 2)} | "
             f"{f(row['median_tpot_ms']['stock'], 2)} / {f(row['median_tpot_ms']['plugin'], 2)} |")
     if not details:
-        lines.append("| (no successful points) |||||||||| ")
+        lines.append("| (no successful points) ||||||||||| ")
     trees = [p for p in summary["points"] if p["config"].startswith("tree")]
     if trees:
         best = max(trees, key=lambda p: p["plugin_over_stock"])
         met = [p for p in trees if p["plugin_over_stock"] >= GOAL]
         lines += ["", f"Tree drafting goal (plugin >= {GOAL}x stock): met at {len(met)} of {len(trees)} tree points; "
-                      f"best {best['plugin_over_stock']:.3f} ({best['release']} {best['config']} c={best['concurrency']})."]
+                      f"best {best['plugin_over_stock']:.3f} ({best['release']} {best['config']} "
+                      f"{'TP ' + str(best['tp']) + ' ' if best.get('tp', 1) != 1 else ''}c={best['concurrency']})."]
     chk = checks(details, merged, summary["acc_len"])
     lines += ["", "Checks (accept length vs the simulated value, speculative path per side, failed points):", ""]
     lines += [f"* {x}" for x in chk] or ["* all points ran; both sides accepted the simulated length; stock took spec v1 "
                                          "and the plugin spec v2 for the tree configurations"]
     lines += ["", "Runs:", ""]
-    for release in sorted(merged, key=_release_key):
-        for name in sorted(merged[release]["source"], key=_config_key):
-            path, m = merged[release]["source"][name]
+    for k in sorted(merged, key=_key):
+        for name in sorted(merged[k]["source"], key=_config_key):
+            path, m = merged[k]["source"][name]
             # a release merged from parts on several GPUs (bench/plot.py --merge): the part that ran this config
             m = next((p for p in m.get("parts") or [] if name in (p.get("args") or {}).get("configs", [])), m)
-            cfg = merged[release]["configs"][name]
+            cfg = merged[k]["configs"][name]
             launch = ", ".join(f"{s} {f(v.get('launch_s'), 0)} s" for s, v in cfg.get("sides", {}).items())
-            lines.append(f"* {release} {name}: {m.get('date')}, {m.get('device')}, GPU {m.get('cuda_visible_devices')}, "
+            lines.append(f"* {_name(k)} {name}: {m.get('date')}, {m.get('device')}, GPU {m.get('cuda_visible_devices')}, "
                          f"launch {launch or '-'}, run {'complete' if m.get('complete') else 'INCOMPLETE: ' + str(m.get('stop_reason'))} "
                          f"(`{os.path.relpath(path, ROOT) if os.path.abspath(path).startswith(ROOT + os.sep) else path}`)")
+    carried = sorted({(d["release"], d["tp"], d["config"]) for d in details if d["cfg"] is None},
+                     key=lambda x: (_release_key(x[0]), x[1], _config_key(x[2])))
+    if carried:
+        lines.append("* kept from the previous summary (`--previous`; its device / date / commit are joined above): "
+                     + ", ".join(f"{rel} TP{tp} {name}" for rel, tp, name in carried))
     lines.append("")
     return "\n".join(lines)
 
@@ -260,13 +368,13 @@ def plot_png(summary, details, path):
     cmap = plt.get_cmap("tab10")
     for k, rel in enumerate(releases):
         ds = [d for d in details if d["release"] == rel]
-        names = sorted({d["config"] for d in ds}, key=_config_key)
+        names = sorted({d["label"] for d in ds}, key=lambda n: (_config_key(n.split()[0]), n))
         width = 0.8 / max(1, len(concs))
         a = ax[0][k]
         for j, c in enumerate(concs):
             xs, ys = [], []
             for i, n in enumerate(names):
-                d = next((d for d in ds if d["config"] == n and d["concurrency"] == c), None)
+                d = next((d for d in ds if d["label"] == n and d["concurrency"] == c), None)
                 if not d or d["row"]["throughput_ratio"] is None:
                     continue
                 x = i + (j - (len(concs) - 1) / 2) * width
@@ -287,7 +395,7 @@ def plot_png(summary, details, path):
         for i, n in enumerate(names):
             for s, ls, mk in (("stock", "--", "o"), ("plugin", "-", "s")):
                 pts = [(d["concurrency"], d["row"]["output_throughput"][s]) for d in ds
-                       if d["config"] == n and d["row"]["output_throughput"][s] is not None]
+                       if d["label"] == n and d["row"]["output_throughput"][s] is not None]
                 if pts:
                     a.plot([p[0] for p in pts], [p[1] for p in pts], ls=ls, marker=mk, color=cmap(i), label=f"{n} {s}")
         a.set_xscale("log", base=2)
@@ -297,17 +405,20 @@ def plot_png(summary, details, path):
         a.set_ylabel("output tok/s (median)")
         a.grid(alpha=0.3)
         a.legend(fontsize=7, ncol=2)
-    mdl = summary.get("model") or {}
-    fig.suptitle(f"8B-shaped target (hidden {mdl.get('hidden_size')}, {mdl.get('num_hidden_layers')} layers) + EAGLE3, "
-                 f"dummy weights, {ENV}={summary['acc_len']}; {summary['device']}, {summary['date']}")
+    shapes = ", ".join(f"{d['shape'].upper()}-shaped (hidden {d['model'].get('hidden_size')}, "
+                       f"{d['model'].get('num_hidden_layers')} layers)"
+                       for d in {d["shape"]: d for d in details}.values())
+    tps = sorted({d["tp"] for d in details})
+    fig.suptitle(f"{shapes} target + EAGLE3, TP {'/'.join(map(str, tps))}, dummy weights, {ENV}={summary['acc_len']}\n"
+                 f"{summary['device']}, {summary['date']}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def write(runs, out_dir, name, commit=None):
-    summary, details, merged = build(runs, commit)
+def write(runs, out_dir, name, commit=None, previous=None):
+    summary, details, merged = build(runs, commit, previous)
     os.makedirs(out_dir, exist_ok=True)
     base = os.path.join(out_dir, name)
     with open(base + ".json", "w") as f:
@@ -329,12 +440,19 @@ def main(argv=None):
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "docs", "bench"))
     ap.add_argument("--name", default="real-size-latest")
     ap.add_argument("--commit", default=None, help="commit to record when the runs did not record one")
+    ap.add_argument("--previous", default=None, metavar="SUMMARY_JSON",
+                    help="an earlier NAME.json whose points are kept where the runs have no (release, tp, shape, "
+                         "config) of their own (e.g. docs/bench/real-size-latest.json: TP 1 beside new TP 2 points)")
     a = ap.parse_args(argv)
-    summary, written = write(load(a.results), a.out_dir, a.name, a.commit)
+    previous = None
+    if a.previous:
+        with open(a.previous) as f:
+            previous = json.load(f)
+    summary, written = write(load(a.results), a.out_dir, a.name, a.commit, previous)
     for p in written:
         print(f"[real_size_report] wrote {p}")
     for p in summary["points"]:
-        print(f"[real_size_report] {p['release']} {p['config']} c={p['concurrency']}: plugin/stock "
+        print(f"[real_size_report] {p['release']} TP{p.get('tp', 1)} {p['config']} c={p['concurrency']}: plugin/stock "
               f"{p['plugin_over_stock']:.3f} over {p['pairs']} pairs ({p['stock_tok_s']} -> {p['plugin_tok_s']} tok/s)")
     return 0
 

@@ -6,7 +6,8 @@ On the GPU machine (see ``bench/gpu_bench.sh``, which prepares the bundle and ca
     python3 bench/serving.py --out $OUT/bench-0.5.11 [--configs nospec eagle3-topk1 tree-topk8 tree-topk16]
         [--concurrency 1 8 32] [--repeats 1,nospec@8=3,eagle3-topk1@8=3] [--budget-s 520]
     python3 bench/serving.py --dry-run          # the plan (server and bench_serving commands), launches nothing
-    python3 bench/serving.py --real-size [--acc-len 3.0] ...   # 8B-shaped models, dummy weights: bench/real_size.py
+    python3 bench/serving.py --real-size [--acc-len 3.0] [--real-size-model 8b|70b] [--real-size-tp N] ...
+                                                # real-size shapes, dummy weights: bench/real_size.py
 
 For each configuration it starts the real server twice with the registered tests' launcher
 (``sglang.test.test_utils.popen_launch_server``, tiny real-weight models of
@@ -786,9 +787,9 @@ def dry_run(a):
     paths = {n: os.path.join(md, n) for n in ("target", "eagle3", "eagle")}
     if REAL_SIZE:
         md, paths = real_size.models_dir(), real_size.paths()
-        print(f"[dry-run] real-size mode: 8B-shaped target + EAGLE3 draft (config + tokenizer, dummy weights) in {md} "
-              f"(bench/real_size_models.py); both servers get {real_size.env_prefix(a).strip()}; greedy identity "
-              "check skipped (dummy weights)")
+        print(f"[dry-run] real-size mode: {a.real_size_model.upper()}-shaped target + EAGLE3 draft (config + tokenizer, "
+              f"dummy weights) in {md} (bench/real_size_models.py), TP {a.real_size_tp}; both servers get "
+              f"{real_size.env_prefix(a).strip()}; greedy identity check skipped (dummy weights)")
     repeats = parse_repeats(a.repeats, a.configs)
     fixed = parse_num_prompts(a.num_prompts)
     print(f"[dry-run] out: {a.out}/{{results.json,results.md,serving.png,pairs.png,server.log}}")
@@ -815,6 +816,8 @@ def dry_run(a):
         print("  points: " + "; ".join(plan))
     print(f"\n[dry-run] rough time: {total:.0f}s with {a.first_launch_s:.0f}s for the first launch, "
           f"{a.later_launch_s:.0f}s for later ones and {a.point_seconds:.0f}s points (budget {a.budget_s:.0f}s)")
+    for line in real_size.fit_lines(a, total) if REAL_SIZE else []:
+        print(line)
     return 0
 
 
@@ -856,7 +859,7 @@ def parse_args(argv=None):
     use_mode(real_size.pre_parse(sys.argv[1:] if argv is None else argv))
     ap = build_parser()
     if REAL_SIZE:
-        real_size.set_defaults(ap)
+        real_size.set_defaults(ap, sys.argv[1:] if argv is None else argv)  # launch estimates by model and TP size
     a = ap.parse_args(argv)
     a.configs = parse_list(a.configs)
     a.concurrency = parse_list(a.concurrency, int)

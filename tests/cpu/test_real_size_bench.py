@@ -2,7 +2,10 @@
 ``bench/serving.py --real-size`` (dummy-load flags, SGLANG_SIMULATE_ACC_LEN on both servers, configurations,
 concurrency list, every server flag known to the release's parser), the 8B-shaped model writer
 (``bench/real_size_models.py``), the harness end to end against fake servers in real-size mode, and the report
-writer (``bench/real_size_report.py``) on synthetic results: the schema of docs/bench/real-size-latest.json."""
+writer (``bench/real_size_report.py``) on synthetic results: the schema of docs/bench/real-size-latest.json.
+TP 2 (issue 16): ``--tp-size 2`` on both servers with the same simulated acceptance, the 70B shape and its fit
+estimate, the GPU groups / waves of ``bench/gpu_real_size.sh`` (run in a copy of the repo with stubs and a fake
+nvidia-smi), TP and model shape in the report (separate points, TP column, ``--previous``)."""
 
 import ast
 import copy
@@ -90,6 +93,7 @@ def test_plan_dummy_weights_simulated_acceptance_on_both_sides():
             assert float(flag(argv, "--mem-fraction-static")) >= 0.6
             assert 16384 <= int(flag(argv, "--max-total-tokens")) <= 65536
             assert flag(argv, "--attention-backend") == "triton"
+            assert "--tp-size" not in argv, "TP 1 (default): SGLang's own default, no flag"
             unknown = [a for a in argv if a.startswith("--") and a not in known]
             assert not unknown, f"flags {installed.version()} does not define: {unknown}"
         assert flag(sides["stock"], "--port") != flag(sides["plugin"], "--port")
@@ -213,6 +217,7 @@ def test_harness_real_size_mode_end_to_end_against_fake_servers(tmp_path):
     assert m["complete"] is True and m["points_failed"] == 0, m.get("stop_reason")
     assert m["real_size"]["acc_len"] == 2.5 and m["real_size"]["env"] == {ENV: "2.5"}
     assert m["real_size"]["model"]["hidden_size"] == 4096 and m["real_size"]["model"]["num_hidden_layers"] == 32
+    assert m["real_size"]["tp"] == 1 and m["real_size"]["model"]["shape"] == "8b" and "--tp-size" not in m["common_server_args"]
     assert "--load-format" in m["common_server_args"]
     for name in ("eagle3-topk1", "tree-topk8"):
         cfg = r["configs"][name]
@@ -257,13 +262,16 @@ SIDES_TREE = {"stock": {"speculative": True, "overlap_schedule": False, "fixes":
 SIDES_CHAIN = {s: {"speculative": True, "overlap_schedule": True, "fixes": {}, "launch_s": 80} for s in ("stock", "plugin")}
 
 
-def synthetic(release, configs, date="2026-11-23 08:00 UTC", acc=3.0, commit="abc123def456", device="NVIDIA H200"):
+def synthetic(release, configs, date="2026-11-23 08:00 UTC", acc=3.0, commit="abc123def456", device="NVIDIA H200",
+              tp=None, model=None):
     out = {"schema": "specv2-bench-serving/1", "configs": {},
            "meta": {"date": date, "device": device, "sglang": release, "torch": "2.9", "complete": True,
                     "stop_reason": None, "cuda_visible_devices": "0", "args": {"input_len": 200, "output_len": 256},
                     "common_server_args": ["--load-format", "dummy"],
                     "real_size": {"acc_len": acc, "env": {ENV: str(acc)}, "commit": commit,
-                                  "model": {"hidden_size": 4096, "num_hidden_layers": 32, "vocab_size": 128256}}}}
+                                  "model": model or {"hidden_size": 4096, "num_hidden_layers": 32, "vocab_size": 128256}}}}
+    if tp is not None:  # runs before the TP option recorded none (read as 1)
+        out["meta"]["real_size"]["tp"] = tp
     for name, pts in configs.items():
         out["configs"][name] = {"about": name, "points": pts, "greedy": {"skipped": "dummy weights", "identical": None},
                                 "sides": copy.deepcopy(SIDES_TREE if name.startswith("tree") else SIDES_CHAIN)}
@@ -299,7 +307,7 @@ def test_report_schema_medians_and_merging(tmp_path):
     assert summary["device"] == "NVIDIA H200 + NVIDIA H100 80GB HBM3" and summary["date"] == "2026-11-23 09:00 UTC"
     assert summary["commit"] == "abc123def456"
     for p in summary["points"]:
-        assert set(p) == SCHEMA_POINT
+        assert set(p) == SCHEMA_POINT | {"tp"} and p["tp"] == 1, p
         assert isinstance(p["pairs"], int) and p["pairs"] >= 1
         assert all(isinstance(p[k], float) for k in ("plugin_over_stock", "stock_tok_s", "plugin_tok_s"))
     pts = {(p["release"], p["config"], p["concurrency"]): p for p in summary["points"]}
@@ -314,7 +322,7 @@ def test_report_schema_medians_and_merging(tmp_path):
     assert pts[("0.5.12.post1", "tree-topk8", 1)]["pairs"] == 4
     assert pts[("0.5.12.post1", "tree-topk8", 1)]["plugin_over_stock"] == round(statistics.median([1.2, 1.25, 1.3, 0.8]), 3)
     md = open(tmp_path / "out" / "real-size-latest.md").read()
-    assert "| 0.5.11 | tree-topk8 | 1 | 3 | 100.0 | 126.0 | **1.300** |" in md
+    assert "| 0.5.11 | 1 | tree-topk8 | 1 | 3 | 100.0 | 126.0 | **1.300** |" in md  # release, TP, config, ...
     assert "mean accept length 2.20, not the simulated 3.0" in md  # the sanity check
     assert f"{ENV}=3.0" in md and "Tree drafting goal" in md
     png = tmp_path / "out" / "real-size-latest.png"
@@ -352,6 +360,237 @@ def test_gpu_driver_script():
     path = os.path.join(BENCH, "gpu_real_size.sh")
     assert subprocess.run(["bash", "-n", path]).returncode == 0
     src = open(path).read()
-    assert "bash bench/gpu_bench.sh \"$v\" --real-size" in src and "CUDA_VISIBLE_DEVICES=$g" in src
+    assert "bash bench/gpu_bench.sh \"$v\" --real-size" in src and "CUDA_VISIBLE_DEVICES=$gpus" in src
     assert "bench/real_size_report.py --out-dir \"$OUTROOT\"" in src and "bench/real_size_models.py" in src
     assert "BENCH_TOTAL_S=" in src and "REAL_SIZE_TOTAL_S:-560" in src
+
+
+# ------------------------------------------------------------------------------------------- TP 2 (issue 16)
+@requires_sglang
+def test_plan_tp2_both_sides_get_tp_size_and_the_same_simulated_acceptance():
+    out = dry_run("--real-size-tp", "2", "--configs", "eagle3-topk1,tree-topk4", "--acc-len", "2.5")
+    servers = server_lines(out)
+    assert list(servers) == ["eagle3-topk1", "tree-topk4"], out
+    known = release_server_flags() | {"--specv2-fixes"}
+    for name, sides in servers.items():
+        assert set(sides) == {"stock", "plugin"}
+        for side, argv in sides.items():
+            assert argv.count("--tp-size") == 1 and flag(argv, "--tp-size") == "2", (name, side, argv)
+            assert argv[0] == f"{ENV}=2.5" and argv[1:3] == ["sglang", "serve"], (name, side, argv[:3])
+            assert flag(argv, "--load-format") == "dummy" and flag(argv, "--speculative-draft-load-format") == "dummy"
+            assert not [a for a in argv if a.startswith("--") and a not in known]
+        strip = lambda v: [a for a in v if not a.isdigit() and a not in ("off", "auto")]  # noqa: E731
+        assert strip(sides["stock"]) == strip(sides["plugin"]), "the two sides differ only in ports and the selection"
+        assert flag(sides["stock"], "--nccl-port") != flag(sides["plugin"], "--nccl-port")
+    assert "TP 2" in out and "8b target at TP 2" in out and "fits an H200" in out
+    # the 70B shape at TP 2 is estimated not to fit (two servers on the same 2 GPUs): the documented default is 8B
+    big = dry_run("--real-size-tp", "2", "--real-size-model", "70b", "--configs", "tree-topk4")
+    assert "70B-shaped target" in big and "-70b" in big
+    m = re.search(r"~(\d+) GiB per GPU .*does NOT fit an H200", big)
+    assert m and int(m.group(1)) > 139, big
+    assert re.search(r"--model-path \S+-70b/target", big)
+
+    sys.path.insert(0, BENCH)
+    try:
+        import real_size
+        import serving
+
+        a = serving.parse_args(["--real-size", "--real-size-tp", "2"])
+        assert (a.real_size_tp, a.real_size_model) == (2, "8b") and real_size.TP == 2
+        assert a.first_launch_s == 150 + real_size.TP_LAUNCH_S and a.later_launch_s == 110 + real_size.TP_LAUNCH_S
+        assert real_size.meta(a)["tp"] == 2 and real_size.meta(a)["model"]["shape"] == "8b"
+        assert real_size.memory(a)["per_gpu"] < 78  # 8B at TP 2 fits even an H100 pair
+        a = serving.parse_args(["--real-size", "--real-size-model=70b", "--real-size-tp=2"])
+        assert a.first_launch_s > 300 and real_size.models_dir().endswith("-70b")
+        assert real_size.memory(a)["per_gpu"] > 139
+        a = serving.parse_args(["--real-size"])
+        assert a.real_size_tp == 1 and a.first_launch_s == 150 and "--tp-size" not in real_size.common([], a)
+        assert real_size.meta(a)["tp"] == 1 and not real_size.models_dir().endswith("-70b")
+    finally:
+        sys.path.remove(BENCH)
+    bad = bench_run([os.path.join(BENCH, "serving.py"), "--real-size", "--dry-run", "--real-size-tp", "3"])
+    assert bad.returncode != 0 and "invalid choice" in bad.stderr
+
+
+def test_model_writer_70b_shapes(tmp_path):
+    p = bench_run([os.path.join(BENCH, "real_size_models.py"), str(tmp_path / "m"), "--model", "70b"])
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    info = json.loads(p.stdout.strip().splitlines()[-1])
+    tgt = json.load(open(tmp_path / "m" / "target" / "config.json"))
+    drf = json.load(open(tmp_path / "m" / "eagle3" / "config.json"))
+    shape = dict(hidden_size=8192, num_hidden_layers=80, intermediate_size=28672, num_attention_heads=64,
+                 num_key_value_heads=8, head_dim=128, vocab_size=128256)
+    assert {k: tgt[k] for k in shape} == shape and tgt["architectures"] == ["LlamaForCausalLM"]
+    assert tgt["tie_word_embeddings"] is False and tgt["torch_dtype"] == "bfloat16"
+    assert drf["architectures"] == ["LlamaForCausalLMEagle3"] and drf["num_hidden_layers"] == 1
+    assert {k: drf[k] for k in shape if k != "num_hidden_layers"} == {k: v for k, v in shape.items() if k != "num_hidden_layers"}
+    assert drf["draft_vocab_size"] == 32000
+    assert info["model"]["shape"] == "70b" and info["model"]["target_params_b"] == pytest.approx(70.55, abs=0.05)
+    assert info["model"]["kv_bytes_per_token"] == 80 * 2 * 8 * 128 * 2
+    assert not any(f.endswith((".safetensors", ".bin")) for d in ("target", "eagle3") for f in os.listdir(tmp_path / "m" / d))
+    from tokenizers import Tokenizer
+
+    assert Tokenizer.from_file(str(tmp_path / "m" / "target" / "tokenizer.json")).get_vocab_size() == 128256
+    # the default folder: one per shape (a stamp covers one shape), 8b keeps the folder earlier runs used
+    p = bench_run([os.path.join(BENCH, "real_size_models.py"), "--model", "70b"],
+                  SPECV2_REAL_SIZE_MODELS=str(tmp_path / "d"))
+    assert p.returncode == 0 and json.loads(p.stdout.strip().splitlines()[-1])["target"] == str(tmp_path / "d-70b" / "target")
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.AutoConfig.from_pretrained(str(tmp_path / "m" / "target"))
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(cfg)
+    assert 70.4e9 < sum(x.numel() for x in model.parameters()) < 70.7e9
+
+
+# the driver script in a copy of the repo: the real gpu_real_size.sh, plot.py and real_size_report.py; stubs for the
+# bundle preparation, the model writer and gpu_bench.sh (which records its GPUs, budget, args and times and writes a
+# TP 2 results.json); a fake nvidia-smi with N GPUs on PATH
+STUB_BENCH = r"""#!/usr/bin/env bash
+V=$1; shift
+echo "$V|$CUDA_VISIBLE_DEVICES|$BENCH_TOTAL_S|$(date +%s.%N)|start|$*" >> "$STUB_LOG"
+sleep 1
+mkdir -p "$OUT/bench-$V" && cp "$STUB_DIR/$V.json" "$OUT/bench-$V/results.json"
+echo "$V|$CUDA_VISIBLE_DEVICES|$BENCH_TOTAL_S|$(date +%s.%N)|end|" >> "$STUB_LOG"
+"""
+
+
+def driver(tmp_path, ngpu, *args, releases="0.5.11 0.5.12.post1"):
+    import shutil
+
+    repo, fake, stub = tmp_path / "repo", tmp_path / "bin", tmp_path / "stub"
+    if not repo.exists():
+        for d in (repo / "bench", repo / "ci", fake, stub):
+            d.mkdir(parents=True)
+        for f in ("gpu_real_size.sh", "plot.py", "real_size_report.py"):
+            shutil.copy(os.path.join(BENCH, f), repo / "bench" / f)
+        (repo / "ci" / "gpu_prepare.sh").write_text(":\n")
+        (repo / "bench" / "gpu_bench.sh").write_text(STUB_BENCH)
+        (repo / "bench" / "real_size_models.py").write_text(
+            "import os, sys\nopen(os.environ['STUB_LOG'], 'a').write('models|' + ' '.join(sys.argv[1:]) + '\\n')\n")
+        (fake / "python3").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+        for rel in ("0.5.11", "0.5.12.post1"):
+            json.dump(synthetic(rel, {"tree-topk4": _points(8, 2, [1000.0, 1000.0], [1100.0, 1150.0])}, tp=2),
+                      open(stub / f"{rel}.json", "w"))
+    (fake / "nvidia-smi").write_text("#!/bin/sh\n" + "".join(f"echo 'GPU {i}: NVIDIA H200 (UUID: x{i})'\n"
+                                                              for i in range(ngpu)))
+    for f in fake.iterdir():
+        f.chmod(0o755)
+    log = tmp_path / f"log-{ngpu}-{len(list(tmp_path.iterdir()))}.txt"
+    out = tmp_path / f"out-{log.stem}"
+    env = child_env(PATH=f"{fake}{os.pathsep}{os.environ['PATH']}", STUB_LOG=str(log), STUB_DIR=str(stub),
+                    OUT=str(out), REAL_SIZE_TOTAL_S="560")
+    p = subprocess.run(["bash", "bench/gpu_real_size.sh", releases, *args], cwd=repo, env=env, capture_output=True,
+                       text=True, timeout=120)
+    calls = [ln.split("|") for ln in log.read_text().splitlines()] if log.exists() else []
+    return p, calls, out
+
+
+def test_gpu_driver_tp2_gpu_groups_waves_and_report(tmp_path):
+    # two releases at TP 2 on 2 GPUs, --waves: one after the other on GPUs 0,1, each with its share of the budget
+    p, calls, out = driver(tmp_path, 2, "--waves", "--real-size-tp", "2", "--configs", "tree-topk4", "--repeats", "2")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert ["models", "--model 8b"] in calls
+    starts = [c for c in calls if c[4:5] == ["start"]]
+    ends = {c[0]: float(c[3]) for c in calls if c[4:5] == ["end"]}
+    assert [(c[0], c[1]) for c in starts] == [("0.5.11", "0,1"), ("0.5.12.post1", "0,1")], calls
+    assert float(starts[1][3]) >= ends["0.5.11"], "the second wave starts after the first ended"
+    b1, b2 = int(starts[0][2]), int(starts[1][2])
+    assert 200 < b1 <= (560 - 30) // 2 < b2 <= 560 - 30, (b1, b2)  # half of what is left, then all of it
+    for c, port in zip(starts, ("31000", "31400")):
+        argv = c[5].split()
+        assert argv[:3] == ["--real-size", "--base-port", port], argv
+        assert flag(argv, "--real-size-tp") == "2" and flag(argv, "--configs") == "tree-topk4"
+    assert "plan: 0.5.11 part0 (all) -> GPUs 0,1, wave 0" in p.stdout and "2 wave(s)" in p.stdout
+    summary = json.load(open(out / "real-size-latest.json"))
+    assert set(summary) == SCHEMA_TOP and len(summary["points"]) == 2
+    assert all(pt["tp"] == 2 and pt["config"] == "tree-topk4" and set(pt) == SCHEMA_POINT | {"tp"}
+               for pt in summary["points"])
+    assert {pt["release"] for pt in summary["points"]} == {"0.5.11", "0.5.12.post1"}
+    assert "| 0.5.11 | 2 | tree-topk4 | 8 | 2 |" in open(out / "real-size-latest.md").read()
+    assert (out / "real-size-out.tar.gz").exists()
+
+    # without --waves a release without 2 GPUs of its own is skipped, with a message
+    p, calls, out = driver(tmp_path, 3, "--real-size-tp", "2")
+    starts = [(c[0], c[1]) for c in calls if c[4:5] == ["start"]]
+    assert starts == [("0.5.11", "0,1")], (calls, p.stdout)
+    assert "no free GPUs for 0.5.12.post1 part 0 (needs 2 of its own, 3 present): skipped" in p.stdout
+    # 4 GPUs: each release its own pair, side by side; with --split each part a pair of its own
+    p, calls, out = driver(tmp_path, 4, "--real-size-tp", "2")
+    assert sorted((c[0], c[1]) for c in calls if c[4:5] == ["start"]) == [("0.5.11", "0,1"), ("0.5.12.post1", "2,3")]
+    p, calls, out = driver(tmp_path, 8, "--split", "tree-topk4 tree-topk8", "--real-size-tp=2", releases="0.5.11")
+    got = sorted((c[1], c[5].split()[2], flag(c[5].split(), "--configs")) for c in calls if c[4:5] == ["start"])
+    assert got == [("0,1", "31000", "tree-topk4"), ("2,3", "31400", "tree-topk8")], calls
+    # TP 1 (default) keeps one GPU per part; a single GPU cannot hold a TP 2 part even with --waves
+    p, calls, out = driver(tmp_path, 2, "--real-size-model", "70b")
+    assert sorted((c[0], c[1]) for c in calls if c[4:5] == ["start"]) == [("0.5.11", "0"), ("0.5.12.post1", "1")]
+    assert ["models", "--model 70b"] in calls
+    p, calls, out = driver(tmp_path, 1, "--waves", "--real-size-tp", "2")
+    assert not [c for c in calls if c[4:5] == ["start"]] and p.stdout.count("skipped (timings need GPUs") == 2
+
+
+def test_report_tp_points_mixed_shapes_and_previous_summary(tmp_path):
+    sys.path.insert(0, BENCH)
+    try:
+        import real_size_report
+    finally:
+        sys.path.remove(BENCH)
+    s, p1, p2 = [100.0, 100.0, 100.0], [120.0, 120.0, 120.0], [110.0, 110.0, 110.0]
+    tp1 = synthetic("0.5.11", {"tree-topk4": _points(8, 3, s, p1)})                  # an older run: no tp recorded
+    tp2 = synthetic("0.5.11", {"tree-topk4": _points(8, 3, s, p2)}, tp=2, date="2026-11-24 08:00 UTC")
+    paths = []
+    for k, r in enumerate((tp1, tp2)):
+        paths.append(str(tmp_path / f"r{k}.json"))
+        json.dump(r, open(paths[-1], "w"))
+    assert real_size_report.main(["--out-dir", str(tmp_path / "a"), *paths]) == 0
+    summary = json.load(open(tmp_path / "a" / "real-size-latest.json"))
+    assert set(summary) == SCHEMA_TOP and summary["model"] == {"hidden_size": 4096, "num_hidden_layers": 32}
+    got = {(p["tp"], p["plugin_over_stock"]) for p in summary["points"]}
+    assert got == {(1, 1.2), (2, 1.1)}, "same release and config at TP 1 and TP 2: two points, not merged"
+    assert all(set(p) == SCHEMA_POINT | {"tp"} for p in summary["points"])
+    md = open(tmp_path / "a" / "real-size-latest.md").read()
+    assert "| release | TP | config |" in md
+    assert "| 0.5.11 | 1 | tree-topk4 | 8 | 3 | 100.0 | 120.0 | **1.200** |" in md
+    assert "| 0.5.11 | 2 | tree-topk4 | 8 | 3 | 100.0 | 110.0 | **1.100** |" in md
+    assert "* 0.5.11 TP2 tree-topk4: 2026-11-24 08:00 UTC" in md
+
+    # a 70B-shaped run beside them: every point carries its model, the top level the shape most points have
+    big = synthetic("0.5.12.post1", {"tree-topk4": _points(1, 3, s, p2)}, tp=4,
+                    model={"hidden_size": 8192, "num_hidden_layers": 80, "shape": "70b", "name": "Llama-3.1-70B-shaped"})
+    json.dump(big, open(tmp_path / "big.json", "w"))
+    real_size_report.main(["--out-dir", str(tmp_path / "b"), *paths, str(tmp_path / "big.json")])
+    summary = json.load(open(tmp_path / "b" / "real-size-latest.json"))
+    assert summary["model"] == {"hidden_size": 4096, "num_hidden_layers": 32}
+    models = {(p["release"], p["tp"]): p["model"] for p in summary["points"]}
+    assert models == {("0.5.11", 1): {"hidden_size": 4096, "num_hidden_layers": 32},
+                      ("0.5.11", 2): {"hidden_size": 4096, "num_hidden_layers": 32},
+                      ("0.5.12.post1", 4): {"hidden_size": 8192, "num_hidden_layers": 80}}
+    md = open(tmp_path / "b" / "real-size-latest.md").read()
+    assert "| release | model | TP | config |" in md and "| 0.5.12.post1 | 70b | 4 | tree-topk4 | 1 |" in md
+    assert "Llama-3.1-70B-shaped target (hidden 8192, layers 80)" in md
+
+    # --previous: the committed summary (no tp: TP 1) keeps its points beside a new TP 2 run
+    latest = os.path.join(ROOT, "docs", "bench", "real-size-latest.json")
+    prev = json.load(open(latest))
+    assert prev["points"] and all("tp" not in p for p in prev["points"])
+    real_size_report.main(["--out-dir", str(tmp_path / "c"), "--previous", latest, paths[1]])
+    summary = json.load(open(tmp_path / "c" / "real-size-latest.json"))
+    old = [p for p in summary["points"] if p["tp"] == 1]
+    assert [{k: p[k] for k in SCHEMA_POINT} for p in old] == [{k: p[k] for k in SCHEMA_POINT} for p in prev["points"]]
+    assert [p["plugin_over_stock"] for p in summary["points"] if p["tp"] == 2] == [1.1]
+    assert summary["device"] == "NVIDIA H200 + " + prev["device"] and summary["commit"] == "abc123def456 + " + prev["commit"]
+    assert summary["date"] == "2026-11-24 08:00 UTC"
+    md = open(tmp_path / "c" / "real-size-latest.md").read()
+    assert "| 0.5.12.post1 | 1 | tree-topk8 | 32 | 3 | 3394.2 | 3601.8 | **1.084** | - |" in md
+    assert "kept from the previous summary" in md
+    # a new TP 1 run of a (release, config) replaces the previous summary's points of it
+    new1 = synthetic("0.5.11", {"tree-topk4": _points(1, 3, s, p1)})
+    json.dump(new1, open(tmp_path / "new1.json", "w"))
+    real_size_report.main(["--out-dir", str(tmp_path / "d"), "--previous", latest, str(tmp_path / "new1.json")])
+    summary = json.load(open(tmp_path / "d" / "real-size-latest.json"))
+    t4 = [p for p in summary["points"] if p["release"] == "0.5.11" and p["config"] == "tree-topk4"]
+    assert [(p["concurrency"], p["plugin_over_stock"]) for p in t4] == [(1, 1.2)]
+    assert len(summary["points"]) == len(prev["points"]) - 3 + 1
+    with pytest.raises(SystemExit, match="acc_len"):
+        json.dump(synthetic("0.5.11", {"tree-topk4": _points(1, 3, s, p1)}, acc=2.0, tp=2), open(tmp_path / "a2.json", "w"))
+        real_size_report.main(["--out-dir", str(tmp_path / "x"), "--previous", latest, str(tmp_path / "a2.json")])
