@@ -20,6 +20,14 @@ Invariants counted (a stale result must not touch a request whose KV is already 
                             they re-sync seq_lens_cpu from it eagerly and have no "synced" flag, so
                             a comparison would need a device sync against in-flight overlap work.
                             Spec v1 batches are skipped (its worker rewrites them mid-step).
+  finished_in_launch        a speculative decode batch (spec v2, or any spec batch on SPEC_V2_ONLY lines)
+                            reaches run_batch holding a request that is already finished (req.finished())
+                            or whose req-pool slot is released (req_pool_idx None), counted per request over
+                            launch_checks batches: the #28986 class (spec + grammar + overlap: the forced
+                            sync processes the pending result after the batch was built, which finishes a
+                            request and frees its slot, then the verify launches with it). Under ordinary
+                            overlap such a request finishes only after the launch (a stale row of the next
+                            result, see above), so any count here is a violation.
 
 In check mode the first violation raises in the scheduler (which stops it) with the request id and
 its counters, instead of only being counted.
@@ -63,6 +71,8 @@ def reset() -> None:
             live_committed_over_allocated=0,
             seq_lens_checks=0,
             seq_lens_sum_mismatch=0,
+            launch_checks=0,
+            finished_in_launch=0,
             examples=[],
         )
 
@@ -132,6 +142,14 @@ def _around(original, self, batch, result, *args, **kwargs):
 
 def _around_run_batch(original, self, batch, *args, **kwargs):
     mode = getattr(batch, "forward_mode", None)
+    if mode is not None and mode.is_decode() and not batch.spec_algorithm.is_none() and _is_spec_v2(batch):
+        gone = [req for req in batch.reqs if req.finished() or req.req_pool_idx is None]
+        with _lock:
+            STATS["launch_checks"] += 1
+            STATS["finished_in_launch"] += len(gone)
+            for req in gone:
+                state = f"finished ({type(req.finished_reason).__name__})" if req.finished() else "req_pool_idx None"
+                _record(f"launch rid={req.rid}: {state} in a decode batch of {len(batch.reqs)} at run_batch")
     if (
         mode is not None
         and mode.is_decode()

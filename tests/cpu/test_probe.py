@@ -89,8 +89,14 @@ def _decode_batch(seq_lens, seq_lens_sum, spec="EAGLE3", v2=True):
 
     return types.SimpleNamespace(
         forward_mode=ForwardMode.DECODE, spec_algorithm=SpeculativeAlgorithm.from_string(spec), is_spec_v2=v2,
-        seq_lens_cpu=torch.tensor(seq_lens, dtype=torch.int64), seq_lens_sum=seq_lens_sum, reqs=[None] * len(seq_lens),
+        seq_lens_cpu=torch.tensor(seq_lens, dtype=torch.int64), seq_lens_sum=seq_lens_sum,
+        reqs=[_live(f"r{i}") for i in range(len(seq_lens))],
     )
+
+
+def _live(rid, finished_reason=None, req_pool_idx=0):
+    return types.SimpleNamespace(rid=rid, finished_reason=finished_reason, req_pool_idx=req_pool_idx,
+                                 finished=lambda: finished_reason is not None)
 
 
 def _run_batch(batch, strict):
@@ -115,6 +121,27 @@ def test_seq_lens_sum_invariant_on_decode_batches():
     # spec v1 rewrites its batch inside the worker: not checked
     s, ran = _run_batch(_decode_batch([5, 7, 9], 22, v2=False), strict=True)
     assert s["seq_lens_checks"] == 0 and len(ran) == 1
+
+
+def test_finished_request_at_launch_is_counted():
+    """#28986 class: a speculative decode batch launched with a finished request (or one whose req-pool slot is
+    released) is counted per request over launch_checks; check mode raises with its rid. Non-spec and spec v1
+    batches are not checked (the end-to-end scenario on the release's real event loop:
+    test_issue_28986_overlap_grammar.py)."""
+    batch = _decode_batch([5, 7, 9], 21)
+    s, ran = _run_batch(batch, strict=True)
+    assert (s["launch_checks"], s["finished_in_launch"]) == (1, 0) and len(ran) == 1
+    batch.reqs = [_live("a"), _live("done", finished_reason="FINISH_LENGTH(1)"), _live("freed", req_pool_idx=None)]
+    s, ran = _run_batch(batch, strict=False)
+    assert (s["launch_checks"], s["finished_in_launch"]) == (1, 2) and len(ran) == 1
+    assert [e.split(":")[0] for e in s["examples"]] == ["launch rid=done", "launch rid=freed"]
+    with pytest.raises(probe.InvariantViolation, match="launch rid=done: finished"):
+        _run_batch(batch, strict=True)
+    for spec, v2 in (("NONE", False), ("EAGLE3", False)):  # no spec / spec v1: not checked
+        other = _decode_batch([5, 7, 9], 21, spec=spec, v2=v2)
+        other.reqs = batch.reqs
+        s, ran = _run_batch(other, strict=True)
+        assert s["launch_checks"] == 0 and len(ran) == 1
 
 
 def test_spec_v2_only_lines_and_req_kv_layout(monkeypatch):

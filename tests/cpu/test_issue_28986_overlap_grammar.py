@@ -1,0 +1,103 @@
+"""#28986 (open upstream) on the release's real ``Scheduler.event_loop_overlap``: spec v2 + grammar + overlap launches a
+verify that holds a request the forced sync has just finished.
+
+The scenario (``testing.overlap_loop``): B0 (R's previous speculative decode step) is launched and its result, which
+ends R on a stop token, is pending when the loop builds B1 (R's next speculative decode step, ``has_grammar``). The
+loop body, ``is_disable_overlap_for_batch`` and the ``pop_and_process`` order are the release's; the pending result
+is processed by the release's decode step; run_batch is a stub wrapped by the probe's ``_around_run_batch``.
+
+Expected per release (docs/release-survey.md, "#28986"): up to 0.5.16 ``need_grammar_sync`` holds for every
+speculative grammar decode batch with a pending result, so the loop processes B0's result first and launches B1 with
+R finished (the probe counts it; check mode raises). From 0.5.17 EAGLE advances the grammar inside verify
+(``supports_grammar_overlap``): no sync, B1 is launched before B0's result is processed, R finishes after the launch.
+NGRAM has no grammar overlap: on every spec-v2-only line (0.5.14+) it takes the sync path and is counted.
+"""
+
+import pytest
+from conftest import LINE, VERSION, requires_sglang
+
+from sglang_specv2_fixes import probe, releases
+
+pytestmark = [requires_sglang, pytest.mark.release_scoped]
+
+EAGLE_SYNCS = VERSION in releases.release_set("up-to:0.5.16")  # need_grammar_sync without supports_grammar_overlap
+
+
+@pytest.fixture
+def observed(monkeypatch):
+    """The probe as ``probe.register`` sets it up for the release's code line; counters reset."""
+    monkeypatch.setattr(probe, "_spec_v2_only", releases.LINES[LINE].spec_v2_only)
+    monkeypatch.setattr(probe, "_strict", False)
+    probe.reset()
+    yield probe
+    probe.reset()
+
+
+def run(algorithm, strict=False):
+    from sglang_specv2_fixes.testing import overlap_loop
+
+    sched, trace, r = overlap_loop.grammar_sync_case(algorithm, around_run_batch=probe._around_run_batch)
+    probe._strict = strict
+    try:
+        overlap_loop.run_loop(sched)
+    finally:
+        probe._strict = False
+    return trace, r, probe.snapshot()
+
+
+SYNC_ORDER = [("launch", "B0", {"live": False}), ("process", "B0"), ("finish-handler", "live"),
+              ("launch", "B1", {"live": True})]
+OVERLAP_ORDER = [("launch", "B0", {"live": False}), ("launch", "B1", {"live": False}), ("process", "B0"),
+                 ("finish-handler", "live")]
+
+
+def check_sync_path(trace, r, s):
+    # run_batch did launch B1, after B0's result was processed, with R finished and handed to its KV release
+    assert trace == SYNC_ORDER, trace
+    assert type(r.finished_reason).__name__ == "FINISH_MATCHED_TOKEN"
+    assert (s["launch_checks"], s["finished_in_launch"]) == (2, 1), s
+    assert s["examples"] == ["launch rid=live: finished (FINISH_MATCHED_TOKEN) in a decode batch of 1 at run_batch"]
+
+
+@pytest.mark.parametrize("algorithm", ["EAGLE", "EAGLE3"])
+def test_eagle_grammar_decode_with_pending_finishing_result(observed, algorithm):
+    trace, r, s = run(algorithm)
+    if EAGLE_SYNCS:
+        check_sync_path(trace, r, s)
+    else:
+        # no sync: B1 launched while R was live; the same result finishes R right after the launch
+        assert trace == OVERLAP_ORDER, trace
+        assert r.finished()
+        assert (s["launch_checks"], s["finished_in_launch"], s["examples"]) == (2, 0, []), s
+
+
+@pytest.mark.skipif(not EAGLE_SYNCS, reason=f"sglang {VERSION}: EAGLE + grammar does not take the sync path")
+def test_check_mode_stops_the_loop_at_the_launch(observed):
+    """Check mode (SGLANG_SPECV2_FIXES_CHECK=1) raises inside run_batch, before the verify is launched."""
+    from sglang_specv2_fixes.testing import overlap_loop
+
+    sched, trace, _ = overlap_loop.grammar_sync_case("EAGLE3", around_run_batch=probe._around_run_batch)
+    probe._strict = True
+    try:
+        with pytest.raises(probe.InvariantViolation, match="launch rid=live: finished"):
+            overlap_loop.run_loop(sched)
+    finally:
+        probe._strict = False
+    assert trace == SYNC_ORDER[:-1]  # B1 never reached the stub launch
+
+
+@pytest.mark.skipif(not releases.LINES.get(LINE) or not releases.LINES[LINE].spec_v2_only,
+                    reason=f"sglang {VERSION}: NGRAM is not a spec-v2 (overlap) algorithm before 0.5.14")
+def test_ngram_grammar_decode_takes_the_sync_path(observed):
+    check_sync_path(*run("NGRAM"))
+
+
+def test_without_grammar_no_sync(observed, monkeypatch):
+    """Control: the same sequence without ``has_grammar`` (B0, B1) overlaps on every release (the sync is grammar's)."""
+    from sglang_specv2_fixes.testing import overlap_loop
+
+    real = overlap_loop._batch
+    monkeypatch.setattr(overlap_loop, "_batch", lambda reqs, algo, has_grammar: real(reqs, algo, False))
+    trace, r, s = run("EAGLE3")
+    assert trace == OVERLAP_ORDER, trace
+    assert (s["launch_checks"], s["finished_in_launch"]) == (2, 0)

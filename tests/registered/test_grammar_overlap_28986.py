@@ -1,0 +1,108 @@
+"""#28986 (open upstream) on the real server, reproduction attempt: spec v2 + grammar + overlap launches a verify
+that holds a request the forced sync has just finished.
+
+Up to 0.5.16 ``Scheduler.is_disable_overlap_for_batch`` forces a sync for every speculative grammar decode batch
+with a pending result; ``event_loop_overlap`` has already built that batch, so ``pop_and_process`` finishes a
+request (grammar-forced EOS, length) and releases its req-pool slot and KV, then ``run_batch`` launches the verify
+with it (docs/release-survey.md "#28986"; CPU: tests/cpu/test_issue_28986_overlap_grammar.py on the real loop).
+
+EAGLE3 3/1/4 with overlap (spec v2), xgrammar (COMMON's ``--grammar-backend none`` dropped), many concurrent short
+requests constrained by a regex of K whole tokens (the tiny word-level vocabulary: every token is ``t<id>``; after
+K tokens xgrammar allows only EOS), so almost every request ends on a grammar-forced EOS, some by length. The
+probe (``SGLANG_SPECV2_FIXES_PROBE=1``, registered with fixes off too) counts at every speculative decode launch
+the requests already finished (or with ``req_pool_idx`` None): ``finished_in_launch`` over ``launch_checks``.
+
+Outcome: the plugin has no fix for #28986 yet, so stock and plugin are expected to behave alike. The row prints
+the counter and asserts only that the scenario ran (overlap on, xgrammar, grammar-forced finishes, launches seen,
+server healthy); it does not assert ``finished_in_launch == 0``, which would fail both modes wherever the bug
+reproduces and tell the A/B runner nothing. Once a fix exists, set ``SPECV2_28986_STRICT=1`` (or register the
+row with ``bug_in``) to require 0. The row's server never runs in check mode, even where the runner puts check mode
+on the plugin side for the whole matrix (``--mode-env auto:SGLANG_SPECV2_FIXES_CHECK=1``): that would stop the
+plugin's scheduler at the first such launch and turn an observation into a one-sided failure.
+"""
+
+import concurrent.futures
+import os
+import unittest
+
+import requests
+
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.server import COMMON, TIMEOUT, URL, eagle3_args, launch, stop
+from sglang_specv2_fixes.testing.client import health_ok, server_info, specv2_state
+from sglang_specv2_fixes.testing.config import prompts
+from sglang.test.test_utils import CustomTestCase
+
+# where the sync path exists for EAGLE (need_grammar_sync without supports_grammar_overlap): 0.5.11 ... 0.5.16
+register_specv2_ci(est_time=150, suite="specv2-gpu", releases="gpu&up-to:0.5.16")
+
+EOS = 2  # the tiny models' </s>
+N, ROUNDS = 64, 3
+
+
+def grammar_case(i):
+    """(K tokens the regex allows, max_new_tokens): 3 of 4 requests end on the grammar-forced EOS, 1 of 4 by length
+    (or by EOS when K is 1)."""
+    k = 1 + i % 6
+    return k, (16 if i % 4 else 2)
+
+
+def generate_regex(input_ids, k, max_new_tokens):
+    payload = {"input_ids": input_ids,
+               "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens, "regex": f"(t[0-9]+){{{k}}}"}}
+    r = requests.post(URL + "/generate", json=payload, timeout=TIMEOUT)
+    r.raise_for_status()
+    return r.json()
+
+
+def common_with_grammar():
+    i = COMMON.index("--grammar-backend")
+    return COMMON[:i] + COMMON[i + 2:] + ["--grammar-backend", "xgrammar"]
+
+
+class TestGrammarOverlap28986(CustomTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.process = launch(eagle3_args(3, 1, 4) + ["--max-running-requests", "32"],
+                             env={"SGLANG_SPECV2_FIXES_PROBE": "1", "SGLANG_SPECV2_FIXES_CHECK": "0"},
+                             common=common_with_grammar())
+
+    @classmethod
+    def tearDownClass(cls):
+        stop(cls.process)
+
+    def test_1_config(self):
+        info = server_info()
+        self.assertFalse(info["disable_overlap_schedule"], "overlap off: no spec v2, no #28986 path")
+        self.assertEqual(info["grammar_backend"], "xgrammar")
+
+    def test_2_finished_request_at_verify_launch(self):
+        outs = []
+        for rnd in range(ROUNDS):
+            ps = prompts(N, seed=40 + rnd)
+            with concurrent.futures.ThreadPoolExecutor(32) as ex:
+                outs += list(ex.map(lambda i: (i, generate_regex(ps[i], *grammar_case(i))), range(N)))
+        probe = specv2_state(server_info())["probe"]
+        print(f"#28986 probe ({os.environ.get('SPECV2_AB', 'auto')}): finished_in_launch={probe['finished_in_launch']} "
+              f"launch_checks={probe['launch_checks']} examples={probe['examples']}")
+        by_eos = 0
+        for i, o in outs:
+            k, max_new = grammar_case(i)
+            reason = o["meta_info"]["finish_reason"]
+            if max_new > k:  # the regex ends first: xgrammar allows only EOS after K tokens
+                self.assertEqual((reason["type"], reason.get("matched")), ("stop", EOS), f"request {i}: {reason}")
+                self.assertEqual(len(o["text"].split()), k, f"request {i}: {o['text']!r} is not {k} tokens")
+                by_eos += 1
+            else:
+                self.assertEqual(reason["type"], "length", f"request {i}: {reason}")
+        print(f"grammar-forced EOS finishes: {by_eos} of {len(outs)}")
+        self.assertGreater(by_eos, 0)
+        self.assertGreater(probe["launch_checks"], 0, "the probe saw no speculative decode launch")
+        if os.environ.get("SPECV2_28986_STRICT") == "1":
+            self.assertEqual(probe["finished_in_launch"], 0, f"finished requests at verify launch: {probe['examples']}")
+        self.assertTrue(health_ok())
+        self.assertIsNone(self.process.poll())
+
+
+if __name__ == "__main__":
+    unittest.main()
