@@ -217,28 +217,42 @@ def _owner(h: Hunk, targets: Sequence[Target]) -> Target:
 
 def apply_text(pf: PatchFile, rel: str, text: str) -> str:
     """Apply ``pf``'s hunks for file ``rel`` to ``text`` exactly; raise PatchError on any mismatch."""
+    return _apply(pf, rel, text)[0]
+
+
+def _apply(pf: PatchFile, rel: str, text: str):
+    """(patched text, {target: (first, last) 1-based lines of its function in the patched text}). The spans follow
+    from where each target sits in ``text`` and the line counts its hunks change, so the patched text need not be
+    tokenized again to find the functions (compile_target still checks each one's ``after=`` fingerprint)."""
     targets = pf.targets_in(rel)
     hunks = dict(pf.files).get(rel)
     if hunks is None:
         raise PatchError(f"{pf.path}: no diff for {rel}")
     lines = text.splitlines()
-    delta = {}
+    delta, installed = {}, {}
     for t in targets:
         try:
-            _, first, _ = function_source(text, t.qualname)
+            _, first, last = function_source(text, t.qualname)
         except (SourceNotFound, SyntaxError, IndentationError):
             raise PatchError(f"{t.dotted} not found") from None
-        delta[t] = first - t.span[0]
+        delta[t], installed[t] = first - t.span[0], (first, last)
     shift = 0  # lines added so far by earlier hunks
+    grown = dict.fromkeys(targets, 0)  # lines each target's own hunks added
     for h in hunks:
-        at = h.first_index + delta[_owner(h, targets)] + shift
+        owner = _owner(h, targets)
+        at = h.first_index + delta[owner] + shift
         old = h.old
         if lines[at : at + len(old)] != old:
             raise PatchError(f"{pf.path}: hunk @@ -{h.old_start} does not apply exactly to {rel} (at line {at + 1})")
         new = h.new
         lines[at : at + len(old)] = new
         shift += len(new) - len(old)
-    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+        grown[owner] += len(new) - len(old)
+    spans = {}
+    for t, (first, last) in installed.items():  # targets do not overlap: a hunk is before, inside or after each one
+        before = sum(grown[o] for o, (f, _) in installed.items() if f < first)
+        spans[t] = (first + before, last + before + grown[t])
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else ""), spans
 
 
 def module_path(module: str, root: str) -> str:
@@ -249,17 +263,27 @@ def module_path(module: str, root: str) -> str:
 
 def patched_texts(pf: PatchFile, root: str) -> Dict[str, Tuple[str, str, str]]:
     """rel path -> (file path, installed text, patched text) for every file of the patch."""
+    return {rel: v[:3] for rel, v in _patched(pf, root).items()}
+
+
+def _patched(pf: PatchFile, root: str):
     out = {}
     for rel, _ in pf.files:
         path = os.path.join(root, rel)
         text = read_source(path)
-        out[rel] = (path, text, apply_text(pf, rel, text))
+        out[rel] = (path, text, *_apply(pf, rel, text))
     return out
 
 
-def compile_target(pf: PatchFile, target: Target, path: str, patched: str) -> Callable:
-    """Compile ``target`` out of the patched module text into the target module's globals."""
-    src, first, _ = function_source(patched, target.qualname)
+def compile_target(pf: PatchFile, target: Target, path: str, patched: str, span=None) -> Callable:
+    """Compile ``target`` out of the patched module text into the target module's globals (``span``: its 1-based
+    lines there when known, else it is located)."""
+    src = None
+    if span is not None:
+        first = span[0]
+        src = "".join(patched.splitlines(keepends=True)[first - 1 : span[1]])
+    if src is None or fingerprint_source(src) != target.after:
+        src, first, _ = function_source(patched, target.qualname)
     if fingerprint_source(src) != target.after:
         raise PatchError(f"{pf.path}: patched {target.dotted} has fingerprint {fingerprint_source(src)}, "
                          f"header says after={target.after}")
@@ -286,8 +310,9 @@ def compile_target(pf: PatchFile, target: Target, path: str, patched: str) -> Ca
 
 def build(pf: PatchFile, root: str) -> Dict[str, Callable]:
     """target dotted name -> compiled patched function, for the sglang tree at ``root``."""
-    texts = patched_texts(pf, root)
-    return {t.dotted: compile_target(pf, t, texts[t.rel_path][0], texts[t.rel_path][2]) for t in pf.targets}
+    texts = _patched(pf, root)
+    return {t.dotted: compile_target(pf, t, texts[t.rel_path][0], texts[t.rel_path][2], texts[t.rel_path][3][t])
+            for t in pf.targets}
 
 
 # ----------------------------------------------------------------------------------------- authoring

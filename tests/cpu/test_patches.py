@@ -98,10 +98,15 @@ def test_patch_file_matches_every_release_that_uses_it(fix, name, version):
     for t in pf.targets:
         fp = fingerprint_in_file(patchfile.module_path(t.module, root), t.qualname)
         assert fp == t.before, f"{t.dotted} in sglang {version}: {fp}, {fix}/{name}.patch says before={t.before}"
-    for rel, (path, old, new) in patchfile.patched_texts(pf, root).items():
+    for rel, (path, old, new, spans) in patchfile._patched(pf, root).items():
         compile(new, path, "exec")
+        lines = new.splitlines(keepends=True)
+        assert set(spans) == set(pf.targets_in(rel))
         for t in pf.targets_in(rel):
-            assert fingerprint_source(function_source(new, t.qualname)[0]) == t.after, (version, t.dotted)
+            src, first, last = function_source(new, t.qualname)
+            assert fingerprint_source(src) == t.after, (version, t.dotted)
+            # the start-up path takes the patched function from the span the hunks give (no second tokenizing)
+            assert spans[t] == (first, last) and "".join(lines[first - 1 : last]) == src, (version, t.dotted)
 
 
 def test_every_patched_release_has_a_series():
