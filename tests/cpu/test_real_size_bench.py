@@ -134,22 +134,29 @@ def test_plan_options_acc_len_subset_and_tiny_mode_unchanged():
 
 
 # ----------------------------------------------------------------------------------------------- the models
-def test_model_writer_8b_shapes_and_full_vocab_tokenizer(tmp_path):
-    p = bench_run([os.path.join(BENCH, "real_size_models.py"), str(tmp_path / "m")])
+def written_models(tmp_path, shape, *args):
+    """Run the model writer into tmp_path/m; check the target has ``shape`` and the EAGLE3 draft is its one-layer
+    twin (no weights written). Returns (the writer's summary, target config, draft config)."""
+    p = bench_run([os.path.join(BENCH, "real_size_models.py"), str(tmp_path / "m"), *args])
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     info = json.loads(p.stdout.strip().splitlines()[-1])
     tgt = json.load(open(tmp_path / "m" / "target" / "config.json"))
     drf = json.load(open(tmp_path / "m" / "eagle3" / "config.json"))
-    shape = dict(hidden_size=4096, num_hidden_layers=32, intermediate_size=14336, num_attention_heads=32,
-                 num_key_value_heads=8, head_dim=128, vocab_size=128256)
     assert {k: tgt[k] for k in shape} == shape and tgt["architectures"] == ["LlamaForCausalLM"]
     assert tgt["tie_word_embeddings"] is False and tgt["torch_dtype"] == "bfloat16"
     assert drf["architectures"] == ["LlamaForCausalLMEagle3"] and drf["num_hidden_layers"] == 1
     assert {k: drf[k] for k in shape if k != "num_hidden_layers"} == {k: v for k, v in shape.items() if k != "num_hidden_layers"}
     assert drf["draft_vocab_size"] == 32000
+    assert not any(f.endswith((".safetensors", ".bin")) for d in ("target", "eagle3") for f in os.listdir(tmp_path / "m" / d))
+    return info, tgt, drf
+
+
+def test_model_writer_8b_shapes_and_full_vocab_tokenizer(tmp_path):
+    info, tgt, drf = written_models(tmp_path, dict(
+        hidden_size=4096, num_hidden_layers=32, intermediate_size=14336, num_attention_heads=32,
+        num_key_value_heads=8, head_dim=128, vocab_size=128256))
     assert tgt["max_position_embeddings"] >= 200 + 256 + 64 and drf["max_position_embeddings"] == tgt["max_position_embeddings"]
     assert info["model"]["target_params_b"] == pytest.approx(8.03, abs=0.01)
-    assert not any(f.endswith((".safetensors", ".bin")) for d in ("target", "eagle3") for f in os.listdir(tmp_path / "m" / d))
     from tokenizers import Tokenizer
 
     for d in ("target", "eagle3"):
@@ -413,21 +420,11 @@ def test_plan_tp2_both_sides_get_tp_size_and_the_same_simulated_acceptance():
 
 
 def test_model_writer_70b_shapes(tmp_path):
-    p = bench_run([os.path.join(BENCH, "real_size_models.py"), str(tmp_path / "m"), "--model", "70b"])
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
-    info = json.loads(p.stdout.strip().splitlines()[-1])
-    tgt = json.load(open(tmp_path / "m" / "target" / "config.json"))
-    drf = json.load(open(tmp_path / "m" / "eagle3" / "config.json"))
-    shape = dict(hidden_size=8192, num_hidden_layers=80, intermediate_size=28672, num_attention_heads=64,
-                 num_key_value_heads=8, head_dim=128, vocab_size=128256)
-    assert {k: tgt[k] for k in shape} == shape and tgt["architectures"] == ["LlamaForCausalLM"]
-    assert tgt["tie_word_embeddings"] is False and tgt["torch_dtype"] == "bfloat16"
-    assert drf["architectures"] == ["LlamaForCausalLMEagle3"] and drf["num_hidden_layers"] == 1
-    assert {k: drf[k] for k in shape if k != "num_hidden_layers"} == {k: v for k, v in shape.items() if k != "num_hidden_layers"}
-    assert drf["draft_vocab_size"] == 32000
+    info, tgt, drf = written_models(tmp_path, dict(
+        hidden_size=8192, num_hidden_layers=80, intermediate_size=28672, num_attention_heads=64,
+        num_key_value_heads=8, head_dim=128, vocab_size=128256), "--model", "70b")
     assert info["model"]["shape"] == "70b" and info["model"]["target_params_b"] == pytest.approx(70.55, abs=0.05)
     assert info["model"]["kv_bytes_per_token"] == 80 * 2 * 8 * 128 * 2
-    assert not any(f.endswith((".safetensors", ".bin")) for d in ("target", "eagle3") for f in os.listdir(tmp_path / "m" / d))
     from tokenizers import Tokenizer
 
     assert Tokenizer.from_file(str(tmp_path / "m" / "target" / "tokenizer.json")).get_vocab_size() == 128256

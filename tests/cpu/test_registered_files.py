@@ -127,6 +127,14 @@ def test_runner_reports_rows_needing_more_gpus_as_not_run(tmp_path):
     assert "| test_tp2.py | not run | not run | (needs 2 GPUs) |" in (out / "results.md").read_text()
 
 
+def test_registered_and_cpu_test_modules_have_distinct_names():
+    """Both folders are imported by basename (pytest's rootdir-less import, the registered loader below): a CPU test
+    named like a registered row would be returned for the row by importlib and hide its test cases."""
+    names = {d: {os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "tests", d, "test_*.py"))}
+             for d in ("cpu", "registered")}
+    assert names["cpu"] and names["registered"] and not names["cpu"] & names["registered"]
+
+
 def test_every_registered_file_loads_its_tests_on_the_release():
     """Import each registered file against the release under test (no server is started at import) and
     check unittest finds its tests and that every class starts a server in setUpClass (a mixin placed
