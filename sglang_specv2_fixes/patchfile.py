@@ -278,15 +278,16 @@ def _patched(pf: PatchFile, root: str):
 def compile_target(pf: PatchFile, target: Target, path: str, patched: str, span=None) -> Callable:
     """Compile ``target`` out of the patched module text into the target module's globals (``span``: its 1-based
     lines there when known, else it is located)."""
-    src = None
+    fp = None
     if span is not None:
         first = span[0]
         src = "".join(patched.splitlines(keepends=True)[first - 1 : span[1]])
-    if src is None or fingerprint_source(src) != target.after:
+        fp = fingerprint_source(src)
+    if fp != target.after:
         src, first, _ = function_source(patched, target.qualname)
-    if fingerprint_source(src) != target.after:
-        raise PatchError(f"{pf.path}: patched {target.dotted} has fingerprint {fingerprint_source(src)}, "
-                         f"header says after={target.after}")
+        fp = fingerprint_source(src)
+    if fp != target.after:
+        raise PatchError(f"{pf.path}: patched {target.dotted} has fingerprint {fp}, header says after={target.after}")
     filename = f"{path} [specv2-fixes {pf.fix}]"
     linecache.cache[filename] = (len(patched), None, patched.splitlines(keepends=True), filename)
     code = compile(

@@ -142,7 +142,7 @@ def _around(original, self, batch, result, *args, **kwargs):
 
 def _around_run_batch(original, self, batch, *args, **kwargs):
     mode = getattr(batch, "forward_mode", None)
-    if mode is not None and mode.is_decode() and not batch.spec_algorithm.is_none() and _is_spec_v2(batch):
+    if mode is not None and mode.is_decode() and _is_spec_v2(batch):  # spec v2 implies a speculative algorithm
         gone = [req for req in batch.reqs if req.finished() or req.req_pool_idx is None]
         with _lock:
             STATS["launch_checks"] += 1
