@@ -37,6 +37,7 @@ import dataclasses
 import difflib
 import functools
 import importlib
+import inspect
 import linecache
 import os
 import re
@@ -303,8 +304,11 @@ def compile_target(pf: PatchFile, target: Target, path: str, patched: str, span=
     local_ns: dict = {}
     exec(code, module.__dict__, local_ns)  # noqa: S102 - fingerprinted upstream code plus the stored diff
     (fn,) = local_ns.values()
-    fn.__qualname__ = target.qualname
-    fn.__module__ = target.module
+    # a decorated target (Scheduler.event_loop_overlap's @DynamicGradMode()) comes back wrapped: the wrapped
+    # function gets the upstream names too
+    for f in {id(f): f for f in (fn, inspect.unwrap(fn))}.values():
+        f.__qualname__ = target.qualname
+        f.__module__ = target.module
     setattr(fn, MARK, f"{pf.fix}:{target.dotted}")
     return fn
 
@@ -318,8 +322,11 @@ def build(pf: PatchFile, root: str) -> Dict[str, Callable]:
 
 # ----------------------------------------------------------------------------------------- authoring
 def render(fix: str, release: str, pristine_root: str, edited_root: str, targets: Sequence[Tuple[str, str]],
-           message: str) -> str:
-    """Patch file text: header + whole-file unified diffs (n=3) from pristine to edited."""
+           message: str, context: int = 3) -> str:
+    """Patch file text: header + whole-file unified diffs (``context`` lines, 3 by default) from pristine to edited.
+    More context makes a hunk unique where its 3 lines also occur elsewhere in the file (GNU patch, which searches
+    by context, would otherwise apply it at the nearest copy, e.g. another event loop's identical lines); context
+    outside the target function is trimmed either way (normalize)."""
     header = [MAGIC, f"fix: {fix}", f"written-against: sglang {release}"]
     diffs: List[str] = []
     by_file: Dict[str, List[str]] = {}
@@ -333,7 +340,7 @@ def render(fix: str, release: str, pristine_root: str, edited_root: str, targets
             header.append(f"target: {module} {q} before={fingerprint_source(src)} "
                           f"after={fingerprint_source(function_source(new, q)[0])} span={first}-{last}")
         rel = module.replace(".", "/") + ".py"
-        diffs.extend(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}", n=3))
+        diffs.extend(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}", n=context))
     raw = "".join(ln if ln.endswith("\n") else ln + "\n" for ln in diffs)
     head = "\n".join(header) + "\n\n" + textwrap.fill(message.strip(), 100) + "\n\n"
     return normalize(head + raw)
@@ -392,6 +399,7 @@ def _main(argv=None) -> int:
     w.add_argument("--target", action="append", required=True, help="MODULE:QUALNAME (repeat)")
     w.add_argument("--message", required=True)
     w.add_argument("--out", help="default: the package's patches/<fix>/<release>.patch")
+    w.add_argument("--context", type=int, default=3, help="context lines per hunk (default 3)")
     n = sub.add_parser("normalize", help="trim every hunk's context to its target function, in place")
     n.add_argument("files", nargs="+")
     c = sub.add_parser("check", help="apply a patch file to a tree in memory and compile-check the result")
@@ -400,7 +408,7 @@ def _main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.cmd == "write":
         targets = [tuple(t.split(":", 1)) for t in a.target]
-        text = render(a.fix, a.release, a.pristine, a.edited, targets, a.message)
+        text = render(a.fix, a.release, a.pristine, a.edited, targets, a.message, a.context)
         out = a.out or patch_path(a.fix, a.release)
         os.makedirs(os.path.dirname(out), exist_ok=True)
         with open(out, "w", encoding="utf-8") as f:

@@ -98,6 +98,7 @@ def _derive(base: str, changes: Dict[str, Union[Entry, str]]) -> Dict[str, Entry
 # Each code line after the first lists only what differs from the line before it (_derive).
 _FIXES = {}
 _FIXES["0.5.11"] = {
+    "grammar-result-order": patch("0.5.11"),
     "draft-extend-kv-range": patch("0.5.11"),
     "chunked-prefill-draft-chain": patch("0.5.11"),
     "skip-stale-overlap-updates": patch("0.5.11"),
@@ -137,6 +138,7 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
     ),
 })
 _FIXES["0.5.13"] = _derive("0.5.12", {
+    "grammar-result-order": patch("0.5.13"),
     "draft-extend-kv-range": note(
         UPSTREAM,
         "#26651: the triton draft-extend graph's KV range is the prefix only "
@@ -182,6 +184,7 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     ),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
+    "grammar-result-order": patch("0.5.14"),
     "draft-extend-kv-range": "0de3096b9461d8ec",
     "skip-stale-overlap-updates": "a566b5757f77d5a8",
     "tree-drafting": "2ce7801a49d5769b",
@@ -196,6 +199,7 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
     "seq-lens-helper": "03bc17e32f9094ff",
 })
 _FIXES["0.5.15"] = _derive("0.5.14", {
+    "grammar-result-order": patch("0.5.15"),
     "draft-extend-kv-range": "17151866856faf02",
     "skip-stale-overlap-updates": note(
         UPSTREAM,
@@ -216,6 +220,7 @@ _FIXES["0.5.15"] = _derive("0.5.14", {
     "seq-lens-helper": "42648b6d836794f3",
 })
 _FIXES["0.5.16"] = _derive("0.5.15", {
+    "grammar-result-order": patch("0.5.16"),
     "draft-extend-kv-range": "722bbd00a1baf647",
     "skip-stale-overlap-updates": "f2046557f69151de",
     "tree-drafting": note(
@@ -239,6 +244,7 @@ _FIXES["0.5.17"] = _derive("0.5.16", {
     "accept-length-split": "140530ac2567d399",
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
+    "grammar-result-order": patch("0.5.18"),
     "chunked-prefill-draft-chain": "6d8174b2ccc9cd62",
     "routed-experts-draft-guard": patch("0.5.18"),
     "accept-length-split": "8dd1c176a3cab4e3",
@@ -251,6 +257,7 @@ _FIXES["0.5.19"] = _derive("0.5.18", {
     "accept-length-split": "a71354e818d059a4",
 })
 _FIXES["0.5.20"] = _derive("0.5.19", {
+    "grammar-result-order": patch("0.5.20"),
     "draft-extend-kv-range": "5899519d5b353719",
     "skip-stale-overlap-updates": "dbac21de4849625d",
     "live-accept-metrics": patch("0.5.20"),
@@ -262,6 +269,7 @@ _FIXES["0.5.21"] = _derive("0.5.20", {
     "accept-length-split": "93d1ca9cde811c58",
 })
 _FIXES["0.5.22"] = _derive("0.5.21", {
+    "grammar-result-order": patch("0.5.22"),
     "draft-extend-kv-range": "dbf5921f7afff96d",
     "live-accept-metrics": patch("0.5.22"),
     "routed-experts-draft-guard": patch("0.5.22"),

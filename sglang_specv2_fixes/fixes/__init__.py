@@ -116,6 +116,24 @@ seq-lens-helper  [#25818]  consolidate seq_lens_cpu/seq_lens_sum maintenance int
     - not-applicable (0.5.11 … 0.5.12.post1)
     - upstream (0.5.13 … 0.5.23)
     Removal: informational entry
+
+grammar-result-order  [#28986]  spec + grammar + overlap: process the pending result before the next batch is built
+    What: Scheduler.event_loop_overlap: when the release's is_disable_overlap_for_batch says the
+        pending speculative grammar decode batch syncs on its result, that result is processed
+        before get_next_batch_to_run (and not popped again after the launch)
+    Why: requests finished by the pending result (grammar EOS, stop, length) are launched in the
+        next verify after their request slot and KV were released (hybrid Mamba/GDN targets crash;
+        dense targets compute and write KV for freed slots)
+    - applied: patches/grammar-result-order/0.5.11.patch (0.5.11 … 0.5.12.post1)
+    - applied: patches/grammar-result-order/0.5.13.patch (0.5.13 … 0.5.13.post1)
+    - applied: patches/grammar-result-order/0.5.14.patch (0.5.14)
+    - applied: patches/grammar-result-order/0.5.15.patch (0.5.15 … 0.5.15.post1)
+    - applied: patches/grammar-result-order/0.5.16.patch (0.5.16 … 0.5.17)
+    - applied: patches/grammar-result-order/0.5.18.patch (0.5.18 … 0.5.19)
+    - applied: patches/grammar-result-order/0.5.20.patch (0.5.20 … 0.5.21)
+    - applied: patches/grammar-result-order/0.5.22.patch (0.5.22 … 0.5.23)
+    Removal: delete per release once upstream #28986 (open as of 0.5.23) or an equivalent reordering
+        lands
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -128,6 +146,7 @@ from . import (
     bonus_slot_accounting,
     chunked_prefill_draft_chain,
     draft_extend_kv_range,
+    grammar_result_order,
     live_accept_metrics,
     routed_experts_draft_guard,
     seq_lens_helper,
@@ -138,5 +157,5 @@ from . import (
 ALL_FIXES = [m.FIX for m in (
     skip_stale_overlap_updates, tree_drafting, live_accept_metrics, routed_experts_draft_guard,
     draft_extend_kv_range, chunked_prefill_draft_chain, bonus_slot_accounting, accept_length_split,
-    seq_lens_helper,
+    seq_lens_helper, grammar_result_order,
 )]

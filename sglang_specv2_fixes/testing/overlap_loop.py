@@ -10,8 +10,9 @@ stubbed on the instance:
 * receiving requests (``recv_requests`` / ``request_receiver.recv_requests`` / ``ingest_requests``) and
   ``process_input_requests``: nothing arrives;
 * ``_apply_war_barrier`` (a CUDA stream wait);
-* ``get_next_batch_to_run``: the prepared batches in order (in a ``NextBatchPlan`` from 0.5.16), then
-  ``StopLoop`` ends the loop;
+* ``get_next_batch_to_run``: the prepared batches in order (in a ``NextBatchPlan`` from 0.5.16), each recorded
+  with its requests' finished state at that moment and, as the scheduler's running-batch filter does, without the
+  requests already finished (no request left: no batch); then ``StopLoop`` ends the loop;
 * ``run_batch``: records the batch it launches (and whether each request is finished at that moment), wrapped by
   the probe's real ``_around_run_batch``; it returns the prepared result;
 * ``process_batch_result``: the release's real decode step (``process_batch_result_decode`` of
@@ -21,7 +22,9 @@ stubbed on the instance:
 Sequence: iteration 1 launches B0 (R's previous decode step; its result, queued as ``B0.copy()``, carries R's stop
 token); iteration 2 builds B1, the next speculative decode step of R with ``has_grammar``, while B0's result is
 pending: where ``is_disable_overlap_for_batch(B1)`` is True the loop processes B0's result first (R finishes) and
-then launches B1 with R in it; otherwise it launches B1 and processes B0's result after. Iteration 3 stops.
+then launches B1 with R in it; otherwise it launches B1 and processes B0's result after. With the plugin's
+``grammar-result-order`` loop, B0's result is processed before B1 is built wherever that sync would happen: R is
+finished when B1 is built, so no batch is left to launch. Iteration 3 stops.
 """
 
 import inspect
@@ -57,7 +60,8 @@ def _batch(reqs, algorithm, has_grammar):
 def grammar_sync_case(algorithm="EAGLE3", around_run_batch=None):
     """The scheduler, ready for ``run_loop``: (sched, trace, R). ``algorithm``: the speculative algorithm of both
     batches; ``around_run_batch(original, self, batch)``: an AROUND hook for the stub run_batch (the probe's
-    ``_around_run_batch``). ``trace`` lists, in order, ``("launch", name, {rid: finished at launch})``,
+    ``_around_run_batch``). ``trace`` lists, in order, ``("schedule", name, {rid: finished when built})``,
+    ``("launch", name, {rid: finished at launch})``,
     ``("process", name of the batch whose result was processed)`` and ``("finish-handler", rid)`` (the decode step
     handed a finished request to its KV release). On 0.5.11 the decode step's resolve is #23456 as the plugin ships
     it (``scenarios.decode_case``); with only R in the result it does what the stock one does."""
@@ -97,6 +101,13 @@ def grammar_sync_case(algorithm="EAGLE3", around_run_batch=None):
         if not queue:
             raise StopLoop()
         batch = queue.pop(0)
+        name = names[id(batch)]
+        trace.append(("schedule", name, {r.rid: r.finished() for r in batch.reqs}))
+        # what the scheduler's running-batch update does before a decode step (filter_batch): requests already
+        # finished when the batch is built are not in it; none left, no batch
+        batch.reqs = [r for r in batch.reqs if not r.finished()]
+        if not batch.reqs:
+            batch = None
         if not takes_plan:
             return batch
         from sglang.srt.managers.schedule_batch import NextBatchPlan
@@ -138,11 +149,14 @@ def grammar_sync_case(algorithm="EAGLE3", around_run_batch=None):
     return sched, trace, live
 
 
-def run_loop(sched):
-    """Run the release's real ``Scheduler.event_loop_overlap`` until the stub stops it; the iteration count is
-    bounded by the prepared batches."""
+def run_loop(sched, loop=None):
+    """Run the release's real ``Scheduler.event_loop_overlap`` (or ``loop``, e.g. the plugin's patched one, called
+    with ``sched``) until the stub stops it; the iteration count is bounded by the prepared batches."""
     try:
-        sched.event_loop_overlap()
+        if loop is None:
+            sched.event_loop_overlap()
+        else:
+            loop(sched)
     except StopLoop:
         return
     raise AssertionError("event_loop_overlap returned without asking for a third batch")

@@ -2,6 +2,7 @@
 compiled patched functions, names."""
 
 import importlib
+import inspect
 import linecache
 import os
 
@@ -68,13 +69,17 @@ def test_patched_functions_build_in_target_module(fix):
         for part in t.qualname.split(".")[:-1]:
             owner = getattr(owner, part)
         original = owner.__dict__[t.qualname.rsplit(".", 1)[-1]]
-        original = getattr(original, "__func__", original)
+        original = inspect.unwrap(getattr(original, "__func__", original))
+        # a decorated target (event_loop_overlap's @DynamicGradMode()) is rebuilt with its decorators: the checks
+        # below are on the function the decorator wraps, as they are on the installed one
+        outer, fn = fn, inspect.unwrap(fn)
         # the patched function runs with the upstream module's globals, under the upstream name and signature
         assert fn.__globals__ is module.__dict__
         assert fn.__name__ == original.__name__ and fn.__qualname__ == original.__qualname__
         assert fn.__module__ == t.module
         assert fn.__code__.co_varnames[: fn.__code__.co_argcount] == original.__code__.co_varnames[: original.__code__.co_argcount]
-        assert getattr(fn, patchfile.MARK) == f"{fix.name}:{t.dotted}"
+        assert getattr(outer, patchfile.MARK) == f"{fix.name}:{t.dotted}"
+        assert outer.__qualname__ == original.__qualname__
         # tracebacks: the installed file tagged with the fix, at the patched file's line numbers, whose
         # text linecache holds
         path = os.path.join(root, t.rel_path)
@@ -85,7 +90,7 @@ def test_patched_functions_build_in_target_module(fix):
         assert "".join(linecache.getlines(fn.__code__.co_filename)) == patched
         assert linecache.getline(fn.__code__.co_filename, first) == src.splitlines(True)[0]
         # the module itself is not touched by building
-        assert owner.__dict__[t.qualname.rsplit(".", 1)[-1]] is not fn
+        assert owner.__dict__[t.qualname.rsplit(".", 1)[-1]] is not outer
 
 
 def test_build_fix_refuses_what_is_not_patched_here():
