@@ -104,3 +104,23 @@ def test_gpu_matrix_deals_gpus_round_robin(tmp_path, ngpu, releases, expected):
         got[words[2]] = words[words.index("--gpus") + 1]
         assert words[-2:] == ["--jobs", "7"]
     assert got == expected
+
+
+def test_xgrammar_overlay_unpacks_into_a_tree_without_it(tmp_path):
+    """ci/make_xgrammar_overlay.sh's output beside a make_bundle.sh bundle: gpu_env.sh puts xgrammar into the
+    release's tree (once; a tree that has xgrammar, e.g. a slim bundle's, is left alone)."""
+    make_release(tmp_path, "9.3.0", {})
+    xg = tmp_path / ".device-bundle" / "9.3.0-xgrammar"
+    xg.mkdir()
+    src = tmp_path / "src-xg" / "xgrammar"
+    src.mkdir(parents=True)
+    (src / "__init__.py").write_text("XG = 'overlay'\n")
+    with tarfile.open(xg / "site.tar.xz", "w:xz") as t:
+        t.add(src / "__init__.py", arcname="xgrammar/__init__.py")
+    got = unpack(tmp_path, "9.3.0", ".device-bundle/9.3.0")
+    assert (got / "xgrammar" / "__init__.py").read_text() == "XG = 'overlay'\n"
+    assert (got / "sglang" / "_version.py").exists()
+    # a tree that already has xgrammar keeps its own
+    (got / "xgrammar" / "__init__.py").write_text("XG = 'bundle'\n")
+    again = unpack(tmp_path, "9.3.0", ".device-bundle/9.3.0")
+    assert (again / "xgrammar" / "__init__.py").read_text() == "XG = 'bundle'\n"
