@@ -135,9 +135,10 @@ def markdown(results):
                   "servers; greedy check skipped (dummy weights). Report: `bench/real_size_report.py`.", ""]
     if m.get("parts"):
         lines += [
-            "Run as " + str(len(m["parts"])) + " parts side by side, one GPU each (a configuration's stock/plugin pairs "
-            "always on one GPU): " + "; ".join(
-                f"GPU {p.get('cuda_visible_devices', '?')}: {', '.join(p.get('args', {}).get('configs', []))} "
+            "Run as " + str(len(m["parts"])) + " parts side by side, each on GPUs of its own (one, or N for a TP N part; "
+            "a configuration's stock/plugin pairs always on the same GPUs): " + "; ".join(
+                f"GPU{'s' if ',' in str(p.get('cuda_visible_devices', '')) else ''} {p.get('cuda_visible_devices', '?')}: "
+                f"{', '.join(p.get('args', {}).get('configs', []))} "
                 f"({_f(p.get('elapsed_s'), 0)} s{'' if p.get('complete') else ', INCOMPLETE: ' + str(p.get('stop_reason'))})"
                 for p in m["parts"]) + ".",
             "",

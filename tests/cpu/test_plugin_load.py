@@ -212,8 +212,13 @@ def test_init_info_carries_the_scheduler_view():
 import types
 from sglang.srt.plugins import load_plugins
 load_plugins()
+from sglang.srt.managers import scheduler as sm
 from sglang.srt.managers.scheduler import Scheduler
-info = Scheduler.get_init_info(types.SimpleNamespace(max_total_num_tokens=1, max_req_input_len=1, startup_time=0.0))
+# 0.5.23+ also reads the HiCache L3 layout and the published serving config (gRPC): nothing configured here
+if hasattr(sm, "get_serving"):
+    sm.get_serving = lambda: types.SimpleNamespace(grpc_port=None, smg_grpc_mode=False, grpc_mode=False)
+info = Scheduler.get_init_info(types.SimpleNamespace(max_total_num_tokens=1, max_req_input_len=1, startup_time=0.0,
+                                                    _hicache_l3_layout=lambda: None))
 print('RESULT ' + json.dumps(info))
 """
     proc = run_py(code)
