@@ -22,9 +22,7 @@ trap 'rm -rf "$WORK"' EXIT
 WHEELS=${BUNDLE_CACHE:+$BUNDLE_CACHE/$V}
 WHEELS=${WHEELS:-$WORK/wheels}
 mkdir -p "$WHEELS"
-PLAT=(--python-version 3.12 --implementation cp --only-binary=:all:)
-for p in manylinux_2_34_x86_64 manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_26_x86_64 manylinux_2_24_x86_64 \
-         manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux_2_5_x86_64 manylinux1_x86_64; do PLAT+=(--platform "$p"); done
+source "$HERE/bundle_common.sh"   # PLAT, pinned_xgrammar, slim_site
 
 "$PY" "$SHARED/resolve_deps.py" "$V" "$WORK/pins.json"
 "$PY" - "$WORK/pins.json" > "$WORK/pins.txt" <<'PY'
@@ -37,7 +35,7 @@ META=$(unzip -p "$WHEELS"/sglang-"$V"-*.whl '*/METADATA')
 TF=$(sed -n 's/^Requires-Dist: transformers==\([0-9.]*\).*/\1/p' <<<"$META" | head -1)
 # xgrammar at the release's own pin (its other requirements: torch, triton, transformers, numpy, pydantic,
 # typing-extensions, apache-tvm-ffi are in the image or already in the bundle)
-XG=$(sed -n 's/^Requires-Dist: xgrammar==\([0-9.a-z]*\)\( *;.*\)\{0,1\}$/\1/p' <<<"$META" | head -1)
+XG=$(pinned_xgrammar <<<"$META")
 EXTRA=("transformers==${TF:-5.6.0}" "tokenizers==0.22.2" "dill" "pycountry")
 [ -n "$XG" ] && EXTRA+=("xgrammar==$XG")
 "$PY" -m pip download -qq --no-deps "${PLAT[@]}" -d "$WHEELS" "${EXTRA[@]}"
@@ -80,19 +78,10 @@ rm -rf "$S"/nvidia/mathdx "$S"/nvidia_mathdx-*.dist-info "$S"/nccl "$S"/nccl4py-
 rmdir "$S"/nvidia 2>/dev/null || true
 # extension modules built for CPython 3.10: the image's Python 3.12 can never load them
 find "$S" -name '*.cpython-3[0-9]*-x86_64-linux-gnu.so' ! -name '*.cpython-312-*' -delete
-# xgrammar: the static library and C++ headers are for building against it; Python loads libxgrammar_bindings.so
-rm -rf "$S"/xgrammar/lib/*.a "$S"/xgrammar/include
-rmdir "$S"/xgrammar/lib 2>/dev/null || true
 # zstandard's CFFI backend is used only with PYTHON_ZSTANDARD_IMPORT_POLICY=cffi (CPython loads backend_c)
 rm -f "$S"/zstandard/_cffi*.so
-# type stubs and bytecode caches are never read when importing
-find "$S" -name '*.pyi' -delete
-find "$S" -name __pycache__ -prune -exec rm -rf {} +
-# DWARF debug info of shared objects (xgrammar 50 MB -> 2 MB, zstandard, nccl, torch_memory_saver): code,
-# symbol tables and CUDA fatbins stay as they are
-find "$S" -name '*.so*' -type f -print0 | while IFS= read -r -d '' f; do
-  if readelf -S "$f" 2>/dev/null | grep -q '\.debug_'; then strip --strip-debug "$f"; fi
-done
+# xgrammar's static library and headers, type stubs, bytecode caches, DWARF debug info (ci/bundle_common.sh)
+slim_site "$S"
 
 mkdir -p "$WORK/fi/flashinfer" "$OUT"
 mv "$S"/flashinfer/data "$WORK/fi/flashinfer/"   # FlashInfer's JIT sources (the device builds its norm kernels)
