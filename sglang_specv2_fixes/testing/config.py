@@ -20,10 +20,15 @@ COMMON = [
 ]
 
 
+def common_without(flag):
+    """COMMON without ``flag`` and its value."""
+    i = COMMON.index(flag)
+    return COMMON[:i] + COMMON[i + 2:]
+
+
 def common_without_backend():
     """COMMON with no --attention-backend: SGLang chooses (on Hopper: fa3 before the spec params are known)."""
-    i = COMMON.index("--attention-backend")
-    return COMMON[:i] + COMMON[i + 2:]
+    return common_without("--attention-backend")
 
 
 def nccl_args(url):
