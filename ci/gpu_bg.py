@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Registered rows of several releases at once on one lent GPU, fed across device calls.
+
+A device call carries at most 64 MiB, one release bundle (~40-48 MB). A process started in a session of its own
+outlives the call, and /tmp stays while the machine is warm (a next call within its idle window). So each call
+unpacks the one bundle it carried and queues that release's rows, and one dispatcher runs the queue with a
+global cap on rows at once, while the next calls bring the next bundles::
+
+    python3 ci/gpu_bg.py start RELEASE FILE [FILE ...] [--slots K] [--timeout T]
+        (this call) unpack .device-bundle/RELEASE (+ RELEASE-xgrammar) into /tmp/sglang-RELEASE
+        (ci/gpu_env.sh), queue one task per FILE (basenames, as ci/run_registered.py --files), start the
+        dispatcher if it is not running; returns at once
+    python3 ci/gpu_bg.py wait SECONDS
+        print progress until every queued row has finished or SECONDS pass, then pack what has finished into
+        $OUT: bg-results.md (one table per release) and bg-runs.tar.gz (per row results.json/.md and logs)
+
+Each row is ``ci/run_registered.py --files FILE --jobs 1`` in RELEASE's environment (ci/gpu_prepare.sh), plugin
+side in check mode, on a port base of its own slot (21000 + 4000 * slot: run_registered's spacing for two runners
+on one machine). The first ``start`` snapshots the repo into /tmp/specv2-bg/repo, and rows run from there, so a
+later call's working tree (what the next call transfers) never changes code under running rows; SPECV2_COMMIT
+records it. Rows need no network; the tiny models are built once under a file lock
+(sglang_specv2_fixes.testing.tiny_models, the stamp depends on torch only, the same for 0.5.11-0.5.17).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+BG = os.environ.get("SPECV2_BG_DIR", "/tmp/specv2-bg")
+QUEUE, RUNS, SNAP = os.path.join(BG, "queue"), os.path.join(BG, "runs"), os.path.join(BG, "repo")
+PIDFILE, DLOG, CONF = os.path.join(BG, "dispatcher.pid"), os.path.join(BG, "dispatcher.log"), os.path.join(BG, "conf.json")
+
+
+def say(msg):
+    print(f"[gpu_bg {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def dispatcher_alive():
+    try:
+        os.kill(int(open(PIDFILE).read()), 0)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def unpack(release):
+    """Unpack the carried bundle in this call (the bundle may be gone from the next call's working tree)."""
+    p = subprocess.run(["bash", "-c", f"source ci/gpu_prepare.sh {release}"], cwd=ROOT, capture_output=True, text=True)
+    say(f"{release}: {p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ''} (rc {p.returncode})")
+    if p.returncode != 0 or not os.path.exists(f"/tmp/sglang-{release}/.ready"):
+        sys.exit(f"unpacking {release} failed:\n{p.stderr[-2000:]}")
+
+
+def start(a):
+    for d in (QUEUE, RUNS):
+        os.makedirs(d, exist_ok=True)
+    if not os.path.isdir(SNAP):  # code snapshot of the first call (bundles and build outputs left out)
+        shutil.copytree(ROOT, SNAP, ignore=shutil.ignore_patterns(".device-bundle", ".git", "build", "__pycache__"))
+        say(f"code snapshot {SNAP} (commit {os.environ.get('SPECV2_COMMIT', 'unrecorded')})")
+    unpack(a.release)
+    conf = dict(slots=a.slots, timeout=a.timeout, commit=os.environ.get("SPECV2_COMMIT", "unrecorded"))
+    json.dump(conf, open(CONF, "w"))
+    for f in a.files:
+        if not os.path.exists(os.path.join(SNAP, "tests", "registered", f)):
+            sys.exit(f"no such registered file in the snapshot: {f} (--files takes basenames)")
+        name = f"{time.time():.6f}-{a.release}-{f}"
+        json.dump(dict(release=a.release, file=f), open(os.path.join(QUEUE, name), "w"))
+    say(f"queued {len(a.files)} row(s) of {a.release}: {' '.join(a.files)}")
+    if not dispatcher_alive():
+        log = open(DLOG, "a")
+        p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "dispatch"], cwd=SNAP, stdout=log,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+        open(PIDFILE, "w").write(str(p.pid))
+        say(f"dispatcher started (pid {p.pid}, {a.slots} rows at once)")
+    status()
+
+
+def row_command(release, file, slot, timeout, out):
+    """The row in RELEASE's environment; OUT/rc (its exit status) marks it finished, whatever happened."""
+    return ("source ci/gpu_prepare.sh {r} > /dev/null && python3 ci/run_registered.py --out {o} --files {f} "
+            "--jobs 1 --timeout {t} --gpus 0 --port-base {p} --mode-env auto:SGLANG_SPECV2_FIXES_CHECK=1; "
+            "echo $? > {o}/rc").format(r=release, o=out, f=file, t=timeout, p=21000 + 4000 * slot)
+
+
+def dispatch():
+    """Run queued rows, at most ``slots`` at once, until the queue has been empty for 10 minutes."""
+    running, idle_since = {}, time.time()
+    while True:
+        conf = json.load(open(CONF))
+        free = [s for s in range(conf["slots"]) if s not in {v[1] for v in running.values()}]
+        for name in sorted(os.listdir(QUEUE)):
+            if not free:
+                break
+            task = json.load(open(os.path.join(QUEUE, name)))
+            os.remove(os.path.join(QUEUE, name))
+            out = os.path.join(RUNS, task["release"], task["file"][:-3])
+            os.makedirs(out, exist_ok=True)
+            slot = free.pop(0)
+            log = open(os.path.join(out, "runner.log"), "w")
+            p = subprocess.Popen(["bash", "-c", row_command(task["release"], task["file"], slot, conf["timeout"], out)],
+                                 cwd=SNAP, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                 env={**os.environ, "SPECV2_MODELS": "/tmp/specv2-tiny-models"})
+            running[p.pid] = (p, slot, task, time.time())
+            print(f"{time.strftime('%H:%M:%S')} start {task['release']} {task['file']} slot {slot}", flush=True)
+        time.sleep(2)
+        for pid, (p, slot, task, t0) in list(running.items()):
+            if p.poll() is not None:
+                print(f"{time.strftime('%H:%M:%S')} done {task['release']} {task['file']} rc {p.returncode} "
+                      f"in {time.time() - t0:.0f}s", flush=True)
+                del running[pid]
+        if running or os.listdir(QUEUE):
+            idle_since = time.time()
+        elif time.time() - idle_since > 600:
+            return
+
+
+def rows():
+    """(release, file, results.json or None) of every row started so far."""
+    out = []
+    for d in sorted(glob.glob(os.path.join(RUNS, "*", "*"))):
+        if not os.path.isdir(d):
+            continue
+        rj = os.path.join(d, "results.json")
+        done = os.path.exists(os.path.join(d, "rc"))
+        out.append((os.path.basename(os.path.dirname(d)), os.path.basename(d) + ".py",
+                    rj if done and os.path.exists(rj) else "no results" if done else None))
+    return out
+
+
+def status():
+    queued = len(os.listdir(QUEUE)) if os.path.isdir(QUEUE) else 0
+    rs = rows()
+    done = [r for r in rs if r[2]]
+    say(f"{len(done)} row(s) done, {len(rs) - len(done)} running, {queued} queued; dispatcher "
+        f"{'alive' if dispatcher_alive() else 'not running'}")
+    return queued, len(rs) - len(done)
+
+
+def wait(a):
+    t0, seen, last = time.time(), 0, 0.0
+    while True:
+        lines = open(DLOG).read().splitlines() if os.path.exists(DLOG) else []
+        for line in lines[seen:]:
+            print("  " + line, flush=True)
+        seen = len(lines)
+        if time.time() - last >= 60:
+            last = time.time()
+            status()
+        queued, running = len(os.listdir(QUEUE)), sum(1 for r in rows() if not r[2])
+        if not queued and not running:
+            say("every queued row has finished")
+            break
+        if time.time() - t0 > a.seconds:
+            say(f"{a.seconds:.0f}s passed: packing what has finished")
+            break
+        time.sleep(15)
+    pack()
+
+
+def pack():
+    out = os.environ.get("OUT")
+    if not out:
+        return
+    sys.path.insert(0, HERE)
+    md = [f"Background rows (ci/gpu_bg.py), commit {json.load(open(CONF)).get('commit')}", ""]
+    by_rel = {}
+    for rel, f, rj in rows():
+        by_rel.setdefault(rel, []).append((f, rj))
+    for rel, items in by_rel.items():
+        facts, results = None, []
+        for f, rj in items:
+            if rj == "no results":
+                results += [dict(file=f, mode=m, passed=False, rc="runner failed (runner.log)", expected_fail=False,
+                                 verdict="UNEXPECTED", seconds=0, log=None) for m in ("off", "auto")]
+            elif rj:
+                s = json.load(open(rj))
+                facts = facts or {k: v for k, v in s.items() if k not in ("results", "date", "wall_s")}
+                results += s["results"]
+            else:
+                results += [dict(file=f, mode=m, passed=False, rc="still running", expected_fail=False,
+                                 verdict="not run", seconds=0, log=None) for m in ("off", "auto")]
+        md.append(f"## {rel}")
+        if facts:
+            facts["jobs"] = "background"
+            d = os.path.join(RUNS, rel)
+            from run_registered import write_reports  # noqa: E402 (ci/ on the path)
+
+            md += write_reports(d, facts, results)
+        md.append("")
+    open(os.path.join(out, "bg-results.md"), "w").write("\n".join(md) + "\n")
+    with tarfile.open(os.path.join(out, "bg-runs.tar.gz"), "w:gz") as t:
+        t.add(RUNS, arcname="runs")
+        if os.path.exists(DLOG):
+            t.add(DLOG, arcname="dispatcher.log")
+    print("\n".join(md), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("start")
+    s.add_argument("release")
+    s.add_argument("files", nargs="+")
+    s.add_argument("--slots", type=int, default=5, help="rows at once on the machine (default 5)")
+    s.add_argument("--timeout", type=int, default=460, help="per row and mode, seconds (default 460)")
+    w = sub.add_parser("wait")
+    w.add_argument("seconds", type=float)
+    sub.add_parser("dispatch")
+    sub.add_parser("status")
+    a = ap.parse_args()
+    if a.cmd == "start":
+        start(a)
+    elif a.cmd == "wait":
+        wait(a)
+    elif a.cmd == "dispatch":
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        dispatch()
+    else:
+        status()
+
+
+if __name__ == "__main__":
+    main()
