@@ -14,7 +14,8 @@ if [ ! -f "$_EP/sglang_specv2_fixes-0.1.0.dist-info/entry_points.txt" ]; then
   printf '[sglang.srt.plugins]\nspecv2_fixes = sglang_specv2_fixes.plugin:register\n' > "$_T/sglang_specv2_fixes-0.1.0.dist-info/entry_points.txt"
   chmod 755 "$_T"; mv -T "$_T" "$_EP" 2>/dev/null || rm -rf "$_T"   # lost a race: the winner's copy is identical
 fi
-export PYTHONPATH="$PWD:$_EP:$PYTHONPATH"
+# ci/bundle_shims: placeholder classes for backend modules whose kernels the bundle cannot carry (its docstring)
+export PYTHONPATH="$PWD:$PWD/ci/bundle_shims:$_EP:$PYTHONPATH"
 mkdir -p /tmp/specv2-bin
 if [ ! -x /tmp/specv2-bin/sglang ]; then
   _T=$(mktemp /tmp/specv2-bin/.sglang.XXXXXX)

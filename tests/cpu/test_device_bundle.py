@@ -124,3 +124,61 @@ def test_xgrammar_overlay_unpacks_into_a_tree_without_it(tmp_path):
     (got / "xgrammar" / "__init__.py").write_text("XG = 'bundle'\n")
     again = unpack(tmp_path, "9.3.0", ".device-bundle/9.3.0")
     assert (again / "xgrammar" / "__init__.py").read_text() == "XG = 'bundle'\n"
+
+
+SHIMS = os.path.join(ROOT, "ci", "bundle_shims")
+FAKE_BACKENDS = {  # module -> source: what 0.5.15.post1+ import while capturing spec-v2 draft graphs
+    "dsa_backend": "class Defined:\n    pass\nimport cutlass.cute\n",
+    "deepseek_v4_backend": "import some_other_missing_package\n",
+}
+
+
+def _shim_run(tmp_path, code, with_shim=True):
+    """``code`` in a fresh interpreter with a fake sglang attention package (and the shim folder) on the path."""
+    pkg = tmp_path / "sglang" / "srt" / "layers" / "attention"
+    pkg.mkdir(parents=True, exist_ok=True)
+    for d in (pkg, pkg.parent, pkg.parent.parent, pkg.parent.parent.parent):
+        (d / "__init__.py").touch()
+    for name, src in FAKE_BACKENDS.items():
+        (pkg / f"{name}.py").write_text(src)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(([SHIMS] if with_shim else []) + [str(tmp_path)])}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path)
+
+
+def test_bundle_shim_gives_placeholders_only_for_the_absent_kernel_packages(tmp_path):
+    code = ("from sglang.srt.layers.attention.dsa_backend import DeepseekSparseAttnBackend, Defined\n"
+            "import sglang.srt.layers.attention.dsa_backend as m\n"
+            "assert m.__specv2_placeholder__ == 'cutlass', m.__specv2_placeholder__\n"
+            "assert isinstance(Defined(), Defined) and not isinstance(object(), DeepseekSparseAttnBackend)\n"
+            "assert m.DeepseekSparseAttnBackend is DeepseekSparseAttnBackend\n"
+            "try:\n    import sglang.srt.layers.attention.deepseek_v4_backend\n"
+            "except ModuleNotFoundError as e:\n    print('propagated', e.name)\n")
+    p = _shim_run(tmp_path, code)
+    assert p.returncode == 0, p.stderr
+    assert "propagated some_other_missing_package" in p.stdout  # other import errors stay errors
+    assert "dsa_backend: cutlass is not in the device bundle" in p.stderr
+    # without the shim the same import fails: the shim is what makes the difference
+    p = _shim_run(tmp_path, "import sglang.srt.layers.attention.dsa_backend", with_shim=False)
+    assert p.returncode != 0 and "No module named 'cutlass'" in p.stderr
+
+
+def test_bundle_shim_leaves_importable_modules_alone(tmp_path):
+    FAKE = {"dsa_backend": "class DeepseekSparseAttnBackend:\n    pass\n"}
+    pkg = tmp_path / "sglang" / "srt" / "layers" / "attention"
+    pkg.mkdir(parents=True)
+    for d in (pkg, pkg.parent, pkg.parent.parent, pkg.parent.parent.parent):
+        (d / "__init__.py").touch()
+    (pkg / "dsa_backend.py").write_text(FAKE["dsa_backend"])
+    code = ("import sglang.srt.layers.attention.dsa_backend as m\n"
+            "assert not hasattr(m, '__specv2_placeholder__')\n"
+            "assert m.DeepseekSparseAttnBackend.__module__ == m.__name__\n"
+            "try:\n    m.Missing\nexcept AttributeError:\n    print('no placeholders')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SHIMS, str(tmp_path)])}
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == 0 and "no placeholders" in p.stdout, p.stderr
+    assert "specv2 bundle shim" not in p.stderr
+
+
+def test_gpu_prepare_puts_the_bundle_shim_on_the_path():
+    src = open(os.path.join(ROOT, "ci", "gpu_prepare.sh")).read()
+    assert '$PWD/ci/bundle_shims' in src and os.path.exists(os.path.join(SHIMS, "sitecustomize.py"))
