@@ -98,6 +98,7 @@ def _derive(base: str, changes: Dict[str, Union[Entry, str]]) -> Dict[str, Entry
 # Each code line after the first lists only what differs from the line before it (_derive).
 _FIXES = {}
 _FIXES["0.5.11"] = {
+    "draft-decode-positions": patch("0.5.11"),
     "grammar-result-order": patch("0.5.11"),
     "draft-extend-kv-range": patch("0.5.11"),
     "chunked-prefill-draft-chain": patch("0.5.11"),
@@ -122,6 +123,11 @@ _FIXES["0.5.11"] = {
     ),
 }
 _FIXES["0.5.12"] = _derive("0.5.11", {
+    "draft-decode-positions": note(
+        UPSTREAM,
+        "#25015: draft_forward advances the positions after each draft decode forward",
+        check=('sglang.srt.speculative.eagle_worker_v2', 'EagleDraftWorker.draft_forward', 'b901024895a0f9a9'),
+    ),
     "chunked-prefill-draft-chain": patch("0.5.12"),
     "skip-stale-overlap-updates": note(
         UPSTREAM,
@@ -138,6 +144,7 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
     ),
 })
 _FIXES["0.5.13"] = _derive("0.5.12", {
+    "draft-decode-positions": "7d58b65656b735de",
     "grammar-result-order": patch("0.5.13"),
     "draft-extend-kv-range": note(
         UPSTREAM,
@@ -184,6 +191,7 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     ),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
+    "draft-decode-positions": "c74df8b61055b747",
     "grammar-result-order": patch("0.5.14"),
     "draft-extend-kv-range": "0de3096b9461d8ec",
     "skip-stale-overlap-updates": "a566b5757f77d5a8",
@@ -199,6 +207,7 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
     "seq-lens-helper": "03bc17e32f9094ff",
 })
 _FIXES["0.5.15"] = _derive("0.5.14", {
+    "draft-decode-positions": "8a9134a65c6747d0",
     "grammar-result-order": patch("0.5.15"),
     "draft-extend-kv-range": "17151866856faf02",
     "skip-stale-overlap-updates": note(
@@ -220,6 +229,7 @@ _FIXES["0.5.15"] = _derive("0.5.14", {
     "seq-lens-helper": "42648b6d836794f3",
 })
 _FIXES["0.5.16"] = _derive("0.5.15", {
+    "draft-decode-positions": "c40e353048697ee2",
     "grammar-result-order": patch("0.5.16"),
     "draft-extend-kv-range": "722bbd00a1baf647",
     "skip-stale-overlap-updates": "f2046557f69151de",
@@ -237,6 +247,7 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
     "seq-lens-helper": "0bc94a38081f5f9b",
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
+    "draft-decode-positions": "e2c44d33d10a95e8",
     "skip-stale-overlap-updates": "2c4bc18f7e2bf70a",
     "live-accept-metrics": patch("0.5.17"),
     "routed-experts-draft-guard": patch("0.5.17"),
@@ -244,12 +255,14 @@ _FIXES["0.5.17"] = _derive("0.5.16", {
     "accept-length-split": "140530ac2567d399",
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
+    "draft-decode-positions": "c09f81690f3fea54",
     "grammar-result-order": patch("0.5.18"),
     "chunked-prefill-draft-chain": "6d8174b2ccc9cd62",
     "routed-experts-draft-guard": patch("0.5.18"),
     "accept-length-split": "8dd1c176a3cab4e3",
 })
 _FIXES["0.5.19"] = _derive("0.5.18", {
+    "draft-decode-positions": "ca3661c7f59d4063",
     "draft-extend-kv-range": "635cb9720a796435",
     "skip-stale-overlap-updates": "a85cdc7e0eb07311",
     "live-accept-metrics": patch("0.5.19"),
@@ -265,10 +278,12 @@ _FIXES["0.5.20"] = _derive("0.5.19", {
     "accept-length-split": "55d7626f9ed09a40",
 })
 _FIXES["0.5.21"] = _derive("0.5.20", {
+    "draft-decode-positions": "1db04a9b1887b395",
     "routed-experts-draft-guard": patch("0.5.21"),
     "accept-length-split": "93d1ca9cde811c58",
 })
 _FIXES["0.5.22"] = _derive("0.5.21", {
+    "draft-decode-positions": "ec3e3bb28dda5c70",
     "grammar-result-order": patch("0.5.22"),
     "draft-extend-kv-range": "dbf5921f7afff96d",
     "live-accept-metrics": patch("0.5.22"),
@@ -277,6 +292,7 @@ _FIXES["0.5.22"] = _derive("0.5.21", {
     "accept-length-split": "2af287281c12dd0d",
 })
 _FIXES["0.5.23"] = _derive("0.5.22", {
+    "draft-decode-positions": "3cd7b89c0f5625e2",
     "draft-extend-kv-range": "fc26eab5837ecb6f",
     "skip-stale-overlap-updates": "27570b6ba67bebbd",
     "bonus-slot-accounting": "9149bf599e4ff6f9",

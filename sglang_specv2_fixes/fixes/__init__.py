@@ -134,6 +134,17 @@ grammar-result-order  [#28986]  spec + grammar + overlap: process the pending re
     - applied: patches/grammar-result-order/0.5.22.patch (0.5.22 … 0.5.23)
     Removal: delete per release once upstream #28986 (open as of 0.5.23) or an equivalent reordering
         lands
+
+draft-decode-positions  [#25015]  EAGLE draft decode steps run at the position of the slot they write
+    What: EagleDraftWorker.draft_forward (spec v2) and EAGLEWorker.draft_forward (spec v1) advance
+        the draft positions after each draft decode forward instead of before it; the draft decode
+        CUDA graph restores the positions buffer after capture
+    Why: draft decode step i ran at RoPE position seq_lens + i + 1 while writing the KV slot of
+        seq_lens + i: every draft step saw the prefix one position off, lowering acceptance (text
+        unaffected)
+    - applied: patches/draft-decode-positions/0.5.11.patch (0.5.11)
+    - upstream (0.5.12 … 0.5.23)
+    Removal: delete when 0.5.11 leaves the supported releases (upstream from 0.5.12)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -145,6 +156,7 @@ from . import (
     accept_length_split,
     bonus_slot_accounting,
     chunked_prefill_draft_chain,
+    draft_decode_positions,
     draft_extend_kv_range,
     grammar_result_order,
     live_accept_metrics,
@@ -157,5 +169,5 @@ from . import (
 ALL_FIXES = [m.FIX for m in (
     skip_stale_overlap_updates, tree_drafting, live_accept_metrics, routed_experts_draft_guard,
     draft_extend_kv_range, chunked_prefill_draft_chain, bonus_slot_accounting, accept_length_split,
-    seq_lens_helper, grammar_result_order,
+    seq_lens_helper, grammar_result_order, draft_decode_positions,
 )]

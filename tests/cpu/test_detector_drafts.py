@@ -22,6 +22,7 @@ import pytest
 import torch
 from conftest import ROOT
 
+from sglang_specv2_fixes.testing.tiny_models import detectors
 from sglang_specv2_fixes.testing.tiny_models import llama as tm
 from sglang_specv2_fixes.testing.tiny_models import llama_ref as ref
 
@@ -56,8 +57,10 @@ def draft_rows(W, T, toks, hid, pos, keys):
     return (ref.rms(out, W["norm.weight"]) @ W["lm_head.weight"].T).float(), out, k, v
 
 
-def run(W, T, prompt, n_new, chunk=None, bug_chunk=False, bug_kv=False, steps=3):
-    """Accept lengths (accepted drafts + 1) of every verify step of one request."""
+def run(W, T, prompt, n_new, chunk=None, bug_chunk=False, bug_kv=False, bug_pos=False, steps=3):
+    """Accept lengths (accepted drafts + 1) of every verify step of one request. ``bug_pos``: draft decode step
+    ``s`` runs at RoPE position ``L + s`` instead of ``L + s - 1``, the position of the slot it writes (stock
+    0.5.11, #25015)."""
     nd = steps + 1
     full = ref.greedy(T, prompt, n_new + nd + 1)
     L = len(prompt)
@@ -71,7 +74,7 @@ def run(W, T, prompt, n_new, chunk=None, bug_chunk=False, bug_kv=False, steps=3)
     while L < len(prompt) + n_new:
         drafts, hid_in, K2, V2 = [int(d_logit.argmax())], d_hid, Kc[:L], Vc[:L]
         for s in range(1, steps):
-            lg, oh, k, v = draft_rows(W, T, torch.tensor([drafts[-1]]), hid_in[None], torch.tensor([L + s - 1]),
+            lg, oh, k, v = draft_rows(W, T, torch.tensor([drafts[-1]]), hid_in[None], torch.tensor([L + s - 1 + bug_pos]),
                                       lambda i, k, v: (torch.cat([K2, k]), torch.cat([V2, v])))
             K2, V2, hid_in = torch.cat([K2, k]), torch.cat([V2, v]), oh[0]
             drafts.append(int(lg[0].argmax()))
@@ -127,9 +130,24 @@ def test_lookahead_draft_detects_the_kv_range_bug(weights):
 
 def test_prevtoken_draft_detects_the_chunk_chain_bug(weights):
     t, e3 = weights
-    w = row_module("test_chunked_prefill_draft_chain.py").prevtoken_weights(e3)
+    w = detectors.prevtoken_weights(e3)
     chunk = 16
     for n, expect_stock in ((chunk + 1, [1, 4, 4]), (2 * chunk + 1, [1, 4, 4]), (chunk + 5, [4, 4])):
         p = prompt(n, n)
         assert run(w, t, p, 8, chunk=chunk) == [4, 4], n
         assert run(w, t, p, 8, chunk=chunk, bug_chunk=True) == expect_stock, n
+
+
+def test_prevtoken_draft_detects_the_decode_position_bug(weights):
+    """The row test_draft_decode_positions.py: its prompts and 16 tokens take exactly 4 verify steps each with
+    correct positions, and more for most of them with stock 0.5.11's (one past the slot)."""
+    t, e3 = weights
+    row = row_module("test_draft_decode_positions.py")
+    w = detectors.prevtoken_weights(e3)
+    ps = row.row_prompts()
+    ok = [len(run(w, t, p, row.TOKENS)) for p in ps]
+    bad = [len(run(w, t, p, row.TOKENS, bug_pos=True)) for p in ps]
+    print("verify steps: right positions", ok, "stock 0.5.11", bad)
+    assert len(ok) == 12 and ok == [row.TOKENS // 4] * 12
+    assert sum(b > row.TOKENS // 4 for b in bad) >= 6
+    assert [len(run(e3, t, p, row.TOKENS, bug_pos=True)) for p in ps[:4]] == [row.TOKENS // 4] * 4  # standard: blind

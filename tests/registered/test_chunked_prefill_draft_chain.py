@@ -3,13 +3,15 @@
 
 The standard tiny EAGLE3 draft cannot show this bug: its heads attend to their own position only, so the draft
 KV written at a chunk's last position is never read by another position. This row builds a *detector* draft
-from it (``prevtoken_weights``): heads 0/2 attend to the previous position (the self-focus query phase-shifted
+from it (``testing.tiny_models.detectors.prevtoken_weights``): heads 0/2 attend to the previous position (the self-focus query phase-shifted
 by one RoPE step: score ~120 at distance 1, >= 27 lower elsewhere), and the MLP reads the copied token through
 the walk map (out = 0.3 * P(h_T) + 0.7 * P(copy)). The previous position's draft input is the current token, so
 with a correct chain the two halves agree (every draft accepted). Stock feeds the target's prediction at the end
 of a non-final chunk; the prompt's last position reads that entry, so the first draft after prefill is wrong:
 8 tokens take 3 verify steps instead of 2. Prompts of 69 tokens (no chunk end two positions before the end) are
-the control: 2 steps on both sides. Reference emulation: tests/cpu/test_detector_drafts.py.
+the control: 2 steps on both sides. On 0.5.11 the control also needs #25015 (draft decode steps one RoPE position
+off, which this draft sees too): stock fails it there, the plugin applies draft-decode-positions as well.
+Reference emulation: tests/cpu/test_detector_drafts.py.
 """
 
 import os
@@ -37,37 +39,13 @@ def control_prompts():  # chunked too, but no chunk end right before the last pr
     return prompts(6, seed=33, lo=CHUNK + 5, hi=CHUNK + 6)
 
 
-def prevtoken_weights(e3):
-    """The tiny EAGLE3 draft's tensors (``tiny_models.llama.build_weights()[1]``) turned into the detector."""
-    import torch
-
-    from sglang_specv2_fixes.testing.tiny_models import llama as tm
-
-    HD, C, D, U0 = tm.HD, tm.C, tm.D, tm.U0
-    w = {k: v.float().clone() for k, v in e3.items()}
-    q = w["midlayer.self_attn.q_proj.weight"]
-    inv = 1.0 / (10000.0 ** (torch.arange(0, HD, 2).float() / HD))
-    for h in (0, 2):  # rotate each RoPE pair of the self-focus query by -theta_i: the peak moves to distance 1
-        a, b = q[h * HD:h * HD + HD // 2, C].clone(), q[h * HD + HD // 2:(h + 1) * HD, C].clone()
-        c, s = inv.cos(), -inv.sin()
-        q[h * HD:h * HD + HD // 2, C] = a * c - b * s
-        q[h * HD + HD // 2:(h + 1) * HD, C] = a * s + b * c
-    _, _, _, nxt, _ = tm.plan()
-    P = torch.zeros(tm.H, tm.H)
-    P[nxt, torch.arange(D)] = 1
-    P[tm.S0:, tm.S0:] = torch.eye(tm.H - tm.S0)
-    eye, coef = torch.eye(tm.H), (tm.NOM_MS + 1 / tm.H) / 3.0
-    down = w["midlayer.mlp.down_proj.weight"]
-    down[:, :D] = (0.3 * P[:, :D] - eye[:, :D]) * coef
-    down[:, D:2 * D] = (0.7 * P[:, :D] - eye[:, U0:U0 + D]) * coef
-    return {k_: v.to(torch.bfloat16).contiguous() for k_, v in w.items()}
-
-
 def build_draft():
+    from sglang_specv2_fixes.testing.tiny_models import detectors
     from sglang_specv2_fixes.testing.tiny_models import llama as tm
 
     models()
-    return tm.derived_eagle3_draft(os.path.join(MODELS_DIR, "eagle3-prevtoken"), prevtoken_weights, __file__)
+    return tm.derived_eagle3_draft(os.path.join(MODELS_DIR, "eagle3-prevtoken"), detectors.prevtoken_weights,
+                                   detectors.__file__)
 
 
 class TestChunkedPrefillDraftChain(SpecChecks, CustomTestCase):
