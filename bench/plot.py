@@ -11,6 +11,10 @@ skipped. ``serving.py`` imports this module to write the same files while it run
 Ratios are plugin / stock. Throughput: higher is better (ratio > 1 = plugin faster). TPOT / ITL: lower is
 better (ratio < 1 = plugin faster). "median over pairs": each repeat r of a point is one stock run and one
 plugin run back to back (order alternating between repeats), ratio taken per pair, then the median.
+
+GPU profiles (``serving.py --profile-steps``, ``results.json`` ``profiles``): ``profile_rows`` derives per
+configuration and concurrency each side's GPU time per step and per output token and the plugin's ceiling
+(``PROFILE_DEFINITIONS``, written into the Markdown); without profiles the outputs are as before.
 """
 
 from __future__ import annotations
@@ -79,6 +83,112 @@ def summarize(results):
     return rows
 
 
+# ------------------------------------------------------------------------------------ GPU profiles
+PROFILE_CATEGORIES = ("gemm", "attention", "sampling", "copy", "nccl", "other")  # bench/profile_steps.CATEGORY_NAMES
+PROFILE_DEFINITIONS = (
+    "GPU profiles (`bench/serving.py --profile-steps N`, `bench/profile_steps.py`): after a configuration's pairs, "
+    "each side gets the same bench_serving load once more (not measured) and, once it runs `conc` requests with none "
+    "waiting, SGLang's `POST /start_profile` records N scheduler steps with the torch profiler. "
+    "**busy %**: the union of the GPU's kernel / memcpy / memset intervals over the trace window (first GPU event to "
+    "last); with CPU activity the profiler's own CPU overhead widens the gaps (kernel times are unaffected). "
+    "**steps**: the target forwards in the window (`step[TARGET_VERIFY]` spans of `ModelRunner.forward`; `DECODE` "
+    "without speculation); **busy ms/step** = busy / steps. **tokens** = the batch sizes of those steps summed, times "
+    "the accept length measured over the profile's load (1 without speculation); **busy ms/token** = busy / tokens, "
+    "**wall ms/token** = window / tokens. Kernel time per category (ms per step): summed kernel durations by kernel "
+    "name (gemm, attention, sampling incl. top-k / softmax / tree verify, copy incl. memcpy / KV-cache moves, nccl, "
+    "other). **ceiling** = (1000 / stock tok/s) / plugin busy ms/token, with stock tok/s the median of stock's measured "
+    "points at that concurrency: the plugin / stock output-throughput ratio the plugin would reach if its profiled GPU "
+    "work per token ran back to back (all its CPU time hidden, no idle GPU) while stock stayed as measured, i.e. the "
+    "largest ratio reachable without shrinking the plugin's GPU work. **ratio / busy** = the measured plugin / stock "
+    "ratio divided by the plugin's busy fraction: the same bound from the busy fraction alone. The window is steady "
+    "decode, while measured tok/s also include prefills and each wave's ramp: the ceiling reads a little high; its "
+    "edges hold the GPU tail of the step in flight at the start and lose the last step's unfinished kernels (about "
+    "1/N either way).")
+
+
+def profile_side(p):
+    """One profile entry of ``results.json`` -> the numbers the tables show (None where not derivable)."""
+    seen = p.get("steps_seen") or {}
+    steps = seen.get("target") or None
+    acc = _num(p.get("accept_length")) if p.get("speculative", True) else 1.0
+    tokens = seen.get("request_steps") * acc if seen.get("request_steps") and acc else None
+    busy, window = _num(p.get("gpu_busy_ms")), _num(p.get("window_ms"))
+    per = lambda d: {k: round(v / steps, 3) for k, v in (d or {}).items()} if steps else None  # noqa: E731
+    return dict(
+        error=p.get("error"), steps=steps, requested_steps=p.get("steps"), busy_fraction=_num(p.get("busy_fraction")),
+        gpu_busy_ms=busy, window_ms=window, busy_ms_per_step=_num(p.get("busy_ms_per_step")), accept_length=acc,
+        tokens=round(tokens, 1) if tokens else None,
+        busy_ms_per_token=round(busy / tokens, 4) if tokens and busy else None,
+        wall_ms_per_token=round(window / tokens, 4) if tokens and window else None,
+        categories_ms_per_step=per(p.get("categories_ms")), phases_ms_per_step=per(p.get("phases_ms")),
+        graph_kernels_visible=(p.get("graph") or {}).get("visible"), top_kernels=(p.get("top_kernels") or [])[:5],
+        notes=p.get("notes") or [])
+
+
+def profile_rows(results):
+    """Per (config, concurrency) with profiles, in recorded order: ``sides`` ({stock, plugin}: ``profile_side``),
+    ``stock_tok_s`` / ``measured_ratio`` (``summarize``'s medians), ``ceiling`` and ``ratio_over_busy``
+    (``PROFILE_DEFINITIONS``)."""
+    measured = {(r["config"], r["concurrency"]): r for r in summarize(results)}
+    out = {}
+    for p in results.get("profiles") or []:
+        row = out.setdefault((p["config"], p["concurrency"]), dict(config=p["config"], concurrency=p["concurrency"],
+                                                                   sides={}))
+        row["sides"][p["side"]] = profile_side(p)
+    for key, row in out.items():
+        m = measured.get(key)
+        plugin = row["sides"].get("plugin") or {}
+        row["stock_tok_s"] = m["output_throughput"]["stock"] if m else None
+        row["measured_ratio"] = m["throughput_ratio"] if m else None
+        bpt = plugin.get("busy_ms_per_token")
+        row["ceiling"] = round(1000.0 / row["stock_tok_s"] / bpt, 3) if row["stock_tok_s"] and bpt else None
+        bf = plugin.get("busy_fraction")
+        row["ratio_over_busy"] = round(row["measured_ratio"] / bf, 3) if row["measured_ratio"] and bf else None
+    return list(out.values())
+
+
+def profile_markdown(rows, lead=(("config", lambda r: r["config"]),)):
+    """The profile tables (definitions, per-side numbers, ceilings, failures); ``lead``: (header, cell(row)) columns
+    before concurrency."""
+    if not rows:
+        return []
+    heads = " | ".join(h for h, _ in lead)
+    cells = lambda r: " | ".join(str(f(r)) for _, f in lead)  # noqa: E731
+    lines = ["", PROFILE_DEFINITIONS, "",
+             f"| {heads} | conc | side | steps | busy % | busy ms/step | busy ms/token | wall ms/token | "
+             + " | ".join(PROFILE_CATEGORIES) + " | by phase (ms/step) | notes |",
+             "|" + "---|" * (len(lead) + 9 + len(PROFILE_CATEGORIES))]
+    failed = []
+    for r in rows:
+        for s in SIDES:
+            d = r["sides"].get(s)
+            if d is None:
+                continue
+            if d["error"]:
+                failed.append(f"* {cells(r)} c={r['concurrency']} {s}: {str(d['error'])[:200]}")
+                continue
+            cat = d["categories_ms_per_step"] or {}
+            notes = (["CUDA-graph kernels not in the trace: busy is a lower bound"] if d["graph_kernels_visible"] is False
+                     else []) + [x for x in d["notes"] if not x.startswith("CUDA-graph")]
+            lines.append(
+                f"| {cells(r)} | {r['concurrency']} | {s} | {d['steps'] or '-'} | {_pct(d['busy_fraction'])} | "
+                f"{_f(d['busy_ms_per_step'], 2)} | {_f(d['busy_ms_per_token'], 3)} | {_f(d['wall_ms_per_token'], 3)} | "
+                + " | ".join(_f(cat.get(k), 2) for k in PROFILE_CATEGORIES) + " | "
+                + (", ".join(f"{k} {v:.2f}" for k, v in (d["phases_ms_per_step"] or {}).items()) or "-")
+                + f" | {'; '.join(notes).replace('|', '/') or '-'} |")
+    lines += ["", f"| {heads} | conc | stock tok/s | plugin / stock measured | plugin busy % | plugin busy ms/token | "
+                  "stock busy ms/token | **ceiling** | ratio / busy |",
+              "|" + "---|" * (len(lead) + 8)]
+    for r in rows:
+        pl, st = r["sides"].get("plugin") or {}, r["sides"].get("stock") or {}
+        lines.append(f"| {cells(r)} | {r['concurrency']} | {_f(r['stock_tok_s'])} | {_r(r['measured_ratio'])} | "
+                     f"{_pct(pl.get('busy_fraction'))} | {_f(pl.get('busy_ms_per_token'), 3)} | "
+                     f"{_f(st.get('busy_ms_per_token'), 3)} | **{_r(r['ceiling'])}** | {_r(r['ratio_over_busy'])} |")
+    if failed:
+        lines += ["", "Profiles that failed:", ""] + failed
+    return lines
+
+
 # ---------------------------------------------------------------------------------------- markdown
 def _f(x, nd=1):
     x = _num(x)
@@ -88,6 +198,11 @@ def _f(x, nd=1):
 def _r(x):
     x = _num(x)
     return "-" if x is None else f"{x:.3f}"
+
+
+def _pct(x):
+    x = _num(x)
+    return "-" if x is None else f"{100 * x:.1f}"
 
 
 def _yn(x):
@@ -204,6 +319,7 @@ def markdown(results):
         lines += ["", "Failed or incomplete points:", ""]
         for n, p in failed:
             lines.append(f"* {n} {p['side']} c={p['concurrency']} rep {p['rep']}: {str(p.get('error'))[:200]}")
+    lines += profile_markdown(profile_rows(results))
     lines.append("")
     return "\n".join(lines)
 
@@ -322,7 +438,7 @@ def write_markdown(results, outdir):
 def merge(parts):
     """One release's results from parts run side by side on GPUs of one machine (bench/gpu_bench_all.sh
     --split): configurations are disjoint; ``meta`` is the first part's, with every part's own meta kept in
-    ``meta.parts`` (its GPU, configurations, budget, elapsed time, completeness)."""
+    ``meta.parts`` (its GPU, configurations, budget, elapsed time, completeness); ``profiles`` concatenated."""
     if not parts:
         raise ValueError("nothing to merge")
     releases = {p.get("meta", {}).get("sglang") for p in parts}
@@ -334,6 +450,8 @@ def merge(parts):
         if clash:
             raise ValueError(f"configuration(s) in more than one part: {sorted(clash)}")
         out["configs"].update(p.get("configs", {}))
+    if any("profiles" in p for p in parts):
+        out["profiles"] = [x for p in parts for x in p.get("profiles") or []]
     out["meta"]["parts"] = [p.get("meta", {}) for p in parts]
     out["meta"]["complete"] = all(p.get("meta", {}).get("complete") for p in parts)
     for key in ("points", "points_failed"):

@@ -30,6 +30,17 @@ with " + ", the date is the latest run's); ``--commit`` replaces a missing commi
 are EAGLE3 tree drafting (topk > 1). Also OUT_DIR/NAME.md (table, per-pair ratios, sanity checks: the measured
 accept length against ``acc_len`` and the speculative path each side took) and OUT_DIR/NAME.png (needs matplotlib;
 skipped with a message without it).
+
+Runs with GPU profiles (``bench/serving.py --profile-steps N``: ``results.json`` ``profiles``) add to NAME.json::
+
+    "profiles": [{"release", "tp", "config", "concurrency", "stock_tok_s", "measured_ratio", "ceiling",
+                  "ratio_over_busy", "stock": {...}, "plugin": {...}[, "model"]}]
+
+(each side: ``bench/plot.py``'s ``profile_side``: steps, GPU busy fraction / ms per step / per output token, kernel
+ms per step by category and by phase, top kernels; ``ceiling`` as ``plot.PROFILE_DEFINITIONS`` defines it, written
+into the Markdown with the tables), from the same input as the configuration's points; ``--previous`` keeps an
+earlier summary's profiles where the runs have none of that (release, tp, shape, config). Without profiles the key
+is absent.
 """
 
 from __future__ import annotations
@@ -102,17 +113,19 @@ def variant(meta):
 
 
 def combine(runs):
-    """{(release, tp, shape): {"configs": {name: cfg}, "source": {name: (path, meta)}}} choosing per (release, tp,
-    shape, config) the input with most pairs (a TP 2 run never replaces a TP 1 one)."""
+    """{(release, tp, shape): {"configs": {name: cfg}, "source": {name: (path, meta)}, "profiles": {name: [...]}}}
+    choosing per (release, tp, shape, config) the input with most pairs (a TP 2 run never replaces a TP 1 one); a
+    configuration's profiles come from the same input."""
     out = {}
     for path, r in runs:
         m = r["meta"]
-        rel = out.setdefault((str(m.get("sglang")), *variant(m)), {"configs": {}, "source": {}})
+        rel = out.setdefault((str(m.get("sglang")), *variant(m)), {"configs": {}, "source": {}, "profiles": {}})
         for name, cfg in r.get("configs", {}).items():
             old = rel["configs"].get(name)
             if old is None or n_pairs(cfg) >= n_pairs(old):
                 rel["configs"][name] = cfg
                 rel["source"][name] = (path, m)
+                rel["profiles"][name] = [p for p in r.get("profiles") or [] if p.get("config") == name]
     return out
 
 
@@ -147,8 +160,9 @@ def previous_points(prev):
 
 
 def build(runs, commit=None, previous=None):
-    """The summary dict (exact schema; each point also has ``tp``, and ``model`` when shapes are mixed) and the
-    per-row details the Markdown / plot use. ``previous``: an earlier summary whose points are kept where the runs
+    """The summary dict (exact schema; each point also has ``tp``, and ``model`` when shapes are mixed), the
+    per-row details the Markdown / plot use, ``combine``'s result and the profile rows (``profiles``; in the summary
+    only when there are some). ``previous``: an earlier summary whose points (and profiles) are kept where the runs
     have no (release, tp, shape, config) of their own."""
     merged = combine(runs)
     used = [meta for rel in merged.values() for _, meta in rel["source"].values()]
@@ -211,7 +225,34 @@ def build(runs, commit=None, previous=None):
             if mixed:
                 pt["model"] = model
             summary["points"].append(pt)
-    return summary, details, merged
+    prof = profiles(merged, previous)
+    if prof:
+        summary["profiles"] = [dict({k: r[k] for k in PROFILE_KEYS}, **{s: r["sides"][s] for s in plot.SIDES
+                                                                         if s in r["sides"]},
+                                    **({"model": r["model"]} if mixed else {})) for r in prof]
+    return summary, details, merged, prof
+
+
+PROFILE_KEYS = ("release", "tp", "config", "concurrency", "stock_tok_s", "measured_ratio", "ceiling", "ratio_over_busy")
+
+
+def profiles(merged, previous=None):
+    """``plot.profile_rows`` of every chosen configuration, with release / tp / shape / model; then the previous
+    summary's profiles of (release, tp, shape, config) the runs have none of."""
+    out = []
+    for k in sorted(merged, key=_key):
+        for name in sorted(merged[k]["configs"], key=_config_key):
+            model = _hl(merged[k]["source"][name][1]["real_size"].get("model"))
+            run = {"configs": {name: merged[k]["configs"][name]}, "profiles": merged[k]["profiles"].get(name)}
+            out += [dict(r, release=k[0], tp=k[1], shape=k[2], model=model) for r in plot.profile_rows(run)]
+    have = {(r["release"], r["tp"], r["shape"], r["config"]) for r in out}
+    for p in (previous or {}).get("profiles", []):
+        model = _hl(p.get("model") or previous.get("model"))
+        r = dict({k: p.get(k) for k in PROFILE_KEYS}, tp=int(p.get("tp") or 1), shape=shape_of(model), model=model,
+                 sides={s: p[s] for s in plot.SIDES if s in p})
+        if (r["release"], r["tp"], r["shape"], r["config"]) not in have:
+            out.append(r)
+    return out
 
 
 SCHEMA_POINT = ("release", "config", "concurrency", "plugin_over_stock", "pairs", "stock_tok_s", "plugin_tok_s")
@@ -271,7 +312,7 @@ def _model_text(details, merged):
     return " / ".join(out) or "a real-size target"
 
 
-def markdown(summary, details, merged, runs):
+def markdown(summary, details, merged, runs, prof=()):
     f, r = plot._f, plot._r
     metas = [m for rel in merged.values() for _, m in rel["source"].values()]
     m0 = metas[0] if metas else runs[0][1]["meta"]
@@ -347,6 +388,10 @@ def markdown(summary, details, merged, runs):
     if carried:
         lines.append("* kept from the previous summary (`--previous`; its device / date / commit are joined above): "
                      + ", ".join(f"{rel} TP{tp} {name}" for rel, tp, name in carried))
+    mixed = len({r["shape"] for r in prof}) > 1
+    lines += plot.profile_markdown(prof, lead=(("release", lambda x: x["release"]),)
+                                   + ((("model", lambda x: x["shape"]),) if mixed else ())
+                                   + (("TP", lambda x: x["tp"]), ("config", lambda x: x["config"])))
     lines.append("")
     return "\n".join(lines)
 
@@ -418,14 +463,14 @@ def plot_png(summary, details, path):
 
 
 def write(runs, out_dir, name, commit=None, previous=None):
-    summary, details, merged = build(runs, commit, previous)
+    summary, details, merged, prof = build(runs, commit, previous)
     os.makedirs(out_dir, exist_ok=True)
     base = os.path.join(out_dir, name)
     with open(base + ".json", "w") as f:
         json.dump(summary, f, indent=1)
         f.write("\n")
     with open(base + ".md", "w") as f:
-        f.write(markdown(summary, details, merged, runs))
+        f.write(markdown(summary, details, merged, runs, prof))
     written = [base + ".json", base + ".md"]
     png = plot_png(summary, details, base + ".png")
     if png:

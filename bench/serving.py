@@ -34,6 +34,15 @@ every point), ``results.md`` (table, plugin/stock ratios; ``bench/plot.py`` rege
 ``bench_serving`` reports and this script's ``[bench]`` lines). ``--budget-s`` stops cleanly before a wall-clock
 budget: no launch or pair is started that is not expected to fit, and a watchdog stops the servers at the
 budget so a hung point cannot hold the run.
+
+``--profile-steps N`` (default 0: off) adds GPU profiles (``bench/profile_steps.py``): after a configuration's pairs,
+for each concurrency and side, the same bench_serving load again (``--warmup-requests 0``, not measured, no pair),
+and once the scheduler runs C requests with none waiting (``GET /v1/loads``) SGLang's ``POST /start_profile``
+records N scheduler steps (torch profiler, ``--profile-activities``, default CPU and GPU: the CPU side gives the
+``step[...]`` spans that count steps) into a temporary folder; the trace is summarized (GPU busy time and fraction,
+kernel time per category, per step and per output token) into ``results.json`` ``profiles`` and deleted
+(``--keep-traces``: moved to ``OUT/traces``). Planned into the budget (later configurations' time is kept free);
+a profile that fails is recorded with its error. ``bench/plot.py`` derives the plugin's ceiling from them.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,6 +64,7 @@ import time
 import traceback
 
 import plot as report  # bench/plot.py (this script's folder)
+import profile_steps  # bench/profile_steps.py: --profile-steps
 import real_size  # bench/real_size.py: --real-size mode
 
 from sglang_specv2_fixes.testing import standins
@@ -231,11 +242,11 @@ def server_other_args(name, paths, common, a):
     return common + config_args(name, paths) + extra + (["--sleep-on-idle"] if a.sleep_on_idle else [])
 
 
-def bench_argv(url, model, c, n, a, out_file, tag):
+def bench_argv(url, model, c, n, a, out_file, tag, warmup=1):
     return ["--backend", "sglang", "--base-url", url, "--model", model, "--tokenizer", model,
             "--dataset-name", "random-ids", "--tokenize-prompt", "--random-input-len", str(a.input_len),
             "--random-output-len", str(a.output_len), "--random-range-ratio", "1.0", "--num-prompts", str(n),
-            "--max-concurrency", str(c), "--request-rate", "inf", "--seed", str(a.seed), "--warmup-requests", "1",
+            "--max-concurrency", str(c), "--request-rate", "inf", "--seed", str(a.seed), "--warmup-requests", str(warmup),
             "--ready-check-timeout-sec", "30", "--flush-cache", "--disable-tqdm", "--output-file", out_file, "--tag", tag]
 
 
@@ -618,6 +629,136 @@ class Harness:
         p["ok"] = p["error"] is None
         return p
 
+    # -------------------------------------------------------------------- GPU profiles (--profile-steps)
+    def est_profile(self, c, n, t1):
+        return self.est_point(c, n, t1) + profile_steps.EXTRA_S
+
+    def later_configs_s(self, name, t1):
+        """Expected time of the configurations after ``name`` (launch, warm-up, pairs, profiles): what this
+        configuration's profiles leave free (their calibration is not known yet: ``t1`` is this one's)."""
+        a, total = self.a, 0.0
+        for other in a.configs[a.configs.index(name) + 1:]:
+            total += self.launch_est + 25
+            for c in a.concurrency:
+                n = self.num_prompts(c, t1)
+                total += 2 * self.repeats(other, c) * self.est_point(c, n, t1)
+                total += 2 * self.est_profile(c, n, t1) if a.profile_steps else 0
+        return total
+
+    def wait_steady(self, srv, c, load, timeout):
+        """Until the load has ``c`` requests running and none waiting (``GET /v1/loads``: the scheduler's running
+        batch and waiting queue), at most ``timeout`` s; returns what was seen, for the record."""
+        t0, seen = time.monotonic(), None
+        while load.is_alive() and time.monotonic() - t0 < timeout:
+            try:
+                loads = srv.get("/v1/loads?include=core", timeout=10)["loads"]
+            except Exception as e:  # noqa: BLE001
+                time.sleep(2.0)
+                return f"no /v1/loads ({type(e).__name__}): started 2 s into the load"
+            seen = (sum(x["num_running_reqs"] for x in loads), sum(x["num_waiting_reqs"] for x in loads))
+            if seen[0] >= c and seen[1] == 0:
+                return f"{seen[0]} running, 0 waiting, {time.monotonic() - t0:.1f}s into the load"
+            time.sleep(0.05)
+        return f"not steady after {time.monotonic() - t0:.1f}s (running, waiting last seen: {seen})"
+
+    def profile_point(self, name, srv, c, n, est, threshold):
+        """One GPU profile (bench/profile_steps.py): bench_serving's load in a thread, ``/start_profile`` of
+        ``--profile-steps`` steps once it is steady, the trace awaited (``/stop_profile`` if the load ends first),
+        summarized and deleted (or moved to OUT/traces). Never raises: failures are the entry's ``error``."""
+        a = self.a
+        spec = CONFIGS[name]["spec"] is not None
+        p = dict(config=name, side=srv.side, concurrency=c, steps=a.profile_steps, activities=a.profile_activities,
+                 num_prompts=n, speculative=spec, error=None)
+        if not srv.alive():
+            p["error"] = srv.error or srv.killed_reason or "server not running"
+            return p
+        out_dir = os.path.join(self.tmp, "profiles", f"{name}-{srv.side}-c{c}")
+        os.makedirs(out_dir, exist_ok=True)
+        argv = bench_argv(srv.url, srv.model, c, n, a, os.path.join(out_dir, "load.jsonl"),
+                          f"{name}/{srv.side}/c{c}/profile", warmup=0)
+        LOG.write(f"\n===== [{srv.tag}] c={c} profile of {a.profile_steps} steps, load: python3 -m sglang.bench_serving "
+                  f"{shlex.join(argv)}\n", force=True)
+        if spec:
+            try:
+                srv.reset_accept_length(threshold)
+            except Exception:  # noqa: BLE001 - the accept length is then the server's running mean
+                pass
+        limit = max(5.0, min(max(60.0, 5 * est), self.left() - 5))
+        load_error = []
+
+        def load():
+            try:
+                run_bench(argv, limit, a.bench_subprocess)
+            except BaseException as e:  # noqa: BLE001
+                load_error.append(f"{type(e).__name__}: {e}")
+
+        timer = threading.Timer(limit, lambda: srv.kill(f"profile over its {limit:.0f}s limit"))
+        timer.daemon = True
+        th = threading.Thread(target=load, name="profile-load", daemon=True)
+        t0, got = time.time(), None
+        timer.start()
+        th.start()
+        try:
+            p["started"] = self.wait_steady(srv, c, th, min(30.0, limit / 2))
+            profile_steps.start(srv.url, out_dir, a.profile_steps, f"{name}-{srv.side}-c{c}", a.profile_activities)
+            p["start_s"] = round(time.time() - t0, 2)
+            got = profile_steps.wait_trace(out_dir, limit, keep_waiting=th.is_alive)
+            if got is None:
+                p["stopped"] = "the load ended before the last step: /stop_profile"
+                profile_steps.stop(srv.url)
+                got = profile_steps.wait_trace(out_dir, 60)
+        except Exception as e:  # noqa: BLE001
+            p["error"] = f"{type(e).__name__}: {e}"
+        finally:
+            th.join(max(1.0, limit - (time.time() - t0)))
+            timer.cancel()
+        p["wall_s"] = round(time.time() - t0, 2)
+        p["load_error"] = load_error[0] if load_error else None
+        if spec and srv.alive():
+            try:
+                p["accept_length"] = srv.accept_length()
+            except Exception:  # noqa: BLE001
+                p["accept_length"] = None
+        if got is not None:
+            path, trace, files = got
+            try:
+                p.update(profile_steps.summarize_trace(trace))
+            except Exception as e:  # noqa: BLE001
+                p["error"] = p["error"] or f"summary: {type(e).__name__}: {e}"
+            p["trace"], p["trace_files"] = os.path.basename(path), len(files)
+            if a.keep_traces:
+                os.makedirs(os.path.join(a.out, "traces"), exist_ok=True)
+                for f in files:
+                    os.replace(f, os.path.join(a.out, "traces", os.path.basename(f)))
+        elif p["error"] is None:
+            p["error"] = "no trace written"
+        shutil.rmtree(out_dir, ignore_errors=True)
+        if p["error"] is None and srv.killed_reason:
+            p["error"] = srv.killed_reason
+        return p
+
+    def profile_config(self, name, servers, threshold, t1):
+        """``--profile-steps``: after the configuration's pairs, one profile per concurrency and side (stock first),
+        while the budget keeps the later configurations' expected time free; appended to ``results["profiles"]``."""
+        a = self.a
+        reserve = self.later_configs_s(name, t1)
+        for c in a.concurrency:
+            n = self.results["configs"][name]["num_prompts"].get(str(c)) or self.num_prompts(c, t1)
+            for side, srv in servers.items():
+                est = self.est_profile(c, n, t1)
+                if self.left() < est + reserve + 10:
+                    p = dict(config=name, side=side, concurrency=c, steps=a.profile_steps, error=(
+                        f"budget: ~{est:.0f}s needed, {self.left():.0f}s left, {reserve:.0f}s kept for later configurations"))
+                else:
+                    p = self.profile_point(name, srv, c, n, est, threshold)
+                self.results["profiles"].append(p)
+                say(f"{name}/{side} c={c} profile: " + (
+                    f"{(p.get('steps_seen') or {}).get('target', '?')} steps seen, GPU busy "
+                    f"{report._f(100 * (p.get('busy_fraction') or 0), 0)}% of {p.get('window_ms')} ms, "
+                    f"{p.get('busy_ms_per_step')} ms per step" + (f"; {'; '.join(p['notes'])}" if p.get("notes") else "")
+                    if p["error"] is None else f"FAILED: {p['error']}"))
+                self.save()
+
     def run_config(self, name, paths, common, port):
         a = self.a
         cfg = self.results["configs"][name] = dict(
@@ -687,6 +828,8 @@ class Harness:
                         self.save()
                         if self.left() <= 0:
                             return
+            if a.profile_steps:
+                self.profile_config(name, servers, threshold, t1)
         finally:
             for srv in servers.values():
                 self.live.discard(srv)
@@ -707,6 +850,8 @@ class Harness:
             complete=False, first_launch_s=None), configs={})
         if REAL_SIZE:
             self.results["meta"]["real_size"] = real_size.meta(a)
+        if a.profile_steps:
+            self.results["profiles"] = []
         for k in ("SGLANG_SPECV2_FIXES_CHECK", "SGLANG_SPECV2_FIXES_PROBE"):
             if os.environ.get(k):
                 say(f"warning: {k} is set: it adds per-step checks to the plugin side's timings")
@@ -737,8 +882,6 @@ class Harness:
             for srv in list(self.live):
                 srv.stop()
             self.save()
-            import shutil
-
             shutil.rmtree(self.tmp, ignore_errors=True)  # the per-point JSONL files (parsed into results.json)
         if not a.no_plots:
             try:
@@ -814,6 +957,13 @@ def dry_run(a):
             plan.append(f"C={c}: {r} pair(s), N={fixed.get(c, 'auto')}")
             total += 2 * r * (a.point_seconds + (9.0 if a.bench_subprocess else 2.5))
         print("  points: " + "; ".join(plan))
+        if a.profile_steps:
+            prof = 2 * len(a.concurrency) * (a.point_seconds + (9.0 if a.bench_subprocess else 2.5) + profile_steps.EXTRA_S)
+            total += prof
+            print(f"  then GPU profiles: {a.profile_steps} steps ({','.join(a.profile_activities)}) per side at C="
+                  f"{','.join(map(str, a.concurrency))}, each under one more bench_serving load (--warmup-requests 0), "
+                  f"~{prof:.0f}s; POST /start_profile {{output_dir, num_steps: {a.profile_steps}, activities, "
+                  "with_stack: false, record_shapes: false, profile_prefix}")
     print(f"\n[dry-run] rough time: {total:.0f}s with {a.first_launch_s:.0f}s for the first launch, "
           f"{a.later_launch_s:.0f}s for later ones and {a.point_seconds:.0f}s points (budget {a.budget_s:.0f}s)")
     for line in real_size.fit_lines(a, total) if REAL_SIZE else []:
@@ -851,6 +1001,16 @@ def build_parser():
     ap.add_argument("--log-cap-mb", type=float, default=12)
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="print the plan; launch nothing")
+    g = ap.add_argument_group("GPU profiles (bench/profile_steps.py)")
+    g.add_argument("--profile-steps", type=int, default=0, metavar="N",
+                   help="after each configuration's pairs, a torch-profiler trace of N scheduler steps per concurrency "
+                        "and side under an unmeasured load, summarized into results.json 'profiles' (default 0: off)")
+    g.add_argument("--profile-activities", default="CPU,GPU",
+                   help="the profiler's activities, GPU or CPU,GPU (default CPU,GPU: the CPU side's step[...] spans "
+                        "count the steps; its overhead lowers the GPU busy fraction, not the kernel times)")
+    g.add_argument("--keep-traces", action="store_true",
+                   help="move the traces to OUT/traces instead of deleting them after the summary (a few MB each; "
+                        "the device returns at most 8 files of 16 MiB)")
     real_size.add_args(ap)
     return ap
 
@@ -867,6 +1027,11 @@ def parse_args(argv=None):
     if unknown:
         raise SystemExit(f"unknown config(s) {unknown}; known: {', '.join(CONFIGS)}")
     parse_repeats(a.repeats, a.configs)
+    a.profile_activities = [x.upper() for x in parse_list([a.profile_activities])]
+    if "GPU" not in a.profile_activities or not set(a.profile_activities) <= {"CPU", "GPU"}:
+        raise SystemExit(f"--profile-activities: GPU or CPU,GPU, not {a.profile_activities}")
+    if a.profile_steps < 0 or a.profile_steps == 1:
+        raise SystemExit("--profile-steps: 0 (off) or at least 2 (SGLang stops the profiler before the N-th batch runs)")
     a.out = os.path.abspath(a.out)
     return a
 

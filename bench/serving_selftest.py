@@ -8,9 +8,12 @@
    ``serving.parse_bench_line``; checks that every metric the harness keeps is a key the release writes, and that
    every flag the harness passes is one the release's parser defines (``random-ids`` among the dataset choices).
 2. ``--e2e``: the whole harness (``serving.main``) against fake in-process SGLang HTTP servers (``/generate`` with
-   bench_serving's streaming protocol, ``/server_info``, ``/set_internal_state``, ``/v1/models``): the real
-   ``sglang.bench_serving`` runs in-process as on the GPU, the tiny model's tokenizer from
-   ``sglang_specv2_fixes.testing.tiny_models``; then a run cut by ``--budget-s``. Needs the release importable (the CPU venv).
+   bench_serving's streaming protocol, ``/server_info``, ``/set_internal_state``, ``/v1/models``, ``/v1/loads``,
+   ``/start_profile`` / ``/stop_profile`` writing a synthetic kineto trace like SGLang's, gzipped in two goes): the
+   real ``sglang.bench_serving`` runs in-process as on the GPU, the tiny model's tokenizer from
+   ``sglang_specv2_fixes.testing.tiny_models``; then a run cut by ``--budget-s`` and a run with ``--profile-steps``
+   (profiles stopped by their steps, by ``/stop_profile`` when the load ends first, and refused by a server).
+   Needs the release importable (the CPU venv).
    ``--subprocess``: the budget run goes through ``python3 -m sglang.bench_serving``; ``--real-launcher``: one more
    run through the real ``popen_launch_server`` / ``kill_process_tree``, with a fake ``sglang`` on PATH.
 3. ``plot.py`` on the (synthetic) results of 2, or on hand-made results without ``--e2e``: results.md always, PNGs
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
+import gzip
 import importlib.util
 import json
 import math
@@ -136,6 +140,7 @@ class FakeSGLang:
         self.step_tokens = 3 if self.spec else 1
         self.step_s = 0.006 if self.side == "stock" else 0.003
         self.acc = self.fwd = 0
+        self.running, self.steps, self.profile = 0, 0.0, None
         self.sink = sink
         self.loop = None
         self.runner = None
@@ -157,6 +162,9 @@ class FakeSGLang:
         app.router.add_get("/health", lambda r: web.Response(text="ok"))
         app.router.add_post("/flush_cache", self.flush_cache)
         app.router.add_get("/health_generate", lambda r: web.Response(text="ok"))
+        app.router.add_get("/v1/loads", self.loads)
+        app.router.add_post("/start_profile", self.start_profile)
+        app.router.add_post("/stop_profile", self.stop_profile)
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)
         self.runner = web.AppRunner(app, access_log=None)
@@ -183,16 +191,64 @@ class FakeSGLang:
         resp = web.StreamResponse()
         await resp.prepare(request)
         done = 0
-        while done < n:
-            await asyncio.sleep(self.step_s)
-            k = min(self.step_tokens, n - done)
-            done += k
-            self.fwd += 1
-            self.acc += k
-            chunk = {"text": text(done), "meta_info": {"completion_tokens": done}}
-            await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        self.running += 1
+        try:
+            while done < n:
+                await asyncio.sleep(self.step_s)
+                k = min(self.step_tokens, n - done)
+                done += k
+                self.fwd += 1
+                self.acc += k
+                self.steps += 1.0 / self.running  # one scheduler step advances every running request
+                if self.profile:
+                    self.profile["bs"] = max(self.profile["bs"], self.running)  # the trace's batch size: the largest
+                    if self.steps >= self.profile["start"] + self.profile["num_steps"]:
+                        self.write_trace()
+                chunk = {"text": text(done), "meta_info": {"completion_tokens": done}}
+                await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        finally:
+            self.running -= 1
         await resp.write(b"data: [DONE]\n\n")
         return resp
+
+    async def loads(self, request):
+        return self.web.json_response({"loads": [{"dp_rank": 0, "num_running_reqs": self.running, "num_waiting_reqs": 0}]})
+
+    async def start_profile(self, request):
+        """SGLang's /start_profile (num_steps, no start_step); the nospec stock fake plays a server without it."""
+        if self.side == "stock" and not self.spec:
+            return self.web.Response(status=404, text='{"detail":"Not Found"}')
+        if self.profile:
+            return self.web.Response(status=500, text="Profiling is already in progress. Call /stop_profile first.")
+        body = await request.json()
+        self.profile = dict(body, start=self.steps, bs=max(1, self.running), id=str(time.time()))
+        return self.web.Response(text="Start profiling.\n")
+
+    async def stop_profile(self, request):
+        if not self.profile:
+            return self.web.Response(status=500, text="Profiling is not in progress. Call /start_profile first.")
+        self.write_trace()
+        return self.web.Response(text="Stop profiling. This will take some time.\n")
+
+    def write_trace(self):
+        """The trace of the steps since the start (SGLang's file name; N - 1 steps when stopped by num_steps), gzipped
+        by a thread in two goes as torch's export does, so the harness sees an incomplete file first."""
+        p, self.profile = self.profile, None
+        n = max(1, min(int(self.steps - p["start"]), int(p["num_steps"]) - 1))
+        mode = "TARGET_VERIFY" if self.spec else "DECODE"
+        data = json.dumps(synthetic_trace(n, p["bs"], mode, 1e6 * self.step_s, 2400.0)).encode()
+        prefix = f"{p['profile_prefix']}-" if p.get("profile_prefix") else ""
+        path = os.path.join(p["output_dir"], f"{prefix}{p['id']}-TP-0.trace.json.gz")
+
+        def export():
+            os.makedirs(p["output_dir"], exist_ok=True)
+            with gzip.open(path, "wb") as f:
+                f.write(data[: len(data) // 2])
+                f.flush()
+                time.sleep(0.3)
+                f.write(data[len(data) // 2:])
+
+        threading.Thread(target=export, daemon=True).start()
 
     async def server_info(self, request):
         st = {"specv2_fixes": {"selection": "auto" if self.side == "plugin" else "off",
@@ -231,6 +287,30 @@ class FakeSGLang:
         asyncio.run_coroutine_threadsafe(_down(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+
+
+def synthetic_trace(steps, bs, mode, step_us, gpu_us):
+    """A kineto chrome trace of ``steps`` scheduler steps, ``step_us`` apart, ``gpu_us`` of GPU work each: a
+    ``step[MODE bs=B]`` span (ModelRunner.forward) launching a CUDA graph whose kernels (gemm, attention) carry the
+    cudaGraphLaunch's correlation id, then outside the span a top-k kernel (cudaLaunchKernel) and a device copy."""
+    ev, corr, t = [], 100, 1_000_000.0
+    for _ in range(steps):
+        ev.append(dict(ph="X", cat="user_annotation", name=f"step[{mode} bs={bs}]", pid=1, tid=1, ts=t, dur=0.3 * step_us))
+        g = t + 40.0
+        for name, share, launch in (("nvjet_tst_192x8_64x4_2x1_v_bz_TNT", 0.6, "cudaGraphLaunch"), ("_fwd_kernel", 0.25, None),
+                                    ("void at::native::sbtopk::gatherTopK<float, unsigned int, 2, false>", 0.1,
+                                     "cudaLaunchKernel"), ("Memcpy DtoD (Device -> Device)", 0.05, "cudaMemcpyAsync")):
+            if launch:
+                corr += 1
+                at = t + 10.0 if launch == "cudaGraphLaunch" else t + 0.5 * step_us
+                ev.append(dict(ph="X", cat="cuda_runtime", name=launch, pid=1, tid=1, ts=at, dur=8.0,
+                               args={"cbid": 1, "correlation": corr}))
+            cat = "gpu_memcpy" if name.startswith("Memcpy") else "kernel"
+            ev.append(dict(ph="X", cat=cat, name=name, pid=0, tid=7, ts=g, dur=share * gpu_us,
+                           args={"device": 0, "stream": 7, "correlation": corr}))
+            g += share * gpu_us
+        t += step_us
+    return {"schemaVersion": 1, "traceEvents": ev}
 
 
 def fake_models(d):
@@ -313,7 +393,49 @@ def test_e2e(d, with_subprocess):
     check(r2["meta"]["complete"] is False and r2["meta"]["stop_reason"], f"marked incomplete: {r2['meta']['stop_reason']}")
     check(r2["configs"]["nospec"].get("skipped"), f"the config that did not fit is listed as skipped: {r2['configs']['nospec'].get('skipped')}")
     check("INCOMPLETE" in open(os.path.join(out2, "results.md")).read(), "results.md says INCOMPLETE")
+    test_profiles(d)
     return os.path.join(out, "results.json")
+
+
+def test_profiles(d):
+    """--profile-steps against the fakes: 40 prompts at c=4 outlast 30 steps (stopped by num_steps), eagle3-topk1's 2
+    prompts of 8 steps at c=1 do not (the harness's /stop_profile), the nospec stock fake has no /start_profile
+    (recorded, not fatal)."""
+    print("[selftest] a run with --profile-steps (fake /start_profile writing a synthetic trace)")
+    out = os.path.join(d, "run-profile")
+    rc = serving.main(["--out", out, "--configs", "nospec,eagle3-topk1", "--concurrency", "1", "4", "--repeats", "1",
+                       "--num-prompts", "1:2,4:40", "--output-len", "24", "--input-len", "16", "--budget-s", "240",
+                       "--first-launch-s", "1", "--later-launch-s", "1", "--base-port", "29400", "--greedy-prompts", "2",
+                       "--greedy-tokens", "4", "--profile-steps", "30", "--keep-traces", "--no-plots"])
+    r = json.load(open(os.path.join(out, "results.json")))
+    check(rc == 0 and r["meta"]["complete"] and r["meta"]["points_failed"] == 0, "complete run, measured points all ok")
+    check(all(len(c["points"]) == 4 for c in r["configs"].values()), "one pair per concurrency, as without profiles")
+    prof = {(p["config"], p["side"], p["concurrency"]): p for p in r["profiles"]}
+    check(len(r["profiles"]) == 8 and len(prof) == 8, f"one profile per config, side and concurrency ({len(r['profiles'])})")
+    bad = [p for p in r["profiles"] if p["error"]]
+    check([(p["config"], p["side"]) for p in bad] == [("nospec", "stock")] * 2 and "/start_profile: HTTP 404" in bad[0]["error"],
+          f"a server without /start_profile: recorded, not fatal ({bad[0]['error']})")
+    p4 = prof[("eagle3-topk1", "plugin", 4)]
+    check(p4["steps_seen"]["target"] == 29 and p4["steps_seen"]["request_steps"] == 29 * 4 and "stopped" not in p4,
+          f"c=4: stopped by its 30 steps, N - 1 = 29 target steps of 4 requests in the trace ({p4['steps_seen']})")
+    check("running" in p4["started"] and p4["graph"]["visible"] and p4["graph"]["kernels"] == 2 * 29,
+          f"started once steady ({p4['started']}); graph kernels correlated to cudaGraphLaunch")
+    check(abs(p4["busy_fraction"] - 0.8) < 0.02 and abs(prof[("eagle3-topk1", "stock", 4)]["busy_fraction"] - 0.4) < 0.02,
+          "busy fractions of the synthetic traces (plugin 80 %, stock 40 %)")
+    p1 = prof[("eagle3-topk1", "plugin", 1)]
+    check(p1["error"] is None and p1.get("stopped") and 0 < p1["steps_seen"]["target"] < 29,
+          f"c=1: the load ended first, /stop_profile wrote the trace ({p1['steps_seen']['target']} steps)")
+    check(prof[("nospec", "plugin", 4)]["steps_seen"]["target_modes"] == ["DECODE", "MIXED"], "nospec: DECODE steps")
+    traces = sorted(os.listdir(os.path.join(out, "traces")))
+    check(len(traces) == 6 and all(t.endswith("-TP-0.trace.json.gz") for t in traces)
+          and "eagle3-topk1-plugin-c4-" in " ".join(traces), f"--keep-traces: the 6 traces in OUT/traces ({traces[0]} ...)")
+    row = next(x for x in plot.profile_rows(r) if x["config"] == "eagle3-topk1" and x["concurrency"] == 4)
+    check(abs(row["sides"]["plugin"]["accept_length"] - 3.0) < 0.5 and row["ceiling"] and 1.8 < row["ceiling"] < 3.5
+          and 1.8 < row["ratio_over_busy"] < 3.5, f"ceiling {row['ceiling']} and ratio / busy {row['ratio_over_busy']} "
+          "(fake: plugin GPU 2.4 ms per 3 ms step, stock 6 ms steps: 2.5)")
+    md = open(os.path.join(out, "results.md")).read()
+    check("**ceiling**" in md and "| eagle3-topk1 | 4 | plugin | 29 | 80." in md and "Profiles that failed" in md,
+          "results.md: profile tables, the ceiling's definition, the failed profiles")
 
 
 def fake_server_main(argv):

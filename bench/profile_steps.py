@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""GPU profile of N scheduler steps of a running SGLang server, and the summary of its torch-profiler trace.
+
+    python3 bench/profile_steps.py TRACE[.json|.json.gz] ...     # print summarize_trace() of each as JSON
+
+``bench/serving.py --profile-steps N`` records one per configuration, concurrency and side (under load, after the
+measured pairs). Pure Python (no torch): the summary also runs in CPU CI.
+
+Recording (``start`` / ``wait_trace`` / ``stop``; SGLang 0.5.11 and 0.5.12.post1 have the same code, with
+``SGLANG_PROFILE_V2`` unset, its default). ``POST /start_profile`` with an ``io_struct.ProfileReqInput`` body
+``{"output_dir": DIR, "num_steps": N, "activities": ["CPU", "GPU"], "with_stack": false, "record_shapes": false,
+"profile_prefix": PREFIX}`` (``start_step`` and ``profile_by_stage`` left out). The tokenizer manager adds
+``profile_id = str(time.time())``; the scheduler (``SchedulerProfilerMixin.profile``: no start_step, no
+profile_by_stage -> ``init_profile`` then ``start_profile`` at once) starts ``torch.profiler.profile(activities=[CPU,
+CUDA], with_stack=False, record_shapes=False)`` between two batches and the request returns after that (HTTP 500 with
+the scheduler's message on failure, e.g. a profile already running). ``init_profile`` sets ``profiler_target_forward_ct
+= forward_ct + N``; ``Scheduler.run_batch`` counts the batch (``forward_ct += 1``) and then checks
+(``_profile_batch_predicate``): the N-th batch after the start stops the profiler before it runs, so the trace holds
+N - 1 scheduler batches (plus, with overlap scheduling, the GPU tail of the batch in flight at the start; kernels
+still running at the stop are missing). Without batches there is no stop: the caller keeps the server loaded, or
+``POST /stop_profile`` stops it (same file). ``stop_profile`` writes ``DIR/PREFIX-<profile_id>-TP-<rank>.trace.json.gz``
+(``-DP-/-PP-/-EP-<rank>`` only with those parallelisms; one file per TP rank) with
+``torch.profiler.profile.export_chrome_trace``: a temporary ``.json`` gzipped into place, so the file exists before it
+is complete; ``wait_trace`` waits until it decompresses and parses.
+
+What the trace holds (kineto's chrome trace: ``{"traceEvents": [...]}``, ``ph: "X"`` events with ``ts`` / ``dur`` in
+microseconds): GPU activity as ``cat`` ``kernel`` / ``gpu_memcpy`` / ``gpu_memset`` (``args.correlation`` = the
+launching call's), the launching calls as ``cuda_runtime`` / ``cuda_driver`` (``cudaLaunchKernel``,
+``cuLaunchKernel(Ex)`` for triton, ``cudaGraphLaunch`` for a CUDA graph replay: CUDA activity includes the runtime
+and driver API in torch's kineto shim), and with CPU activity the ``record_function`` ranges as ``user_annotation``:
+``ModelRunner.forward`` wraps each forward in ``step[MODE bs=B]`` (``step[EXTEND bs=B toks=T]``) when a profiler runs
+(``_build_step_span_name``). Kernels replayed from a CUDA graph are expected as kernel records carrying the
+``cudaGraphLaunch``'s correlation id (CUPTI's graph-launch records; kineto builds from 2026-02 also write
+``args["graph id"]``); a trace without them (graph launches, no kernel correlated to them) is detected and said in
+``notes``, the busy time then being a lower bound.
+"""
+
+from __future__ import annotations
+
+import bisect
+import glob
+import gzip
+import json
+import os
+import re
+import sys
+import time
+import zlib
+
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+GRAPH_LAUNCH = re.compile(r"^cu(da)?GraphLaunch")
+STEP_SPAN = re.compile(r"^step\[([A-Z_0-9]+)(?: bs=(\d+))?")  # model_runner._build_step_span_name
+# kernel name -> category: first match wins (case-insensitive); gpu_memcpy / gpu_memset events are "copy"
+CATEGORIES = (
+    ("nccl", r"nccl|all_?reduce|all_?gather|reduce_?scatter|cross_device_reduce"),
+    ("attention", r"attn|attention|fmha|flash_fwd|prefillwith|decodewith|_fwd_kernel|_fwd_grouped_kernel|merge_state"),
+    ("gemm", r"gemm|matmul|nvjet|cublas|cutlass|xmma|splitk"),
+    ("sampling", r"top_?k|top_?p|sampl|softmax|argmax|sort|multinomial|verify_tree|tree_speculative|build_tree"),
+    ("copy", r"memcpy|memset|copy|kv_?cache|kv_buffer|store_kv|move_kv|assign_|index|scatter|gather"),
+)
+CATEGORY_NAMES = tuple(name for name, _ in CATEGORIES) + ("other",)
+_CATEGORY_RE = [(name, re.compile(rx, re.I)) for name, rx in CATEGORIES]
+OUTSIDE = "outside step spans"  # launched outside ModelRunner.forward: graph-replayed draft steps and draft extend,
+# sampling, verification, KV-cache moves, the scheduler's own tensor work
+UNTRACED = "launch not in trace"  # launched before the profiler started
+TARGET_MODES = ("TARGET_VERIFY",)  # one target forward per speculative step; without speculation: DECODE / MIXED
+PLAIN_MODES = ("DECODE", "MIXED")
+EXTRA_S = 10.0  # planning: per profile on top of its load (trace export in the scheduler, parse, summary)
+TOP = 15
+
+
+# ------------------------------------------------------------------------------------------------- recording
+def _post(url, path, payload=None, timeout=60):
+    import requests
+
+    r = requests.post(url + path, json=payload, timeout=timeout)
+    if r.status_code != 200:
+        raise RuntimeError(f"{path}: HTTP {r.status_code}: {r.text.strip()[:300]}")
+    return r.text.strip()
+
+
+def start(url, out_dir, steps, prefix, activities=("CPU", "GPU")):
+    """``POST /start_profile``: the profiler runs when this returns (raises with the server's message otherwise)."""
+    return _post(url, "/start_profile", dict(output_dir=out_dir, num_steps=int(steps), activities=list(activities),
+                                             with_stack=False, record_shapes=False, profile_prefix=prefix))
+
+
+def stop(url):
+    """``POST /stop_profile``: stop a profile that has not reached its steps (writes the same file)."""
+    return _post(url, "/stop_profile", timeout=120)
+
+
+def find_traces(out_dir):
+    """The trace files in ``out_dir``, rank 0's first."""
+    files = sorted(glob.glob(os.path.join(out_dir, "*.trace.json.gz")) + glob.glob(os.path.join(out_dir, "*.trace.json")))
+    return sorted(files, key=lambda p: "-TP-0" not in os.path.basename(p))
+
+
+def load_trace(path):
+    """The parsed trace; raises (EOFError, zlib.error, ValueError) while the file is still being written."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return json.load(f)
+
+
+def wait_trace(out_dir, timeout, keep_waiting=None, poll=0.5):
+    """(path, parsed trace, all trace files) once rank 0's trace is complete, or None after ``timeout`` seconds or
+    once ``keep_waiting()`` is false (one last look then)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        last = time.monotonic() >= deadline or (keep_waiting is not None and not keep_waiting())
+        files = find_traces(out_dir)
+        if files:
+            try:
+                return files[0], load_trace(files[0]), files
+            except (EOFError, OSError, zlib.error, ValueError):
+                pass
+        if last:
+            return None
+        time.sleep(poll)
+
+
+# --------------------------------------------------------------------------------------------------- summary
+def category(name, cat="kernel"):
+    if cat != "kernel":
+        return "copy"
+    return next((c for c, rx in _CATEGORY_RE if rx.search(name)), "other")
+
+
+def _union_us(intervals):
+    busy, end = 0.0, None
+    for s, e in sorted(intervals):
+        if end is None or s > end:
+            busy += e - s
+            end = e
+        elif e > end:
+            busy += e - end
+            end = e
+    return busy
+
+
+def _ms(us):
+    return round(us / 1000.0, 3)
+
+
+def summarize_trace(trace):
+    """Summary of one chrome trace (a path, .json or .json.gz, or the parsed trace) over its GPU events (``cat``
+    kernel, gpu_memcpy, gpu_memset):
+
+    * ``window_ms``: first GPU event start to last end; ``gpu_busy_ms``: the union of their intervals (overlapping
+      streams counted once); ``busy_fraction`` = busy / window; ``n_kernels`` / ``n_gpu_events``;
+    * ``categories_ms``: summed durations per category (gemm, attention, sampling, copy, nccl, other; kernel-name
+      regexes of ``CATEGORIES``, memcpy / memset are copy; sums, so concurrent streams can add up past the busy time);
+      ``top_kernels``: the 15 names with the most time ({name, category, count, ms});
+    * ``graph``: ``launches`` (cudaGraphLaunch / cuGraphLaunch calls) and their ``launch_cpu_ms``, ``kernels`` /
+      ``kernels_ms`` replayed from graphs (correlated to a graph launch, or ``args["graph id"]``), ``visible``: False
+      when graphs were launched but none of their kernels is in the trace (then the busy time is a lower bound);
+    * ``steps_seen``: from the ``step[MODE bs=B]`` spans (CPU activity only, else None): ``spans`` per mode, ``target``
+      = the target forwards (TARGET_VERIFY spans; without them DECODE + MIXED), ``request_steps`` = their summed batch
+      sizes; ``phases_ms``: GPU time by the span that launched it (the launch's CPU time inside the span), else
+      ``outside step spans`` or ``launch not in trace``; ``busy_ms_per_step`` = busy / target steps;
+    * ``notes``: what limits the numbers."""
+    if isinstance(trace, str):
+        trace = load_trace(trace)
+    events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
+    gpu, launches, spans = [], {}, []
+    graph_corr, graph_calls, graph_cpu_us = set(), 0, 0.0
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        cat, args = e.get("cat"), e.get("args") or {}
+        if cat in GPU_CATS:
+            gpu.append(e)
+        elif cat in LAUNCH_CATS:
+            corr = args.get("correlation")
+            if corr is not None:
+                launches[corr] = float(e["ts"])
+            if GRAPH_LAUNCH.match(e.get("name", "")):
+                graph_calls += 1
+                graph_cpu_us += float(e.get("dur", 0))
+                if corr is not None:
+                    graph_corr.add(corr)
+        elif cat == "user_annotation":
+            m = STEP_SPAN.match(e.get("name", ""))
+            if m:
+                spans.append((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), m.group(1), int(m.group(2) or 0)))
+    spans.sort()
+    starts = [s[0] for s in spans]
+    cats = dict.fromkeys(CATEGORY_NAMES, 0.0)
+    phases, names, intervals = {}, {}, []
+    n_kernels = graph_kernels = 0
+    graph_kernels_us = 0.0
+    for e in gpu:
+        ts, dur, args = float(e["ts"]), float(e.get("dur", 0)), e.get("args") or {}
+        intervals.append((ts, ts + dur))
+        c = category(e.get("name", ""), e["cat"])
+        cats[c] += dur
+        n_kernels += e["cat"] == "kernel"
+        key = (e.get("name", "?"), c)
+        k, us = names.get(key, (0, 0.0))
+        names[key] = (k + 1, us + dur)
+        corr = args.get("correlation")
+        if corr in graph_corr or args.get("graph id"):
+            graph_kernels += 1
+            graph_kernels_us += dur
+        launched = launches.get(corr)
+        if launched is None:
+            phase = UNTRACED
+        else:
+            i = bisect.bisect_right(starts, launched) - 1
+            phase = spans[i][2] if i >= 0 and spans[i][0] <= launched <= spans[i][1] else OUTSIDE
+        phases[phase] = phases.get(phase, 0.0) + dur
+    window = (max(e for _, e in intervals) - min(s for s, _ in intervals)) if intervals else 0.0
+    busy = _union_us(intervals)
+    notes = []
+    seen = None
+    if spans:
+        per_mode = {}
+        for _, _, mode, _ in spans:
+            per_mode[mode] = per_mode.get(mode, 0) + 1
+        modes = TARGET_MODES if any(m in per_mode for m in TARGET_MODES) else PLAIN_MODES
+        target = [s for s in spans if s[2] in modes]
+        seen = dict(spans=per_mode, target=len(target), target_modes=list(modes), request_steps=sum(s[3] for s in target))
+    else:
+        notes.append("no step[...] spans (no CPU activity in the profile): steps and phases unknown")
+    if graph_calls and not graph_kernels:
+        notes.append(f"CUDA-graph kernels absent from the trace: {graph_calls} graph launches, no kernel correlated to "
+                     "them; gpu_busy_ms counts the kernels launched outside graphs only (a lower bound)")
+    if not gpu:
+        notes.append("no GPU events in the trace")
+    top = sorted(names.items(), key=lambda kv: -kv[1][1])[:TOP]
+    return dict(
+        window_ms=_ms(window), gpu_busy_ms=_ms(busy), busy_fraction=round(busy / window, 4) if window else None,
+        n_kernels=n_kernels, n_gpu_events=len(gpu),
+        categories_ms={k: _ms(v) for k, v in cats.items()},
+        top_kernels=[dict(name=n[:160], category=c, count=k, ms=_ms(us)) for (n, c), (k, us) in top],
+        graph=dict(launches=graph_calls, launch_cpu_ms=_ms(graph_cpu_us), kernels=graph_kernels,
+                   kernels_ms=_ms(graph_kernels_us), visible=not (graph_calls and not graph_kernels)),
+        steps_seen=seen, phases_ms={k: _ms(v) for k, v in sorted(phases.items(), key=lambda kv: -kv[1])},
+        busy_ms_per_step=_ms(busy / seen["target"]) if seen and seen["target"] else None,
+        notes=notes,
+    )
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0 if argv else 2
+    for path in argv:
+        print(json.dumps(dict(trace=path, **summarize_trace(path)), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
