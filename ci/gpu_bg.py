@@ -172,7 +172,7 @@ def pack():
     out = os.environ.get("OUT")
     if not out:
         return
-    sys.path.insert(0, HERE)
+    sys.path[:0] = [HERE, ROOT]  # run_registered imports sglang_specv2_fixes
     md = [f"Background rows (ci/gpu_bg.py), commit {json.load(open(CONF)).get('commit')}", ""]
     by_rel = {}
     for rel, f, rj in rows():
