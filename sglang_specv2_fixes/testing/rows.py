@@ -6,7 +6,7 @@ import concurrent.futures
 
 import requests
 
-from .client import concurrent_generate, generate, health_ok, rescore_logprobs, server_info
+from .client import concurrent_generate, flush_cache, generate, health_ok, rescore_logprobs, server_info
 from .config import prompts
 from .reference import prefetch_reference, reference_outputs
 from .server import TIMEOUT, URL, eagle3_args, launch, stop
@@ -31,6 +31,25 @@ class SpecChecks:
             got = list(ex.map(lambda p: generate(p, self.REF_TOKENS)["output_ids"], ps))
         for i, (g, r) in enumerate(zip(got, ref)):
             self.assertEqual(g, r, f"prompt {i}: speculative greedy output differs from target-only")
+
+    def check_prompts_equal_target_only(self, ps, tokens):
+        """Each of ``ps`` alone (greedy, ``tokens`` new tokens) gives the target-only output ids; the server lives."""
+        ref = reference_outputs(ps, tokens)
+        for i, p in enumerate(ps):
+            self.assertEqual(generate(p, tokens)["output_ids"], ref[i], f"prompt {i} (len {len(p)})")
+        self.check_alive()
+
+    def verify_steps(self, ps, tokens):
+        """``spec_verify_ct`` of each of ``ps``, one request at a time from an empty radix cache (a batch would change
+        chunk boundaries, a cache hit the prefill); each must produce ``tokens`` tokens. The detector-draft rows
+        read acceptance from it."""
+        out = []
+        for p in ps:
+            self.assertTrue(flush_cache())
+            meta = generate(p, tokens)["meta_info"]
+            self.assertEqual(meta["completion_tokens"], tokens)
+            out.append(meta["spec_verify_ct"])
+        return out
 
     def check_decode_logprobs_match_prefill(self, n=6, tokens=40, tol=0.1):
         for p in prompts(n, seed=11):

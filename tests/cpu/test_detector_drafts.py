@@ -121,7 +121,7 @@ def test_standard_draft_shows_neither_bug(weights):
 
 def test_lookahead_draft_detects_the_kv_range_bug(weights):
     t, e3 = weights
-    w = row_module("test_draft_extend_kv_range.py").lookahead_weights(e3)
+    w = detectors.lookahead_weights(e3)
     ok = [mean(run(w, t, prompt(n, s), 24)) for n, s in ((20, 2), (40, 3))]
     bad = [mean(run(w, t, prompt(n, s), 24, bug_kv=True)) for n, s in ((20, 2), (40, 3))]
     print("lookahead accept: causal", ok, "stock range", bad)

@@ -14,15 +14,15 @@ off, which this draft sees too): stock fails it there, the plugin applies draft-
 Reference emulation: tests/cpu/test_detector_drafts.py.
 """
 
-import os
 import unittest
 
-from sglang_specv2_fixes.testing.client import flush_cache, generate, server_info
-from sglang_specv2_fixes.testing.config import MODELS_DIR, prompts
-from sglang_specv2_fixes.testing.reference import prefetch_reference, reference_outputs
+from sglang_specv2_fixes.testing.client import server_info
+from sglang_specv2_fixes.testing.config import prompts
+from sglang_specv2_fixes.testing.reference import prefetch_reference
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import SpecChecks
 from sglang_specv2_fixes.testing.server import launch, models, stop
+from sglang_specv2_fixes.testing.tiny_models import detectors
 from sglang.test.test_utils import CustomTestCase
 
 register_specv2_ci(est_time=150, suite="specv2-gpu", releases="fix:chunked-prefill-draft-chain",
@@ -39,19 +39,11 @@ def control_prompts():  # chunked too, but no chunk end right before the last pr
     return prompts(6, seed=33, lo=CHUNK + 5, hi=CHUNK + 6)
 
 
-def build_draft():
-    from sglang_specv2_fixes.testing.tiny_models import detectors
-    from sglang_specv2_fixes.testing.tiny_models import llama as tm
-
-    models()
-    return tm.derived_eagle3_draft(os.path.join(MODELS_DIR, "eagle3-prevtoken"), detectors.prevtoken_weights,
-                                   detectors.__file__)
-
-
 class TestChunkedPrefillDraftChain(SpecChecks, CustomTestCase):
     @classmethod
     def setUpClass(cls):
-        draft = build_draft()
+        models()  # the tiny models the detector is derived from
+        draft = detectors.draft("prevtoken")
         prefetch_reference(boundary_prompts() + control_prompts(), TOKENS)
         cls.process = launch(["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft,
                               "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
@@ -61,39 +53,24 @@ class TestChunkedPrefillDraftChain(SpecChecks, CustomTestCase):
     def tearDownClass(cls):
         stop(cls.process)
 
-    def steps(self, ps):
-        """Verify steps per request, one request at a time (a batch would move the chunk boundaries)."""
-        out = []
-        for p in ps:
-            self.assertTrue(flush_cache())  # no radix-cache hit: every prompt is prefilled from position 0
-            meta = generate(p, TOKENS)["meta_info"]
-            self.assertEqual(meta["completion_tokens"], TOKENS)
-            out.append(meta["spec_verify_ct"])
-        return out
-
     def test_1_config(self):
         info = server_info()
         self.assertFalse(info["disable_overlap_schedule"])  # spec v2
         self.assertEqual(info["chunked_prefill_size"], CHUNK)
 
     def test_2_control_prompts_draft_perfectly(self):
-        steps = self.steps(control_prompts())
+        steps = self.verify_steps(control_prompts(), TOKENS)
         print("control verify steps:", steps)
         self.assertEqual(steps, [2] * len(steps), "the detector draft itself is off (expected 2 steps for 8 tokens)")
 
     def test_3_chunk_boundary_prompts(self):
-        steps = self.steps(boundary_prompts())
+        steps = self.verify_steps(boundary_prompts(), TOKENS)
         print("chunk-boundary verify steps:", steps)
         self.assertEqual(steps, [2] * len(steps),
                          "the draft chain saw the target's prediction instead of the prompt token at a chunk end")
 
     def test_4_greedy_equals_target_only(self):
-        ps = boundary_prompts() + control_prompts()
-        ref = reference_outputs(ps, TOKENS)
-        for i, p in enumerate(ps):
-            self.assertEqual(generate(p, TOKENS)["output_ids"], ref[i], f"prompt {i} (len {len(p)})")
-        self.check_alive()
-
+        self.check_prompts_equal_target_only(boundary_prompts() + control_prompts(), TOKENS)
 
 if __name__ == "__main__":
     unittest.main()

@@ -9,15 +9,15 @@ tests/cpu/test_detector_drafts.py: 10 of these 12 prompts). With the fix every p
 tiny draft (self-attention to distance 0) cannot see this bug. Greedy text equals target-only on both sides.
 """
 
-import os
 import unittest
 
-from sglang_specv2_fixes.testing.client import flush_cache, generate, server_info
-from sglang_specv2_fixes.testing.config import MODELS_DIR, prompts
-from sglang_specv2_fixes.testing.reference import prefetch_reference, reference_outputs
+from sglang_specv2_fixes.testing.client import server_info
+from sglang_specv2_fixes.testing.config import prompts
+from sglang_specv2_fixes.testing.reference import prefetch_reference
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import SpecChecks
 from sglang_specv2_fixes.testing.server import launch, models, stop
+from sglang_specv2_fixes.testing.tiny_models import detectors
 from sglang.test.test_utils import CustomTestCase
 
 register_specv2_ci(est_time=150, suite="specv2-gpu", releases="fix:draft-decode-positions",
@@ -30,19 +30,11 @@ def row_prompts():
     return prompts(12, seed=41, lo=24, hi=48)
 
 
-def build_draft():
-    from sglang_specv2_fixes.testing.tiny_models import detectors
-    from sglang_specv2_fixes.testing.tiny_models import llama as tm
-
-    models()
-    return tm.derived_eagle3_draft(os.path.join(MODELS_DIR, "eagle3-prevtoken"), detectors.prevtoken_weights,
-                                   detectors.__file__)
-
-
 class TestDraftDecodePositions(SpecChecks, CustomTestCase):
     @classmethod
     def setUpClass(cls):
-        draft = build_draft()
+        models()  # the tiny models the detector is derived from
+        draft = detectors.draft("prevtoken")
         prefetch_reference(row_prompts(), TOKENS)
         cls.process = launch(["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft,
                               "--speculative-num-steps", str(STEPS), "--speculative-eagle-topk", "1",
@@ -56,24 +48,14 @@ class TestDraftDecodePositions(SpecChecks, CustomTestCase):
         self.assertFalse(server_info()["disable_overlap_schedule"])  # spec v2
 
     def test_2_every_draft_accepted(self):
-        steps = []
-        for p in row_prompts():
-            self.assertTrue(flush_cache())
-            meta = generate(p, TOKENS)["meta_info"]
-            self.assertEqual(meta["completion_tokens"], TOKENS)
-            steps.append(meta["spec_verify_ct"])
+        steps = self.verify_steps(row_prompts(), TOKENS)
         print("verify steps:", steps)
         self.assertEqual(len(steps), 12)
         self.assertEqual(steps, [TOKENS // (STEPS + 1)] * len(steps),
                          "a draft decode step ran at the wrong position (the detector draft lost acceptance)")
 
     def test_3_greedy_equals_target_only(self):
-        ps = row_prompts()
-        ref = reference_outputs(ps, TOKENS)
-        for i, p in enumerate(ps):
-            self.assertEqual(generate(p, TOKENS)["output_ids"], ref[i], f"prompt {i} (len {len(p)})")
-        self.check_alive()
-
+        self.check_prompts_equal_target_only(row_prompts(), TOKENS)
 
 if __name__ == "__main__":
     unittest.main()

@@ -4,7 +4,7 @@
 The standard tiny EAGLE3 draft cannot show this bug: its attention heads 0/2 attend to their own position only
 (score ~120 there, >= 22 lower everywhere else) and its drafts are always accepted, so the draft extend's select
 row is the last row and a key counted twice is the same key (stock 0.5.11 measured accept 4.0 on this
-configuration in docs/results.md). This row builds a *detector* draft from it (``lookahead_weights``): heads 0/2
+configuration in docs/results.md). This row builds a *detector* draft from it (``testing.tiny_models.detectors.lookahead_weights``): heads 0/2
 gain 48 score per position towards later keys (and lose it towards earlier ones), so with correct causal
 metadata they still attend to themselves, but a draft-extend row that can see the rows after it (stock: its
 kv range is ``seq_lens`` already bumped by the draft tokens) copies the next row's token instead; the token copy
@@ -14,77 +14,24 @@ with causal draft-extend metadata, ~1.05 with stock's range. Greedy text equals 
 draft only changes speed).
 """
 
-import math
-import os
 import unittest
 
 from sglang_specv2_fixes.testing.client import concurrent_generate, server_info
-from sglang_specv2_fixes.testing.config import MODELS_DIR
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import SpecChecks
 from sglang_specv2_fixes.testing.server import launch, models, stop
+from sglang_specv2_fixes.testing.tiny_models import detectors
 from sglang.test.test_utils import CustomTestCase
 
 register_specv2_ci(est_time=150, suite="specv2-gpu", releases="fix:draft-extend-kv-range",
                    bug_in="fix:draft-extend-kv-range")
 
 MIN_ACCEPT = 2.0  # tokens per verify step; emulation: ~2.9 correct, ~1.05 stock
-ODD_PAIR = 26  # an unused low-frequency RoPE pair of heads 0/2 (the self-focus uses pairs 0..7)
-FUTURE_SLOPE = 48.0  # score per position towards later keys
-
-
-def lookahead_weights(e3):
-    """The tiny EAGLE3 draft's tensors (``tiny_models.llama.build_weights()[1]``) turned into the detector."""
-    import torch
-
-    from sglang_specv2_fixes.testing.tiny_models import llama as tm
-
-    HD, C, D, U0 = tm.HD, tm.C, tm.D, tm.U0
-    w = {k: v.float().clone() for k, v in e3.items()}
-    q, k = w["midlayer.self_attn.q_proj.weight"], w["midlayer.self_attn.k_proj.weight"]
-    j, jj = ODD_PAIR, ODD_PAIR + HD // 2
-    theta = 1.0 / (10000.0 ** (2 * j / HD))
-    # neox RoPE: q_jj = k_j = b on the const dim adds b^2 * NC^2 * sin(theta * (pos_k - pos_q)) / sqrt(HD)
-    b = math.sqrt(FUTURE_SLOPE * math.sqrt(HD) / theta) / tm.NC
-    for h in range(tm.NH):
-        q[h * HD + j] = 0
-        q[h * HD + jj] = 0
-    for h in (0, 2):
-        q[h * HD + jj, C] = b
-    for kv in range(tm.NKV):
-        k[kv * HD + j] = 0
-        k[kv * HD + jj] = 0
-        k[kv * HD + j, C] = b
-    # MLP: out = 0.3 * P(h_T) + 0.7 * copy_U (upstream tiny draft: 0.5 / 0.5)
-    _, walk, _, nxt, _ = tm.plan()
-    P = torch.zeros(tm.H, tm.H)
-    P[nxt, torch.arange(D)] = 1
-    P[tm.S0:, tm.S0:] = torch.eye(tm.H - tm.S0)
-    eye, coef = torch.eye(tm.H), (tm.NOM_MS + 1 / tm.H) / 3.0
-    down = w["midlayer.mlp.down_proj.weight"]
-    down[:, :D] = (0.3 * P[:, :D] - eye[:, :D]) * coef
-    down[:, D:2 * D] = (0.7 * eye[:, :D] - eye[:, U0:U0 + D]) * coef
-    # lm_head: every third slot along the walk cycle predicts the token after its successor
-    lm, s = w["lm_head.weight"], 0
-    for i in range(D):
-        if i % 3 == 0:
-            good, bad = int(walk[nxt[s]]), int(walk[nxt[nxt[s]]])
-            lm[bad, s], lm[good, s] = lm[good, s].clone(), 0.0
-        s = int(nxt[s])
-    return {k_: v.to(torch.bfloat16).contiguous() for k_, v in w.items()}
-
-
-def build_draft():
-    from sglang_specv2_fixes.testing.tiny_models import llama as tm
-
-    models()  # the tiny models this one is derived from
-    return tm.derived_eagle3_draft(os.path.join(MODELS_DIR, "eagle3-lookahead"), lookahead_weights, __file__)
-
-
 class TestDraftExtendKvRange(SpecChecks, CustomTestCase):
     @classmethod
     def setUpClass(cls):
-        draft = build_draft()
+        models()  # the tiny models the detector is derived from
+        draft = detectors.draft("lookahead")
         cls.prefetch_target_only()
         cls.process = launch(["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft,
                               "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
