@@ -144,7 +144,11 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
     ),
 })
 _FIXES["0.5.13"] = _derive("0.5.12", {
-    "draft-decode-positions": "7d58b65656b735de",
+    "draft-decode-positions": note(  # draft_forward differs between 0.5.13 and 0.5.13.post1; the graph runner not
+        UPSTREAM,
+        "#25015: the draft decode graph restores the positions draft_forward advances after each forward",
+        check=('sglang.srt.speculative.eagle_draft_cuda_graph_runner', 'EAGLEDraftCudaGraphRunner.capture_one_batch_size', '699492fa642f8911'),
+    ),
     "grammar-result-order": patch("0.5.13"),
     "draft-extend-kv-range": note(
         UPSTREAM,
@@ -191,7 +195,11 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     ),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
-    "draft-decode-positions": "c74df8b61055b747",
+    "draft-decode-positions": note(
+        UPSTREAM,
+        "#25015: draft_forward advances the positions after each draft decode forward",
+        check=('sglang.srt.speculative.eagle_worker_v2', 'EagleDraftWorker.draft_forward', 'c74df8b61055b747'),
+    ),
     "grammar-result-order": patch("0.5.14"),
     "draft-extend-kv-range": "0de3096b9461d8ec",
     "skip-stale-overlap-updates": "a566b5757f77d5a8",

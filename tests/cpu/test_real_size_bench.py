@@ -566,8 +566,9 @@ def test_report_tp_points_mixed_shapes_and_previous_summary(tmp_path):
     assert "| release | model | TP | config |" in md and "| 0.5.12.post1 | 70b | 4 | tree-topk4 | 1 |" in md
     assert "Llama-3.1-70B-shaped target (hidden 8192, layers 80)" in md
 
-    # --previous: the committed summary (no tp: TP 1) keeps its points beside a new TP 2 run
-    latest = os.path.join(ROOT, "docs", "bench", "real-size-latest.json")
+    # --previous: a committed summary (no tp: TP 1; the graph-off run of 2026-11-23, fixed content) keeps its points
+    # beside a new TP 2 run
+    latest = os.path.join(ROOT, "docs", "bench", "real-size-2026-11-23", "summary-graph-off.json")
     prev = json.load(open(latest))
     assert prev["points"] and all("tp" not in p for p in prev["points"])
     real_size_report.main(["--out-dir", str(tmp_path / "c"), "--previous", latest, paths[1]])

@@ -17,6 +17,8 @@ is present (the table must then patch it, or say open). A wrong table entry fail
   0.5.16 … 0.5.23  as 0.5.15; tree compaction moved to eagle_worker_common, Req.kv holds the allocation;
                 live-accept-metrics still counts stale requests (0.5.22+ keeps length-finished ones out of
                 the next batch only)
+  0.5.12 on      #25015 (draft-decode-positions): draft_forward advances the positions after each draft decode
+                forward (0.5.11 before it: patched there)
   every release  #28986 (grammar-result-order): event_loop_overlap builds the next batch before it processes
                 the pending result; the forced spec + grammar sync then finishes requests of a batch that is
                 launched next (EAGLE/EAGLE3 up to 0.5.16; from 0.5.17 only NGRAM, which has no grammar overlap)
@@ -54,6 +56,7 @@ _0_5_13 = {
     "accept-length-split": U,
     "seq-lens-helper": U,
     "grammar-result-order": B,
+    "draft-decode-positions": U,
 }
 _FROM_0_5_15 = dict(_0_5_13, **{"bonus-slot-accounting": NA})
 EXPECTED = {
