@@ -3,7 +3,8 @@
 # (or the combined .device-bundle/both of ci/make_combined_bundle.sh) carried:
 #   bash bench/gpu_bench.sh RELEASE [bench/serving.py args]
 # Same preparation as ci/gpu_run.sh (unpack the SGLang bundle, make the plugin's entry point visible, the
-# `sglang` console shim that popen_launch_server runs), then bench/serving.py into ${OUT:-build}/bench-RELEASE
+# `sglang` console shim that popen_launch_server runs), py-spy from a carried .whl/py_spy-*.whl (for
+# --host-profile-seconds; carry ".whl" beside the bundle), then bench/serving.py into ${OUT:-build}/bench-RELEASE
 # (one folder down: results.json, results.md, serving.png, pairs.png, server.log).
 # The wall-clock budget handed to serving.py is BENCH_TOTAL_S (default 560, the call's limit is 600) minus what
 # the preparation took; a --budget-s among the args overrides it.
@@ -11,6 +12,20 @@ set -uo pipefail
 T0=$(date +%s)
 V=${1:?usage: gpu_bench.sh RELEASE [serving.py args]}; shift
 source ci/gpu_prepare.sh "$V" || exit 1   # bundle, entry point, `sglang` shim
+# py-spy for serving.py --host-profile-seconds: the wheel carried in .whl/ (no network here; its one file is a static
+# binary, so it is unzipped, no pip needed) into $PYSPY_DIR once (renamed into place: parts run side by side)
+PYSPY_DIR=${PYSPY_DIR:-/tmp/pyspy}
+_W=$(ls .whl/py_spy-*.whl 2>/dev/null | head -1)
+if [ -n "$_W" ] && ! command -v py-spy > /dev/null; then
+  if [ ! -x "$PYSPY_DIR/bin/py-spy" ]; then
+    _T=$(mktemp -d "$PYSPY_DIR.XXXXXX"); chmod 755 "$_T"
+    python3 -m zipfile -e "$_W" "$_T/whl" && mkdir -p "$_T/bin" && mv "$_T"/whl/py_spy-*.data/scripts/py-spy "$_T/bin/" \
+      && chmod +x "$_T/bin/py-spy" && rm -rf "$_T/whl" && { mv -T "$_T" "$PYSPY_DIR" 2>/dev/null || rm -rf "$_T"; } \
+      || { echo "[gpu_bench] unpacking $_W failed"; rm -rf "$_T"; }
+  fi
+  export PATH="$PYSPY_DIR/bin:$PATH"
+fi
+command -v py-spy > /dev/null && echo "[gpu_bench] py-spy: $(command -v py-spy) ($(py-spy --version 2>&1))"
 python3 -m sglang_specv2_fixes status
 OUTDIR=${OUT:-build}/bench-$V
 mkdir -p "$OUTDIR"

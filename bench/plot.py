@@ -14,7 +14,9 @@ plugin run back to back (order alternating between repeats), ratio taken per pai
 
 GPU profiles (``serving.py --profile-steps``, ``results.json`` ``profiles``): ``profile_rows`` derives per
 configuration and concurrency each side's GPU time per step and per output token and the plugin's ceiling
-(``PROFILE_DEFINITIONS``, written into the Markdown); without profiles the outputs are as before.
+(``PROFILE_DEFINITIONS``, written into the Markdown); without profiles the outputs are as before. Host profiles
+(``serving.py --host-profile-seconds``, ``host_profiles``): ``host_profile_markdown`` (``HOST_DEFINITIONS``); absent,
+nothing changes either.
 """
 
 from __future__ import annotations
@@ -189,6 +191,55 @@ def profile_markdown(rows, lead=(("config", lambda r: r["config"]),)):
     return lines
 
 
+# ------------------------------------------------------------------------------------ host profiles
+HOST_DEFINITIONS = (
+    "Host profiles (`bench/serving.py --host-profile-seconds S`, `bench/host_profile.py`): in the profiles' unmeasured "
+    "load, once steady and before the torch profile, `py-spy record --nonblocking --idle --threads` samples the "
+    "server's scheduler process (`sglang::scheduler`) for S seconds; numbers are shares of the samples of its main "
+    "thread (the scheduler loop; `--idle`: every tick counts, so shares are of wall-clock time). **idle-like**: the "
+    "leaf is a wait (threading / selectors / zmq poll, sleep); **sync-like**: the leaf is a CUDA-synchronizing call "
+    "(`synchronize`, or a source line calling `.item()` / `.tolist()` / `.cpu()` / `.to('cpu')`: without `--native` "
+    "a C call is self time of the Python line calling it). **areas**: the innermost SGLang or plugin frame of each "
+    "stack (`patched: <fix>` = the plugin's compiled patched functions), else the leaf's package. **self** = samples "
+    "with the function as the leaf (its hottest line after `:`), **incl** = samples with it anywhere on the stack.")
+
+
+def host_profile_markdown(entries, lead=(("config", lambda e: e["config"]),), top=10):
+    """The host profile tables: one row per entry (main thread, idle / sync-like shares, areas, top 3 self), then per
+    entry the ``top`` functions by self and by inclusive samples; failures listed. ``lead``: (header, cell(entry))."""
+    if not entries:
+        return []
+    heads = " | ".join(h for h, _ in lead)
+    cells = lambda e: " | ".join(str(f(e)) for _, f in lead)  # noqa: E731
+    pct = lambda d, n=4: ", ".join(f"{k} {_pct(v)}" for k, v in list((d or {}).items())[:n]) or "-"  # noqa: E731
+    lines = ["", HOST_DEFINITIONS, "", f"| {heads} | conc | side | scheduler pid | main-thread samples (all threads) | "
+             "idle-like % | sync-like % | areas % | top self % |", "|" + "---|" * (len(lead) + 8)]
+    failed, details = [], []
+    for e in entries:
+        if e.get("error"):
+            failed.append(f"* {cells(e)} c={e['concurrency']} {e['side']}: {str(e['error'])[:300]}")
+            continue
+        where = lambda x: x["function"] + (f":{x['lines'][0][0]}" if x.get("lines") and x["lines"][0][0] else "")  # noqa: E731
+        top3 = "; ".join(f"{where(x)} {_pct(x['share'])}" for x in (e.get("top_self") or [])[:3])
+        lines.append(f"| {cells(e)} | {e['concurrency']} | {e['side']} | {e.get('pid')} `{e.get('title')}` | "
+                     f"{e.get('main_samples')} ({e.get('samples')}) | {_pct(e.get('idle'))} | {_pct(e.get('sync'))} | "
+                     f"{pct(e.get('areas'))} | {top3.replace('|', '/') or '-'} |")
+        details.append(f"* {cells(e)} c={e['concurrency']} {e['side']}: threads "
+                       + ", ".join(f"{t['thread']} {t['samples']} (idle-like {_pct(t['idle'])}%)" for t in e.get("threads") or [])
+                       + (f"; {e['note']}" if e.get("note") else ""))
+        details += [f"  * self {_pct(x['share'])}%" + (f" ({x['kind']})" if x.get("kind") else "") + f": `{where(x)}`"
+                    + (f" `{x['lines'][0][2]}`" if x.get("lines") and x["lines"][0][2] else "") for x in (e.get("top_self") or [])[:top]]
+        details += [f"  * incl {_pct(x['share'])}%: `{x['function']}`" for x in (e.get("top_inclusive") or [])[:top]]
+        details += [f"  * sync-like {_pct(x['share'])}%: `{x['at']}`" + (f" `{x['text']}`" if x.get("text") else "")
+                    for x in (e.get("sync_sites") or [])[:5]]
+    if details:
+        lines += ["", f"Top {top} functions per host profile (self: the leaf, with its hottest line and its source; incl: "
+                      "anywhere on the stack), the top sync-like lines:", ""] + details
+    if failed:
+        lines += ["", "Host profiles that failed:", ""] + failed
+    return lines
+
+
 # ---------------------------------------------------------------------------------------- markdown
 def _f(x, nd=1):
     x = _num(x)
@@ -320,6 +371,7 @@ def markdown(results):
         for n, p in failed:
             lines.append(f"* {n} {p['side']} c={p['concurrency']} rep {p['rep']}: {str(p.get('error'))[:200]}")
     lines += profile_markdown(profile_rows(results))
+    lines += host_profile_markdown(results.get("host_profiles") or [])
     lines.append("")
     return "\n".join(lines)
 
@@ -438,7 +490,8 @@ def write_markdown(results, outdir):
 def merge(parts):
     """One release's results from parts run side by side on GPUs of one machine (bench/gpu_bench_all.sh
     --split): configurations are disjoint; ``meta`` is the first part's, with every part's own meta kept in
-    ``meta.parts`` (its GPU, configurations, budget, elapsed time, completeness); ``profiles`` concatenated."""
+    ``meta.parts`` (its GPU, configurations, budget, elapsed time, completeness); ``profiles`` and
+    ``host_profiles`` concatenated."""
     if not parts:
         raise ValueError("nothing to merge")
     releases = {p.get("meta", {}).get("sglang") for p in parts}
@@ -450,8 +503,9 @@ def merge(parts):
         if clash:
             raise ValueError(f"configuration(s) in more than one part: {sorted(clash)}")
         out["configs"].update(p.get("configs", {}))
-    if any("profiles" in p for p in parts):
-        out["profiles"] = [x for p in parts for x in p.get("profiles") or []]
+    for key in ("profiles", "host_profiles"):
+        if any(key in p for p in parts):
+            out[key] = [x for p in parts for x in p.get(key) or []]
     out["meta"]["parts"] = [p.get("meta", {}) for p in parts]
     out["meta"]["complete"] = all(p.get("meta", {}).get("complete") for p in parts)
     for key in ("points", "points_failed"):

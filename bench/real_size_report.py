@@ -40,7 +40,11 @@ Runs with GPU profiles (``bench/serving.py --profile-steps N``: ``results.json``
 ms per step by category and by phase, top kernels; ``ceiling`` as ``plot.PROFILE_DEFINITIONS`` defines it, written
 into the Markdown with the tables), from the same input as the configuration's points; ``--previous`` keeps an
 earlier summary's profiles where the runs have none of that (release, tp, shape, config). Without profiles the key
-is absent.
+is absent. Host profiles (``bench/serving.py --host-profile-seconds S``: ``results.json`` ``host_profiles``, one per
+config, concurrency and side: ``bench/host_profile.py``'s summary of py-spy samples of the scheduler process) add
+``"host_profiles": [{"release", "tp", "config", "side", "concurrency", "seconds", "pid", "title", "samples",
+"threads", "top_self", "top_inclusive", "areas", "error", ...[, "model"]}]`` the same way (same input as the
+configuration's points, ``--previous`` keeps the earlier ones), rendered by ``plot.host_profile_markdown``.
 """
 
 from __future__ import annotations
@@ -113,19 +117,21 @@ def variant(meta):
 
 
 def combine(runs):
-    """{(release, tp, shape): {"configs": {name: cfg}, "source": {name: (path, meta)}, "profiles": {name: [...]}}}
-    choosing per (release, tp, shape, config) the input with most pairs (a TP 2 run never replaces a TP 1 one); a
-    configuration's profiles come from the same input."""
+    """{(release, tp, shape): {"configs": {name: cfg}, "source": {name: (path, meta)}, "profiles": {name: [...]},
+    "host_profiles": {name: [...]}}} choosing per (release, tp, shape, config) the input with most pairs (a TP 2 run
+    never replaces a TP 1 one); a configuration's profiles come from the same input."""
     out = {}
     for path, r in runs:
         m = r["meta"]
-        rel = out.setdefault((str(m.get("sglang")), *variant(m)), {"configs": {}, "source": {}, "profiles": {}})
+        rel = out.setdefault((str(m.get("sglang")), *variant(m)), {"configs": {}, "source": {}, "profiles": {},
+                                                                   "host_profiles": {}})
         for name, cfg in r.get("configs", {}).items():
             old = rel["configs"].get(name)
             if old is None or n_pairs(cfg) >= n_pairs(old):
                 rel["configs"][name] = cfg
                 rel["source"][name] = (path, m)
                 rel["profiles"][name] = [p for p in r.get("profiles") or [] if p.get("config") == name]
+                rel["host_profiles"][name] = [p for p in r.get("host_profiles") or [] if p.get("config") == name]
     return out
 
 
@@ -230,6 +236,10 @@ def build(runs, commit=None, previous=None):
         summary["profiles"] = [dict({k: r[k] for k in PROFILE_KEYS}, **{s: r["sides"][s] for s in plot.SIDES
                                                                          if s in r["sides"]},
                                     **({"model": r["model"]} if mixed else {})) for r in prof]
+    hosts = host_profiles(merged, previous)
+    if hosts:
+        summary["host_profiles"] = [{k: v for k, v in h.items() if k != "shape" and (k != "model" or mixed)}
+                                    for h in hosts]
     return summary, details, merged, prof
 
 
@@ -252,6 +262,24 @@ def profiles(merged, previous=None):
                  sides={s: p[s] for s in plot.SIDES if s in p})
         if (r["release"], r["tp"], r["shape"], r["config"]) not in have:
             out.append(r)
+    return out
+
+
+def host_profiles(merged, previous=None):
+    """The chosen configurations' host profile entries with release / tp / shape / model first, then the previous
+    summary's of (release, tp, shape, config) the runs have none of."""
+    out = []
+    for k in sorted(merged, key=_key):
+        for name in sorted(merged[k]["configs"], key=_config_key):
+            model = _hl(merged[k]["source"][name][1]["real_size"].get("model"))
+            out += [dict(release=k[0], tp=k[1], shape=k[2], model=model, **h)
+                    for h in merged[k].get("host_profiles", {}).get(name) or []]
+    have = {(h["release"], h["tp"], h["shape"], h["config"]) for h in out}
+    for h in (previous or {}).get("host_profiles", []):
+        model = _hl(h.get("model") or previous.get("model"))
+        h = dict(h, tp=int(h.get("tp") or 1), shape=shape_of(model), model=model)
+        if (h["release"], h["tp"], h["shape"], h["config"]) not in have:
+            out.append(h)
     return out
 
 
@@ -392,6 +420,11 @@ def markdown(summary, details, merged, runs, prof=()):
     lines += plot.profile_markdown(prof, lead=(("release", lambda x: x["release"]),)
                                    + ((("model", lambda x: x["shape"]),) if mixed else ())
                                    + (("TP", lambda x: x["tp"]), ("config", lambda x: x["config"])))
+    hosts = summary.get("host_profiles") or []
+    mixed = len({shape_of(h.get("model") or summary.get("model")) for h in hosts}) > 1
+    lines += plot.host_profile_markdown(hosts, lead=(("release", lambda x: x["release"]),)
+                                        + ((("model", lambda x: shape_of(x.get("model"))),) if mixed else ())
+                                        + (("TP", lambda x: x["tp"]), ("config", lambda x: x["config"])))
     lines.append("")
     return "\n".join(lines)
 

@@ -43,6 +43,17 @@ records N scheduler steps (torch profiler, ``--profile-activities``, default CPU
 kernel time per category, per step and per output token) into ``results.json`` ``profiles`` and deleted
 (``--keep-traces``: moved to ``OUT/traces``). Planned into the budget (later configurations' time is kept free);
 a profile that fails is recorded with its error. ``bench/plot.py`` derives the plugin's ceiling from them.
+
+``--host-profile-seconds S`` (default 0: off) adds host profiles (``bench/host_profile.py``) in the same phase: once
+the load is steady and before the torch profile starts (its CPU activity slows the host), ``py-spy record`` samples
+the server's scheduler process (the child titled ``sglang::scheduler``) for S seconds (``--host-profile-args``,
+default ``--rate 200 --nonblocking --idle --threads``; ``--py-spy PATH``, default ``py-spy`` on PATH; the GPU
+machine gets it from the carried wheel, ``bench/gpu_bench.sh``); the load gets enough more prompts to outlast S.
+The collapsed stacks are summarized (per thread; the scheduler's main thread: top functions by self and inclusive
+samples, idle-like and CUDA-sync-like shares, time per SGLang area incl. the plugin's patched code) into
+``results.json`` ``host_profiles`` and deleted (``--keep-traces``: gzipped into ``OUT/traces``). With
+``--profile-steps 0`` the load runs for the host profile alone. A host profile that fails (no py-spy, no ptrace
+rights) is recorded with py-spy's message, not fatal.
 """
 
 from __future__ import annotations
@@ -50,6 +61,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import datetime
+import gzip
 import hashlib
 import json
 import math
@@ -63,6 +75,7 @@ import threading
 import time
 import traceback
 
+import host_profile  # bench/host_profile.py: --host-profile-seconds
 import plot as report  # bench/plot.py (this script's folder)
 import profile_steps  # bench/profile_steps.py: --profile-steps
 import real_size  # bench/real_size.py: --real-size mode
@@ -574,13 +587,14 @@ class Harness:
     def num_prompts(self, c, t1):
         if c in self.fixed_n:
             return self.fixed_n[c]
-        per_wave = max(t1, 0.05) * (1 + c / 12)  # larger batches step slower; conservative
-        rounds = max(1, min(64, round(self.a.point_seconds / per_wave)))
+        rounds = max(1, min(64, round(self.a.point_seconds / self.wave_s(c, t1))))
         return max(3 if c == 1 else c, c * rounds)
 
+    def wave_s(self, c, t1):
+        return max(t1, 0.05) * (1 + c / 12)  # larger batches step slower; conservative
+
     def est_point(self, c, n, t1):
-        per_wave = max(t1, 0.05) * (1 + c / 12)
-        return math.ceil(n / c) * per_wave + (9.0 if self.a.bench_subprocess else 2.5)
+        return math.ceil(n / c) * self.wave_s(c, t1) + (9.0 if self.a.bench_subprocess else 2.5)
 
     def run_point(self, name, srv, c, rep, order, n, limit, threshold):
         p = dict(side=srv.side, concurrency=c, rep=rep, order=order, num_prompts=n, ok=False, error=None)
@@ -629,9 +643,23 @@ class Harness:
         p["ok"] = p["error"] is None
         return p
 
-    # -------------------------------------------------------------------- GPU profiles (--profile-steps)
+    # ------------------------------------------------ GPU / host profiles (--profile-steps, --host-profile-seconds)
+    def host_load(self, c, t1):
+        """(prompts, seconds) added to a profile's load so that it outlasts the host profile: waves of ``c`` requests
+        for S + 4 s at an optimistic wave time, ``t1`` * (1 + c / 32) (real size, 8B on an H100: stock's c=32 waves
+        take 2.2 x its c=1 ones), the plugin's faster waves covered by the load's own prompts; seconds: that plus one
+        wave (the rounding)."""
+        s = self.a.host_profile_seconds
+        if not s:
+            return 0, 0.0
+        wave = max(t1, 0.05) * (1 + c / 32)
+        waves = math.ceil((s + 4) / wave)
+        return c * waves, (waves + 1) * wave
+
     def est_profile(self, c, n, t1):
-        return self.est_point(c, n, t1) + profile_steps.EXTRA_S
+        a = self.a
+        return (self.est_point(c, n, t1) + (profile_steps.EXTRA_S if a.profile_steps else 0)
+                + (self.host_load(c, t1)[1] + host_profile.EXTRA_S if a.host_profile_seconds else 0))
 
     def later_configs_s(self, name, t1):
         """Expected time of the configurations after ``name`` (launch, warm-up, pairs, profiles): what this
@@ -642,7 +670,7 @@ class Harness:
             for c in a.concurrency:
                 n = self.num_prompts(c, t1)
                 total += 2 * self.repeats(other, c) * self.est_point(c, n, t1)
-                total += 2 * self.est_profile(c, n, t1) if a.profile_steps else 0
+                total += 2 * self.est_profile(c, n, t1) if a.profile_steps or a.host_profile_seconds else 0
         return total
 
     def wait_steady(self, srv, c, load, timeout):
@@ -661,23 +689,30 @@ class Harness:
             time.sleep(0.05)
         return f"not steady after {time.monotonic() - t0:.1f}s (running, waiting last seen: {seen})"
 
-    def profile_point(self, name, srv, c, n, est, threshold):
-        """One GPU profile (bench/profile_steps.py): bench_serving's load in a thread, ``/start_profile`` of
-        ``--profile-steps`` steps once it is steady, the trace awaited (``/stop_profile`` if the load ends first),
-        summarized and deleted (or moved to OUT/traces). Never raises: failures are the entry's ``error``."""
+    def profile_point(self, name, srv, c, n, est, threshold, extra=0):
+        """One GPU and / or host profile under one load: bench_serving's load (``n`` + ``extra`` prompts) in a thread;
+        once it is steady the host profile (``host_point``), then the GPU profile (bench/profile_steps.py):
+        ``/start_profile`` of ``--profile-steps`` steps, the trace awaited (``/stop_profile`` if the load ends first),
+        summarized and deleted (or moved to OUT/traces). Returns (GPU entry, host entry), None where not asked for.
+        Never raises: failures are the entries' ``error``."""
         a = self.a
         spec = CONFIGS[name]["spec"] is not None
         p = dict(config=name, side=srv.side, concurrency=c, steps=a.profile_steps, activities=a.profile_activities,
-                 num_prompts=n, speculative=spec, error=None)
+                 num_prompts=n, speculative=spec, error=None) if a.profile_steps else None
+        h = dict(config=name, side=srv.side, concurrency=c, seconds=a.host_profile_seconds, num_prompts=n + extra,
+                 pid=None, title=None, error=None) if a.host_profile_seconds else None
+        entries = [x for x in (p, h) if x is not None]
         if not srv.alive():
-            p["error"] = srv.error or srv.killed_reason or "server not running"
-            return p
+            for x in entries:
+                x["error"] = srv.error or srv.killed_reason or "server not running"
+            return p, h
         out_dir = os.path.join(self.tmp, "profiles", f"{name}-{srv.side}-c{c}")
         os.makedirs(out_dir, exist_ok=True)
-        argv = bench_argv(srv.url, srv.model, c, n, a, os.path.join(out_dir, "load.jsonl"),
+        argv = bench_argv(srv.url, srv.model, c, n + extra, a, os.path.join(out_dir, "load.jsonl"),
                           f"{name}/{srv.side}/c{c}/profile", warmup=0)
-        LOG.write(f"\n===== [{srv.tag}] c={c} profile of {a.profile_steps} steps, load: python3 -m sglang.bench_serving "
-                  f"{shlex.join(argv)}\n", force=True)
+        LOG.write(f"\n===== [{srv.tag}] c={c} profile ({f'{a.host_profile_seconds}s of py-spy' if h else ''}"
+                  f"{', ' if h and p else ''}{f'{a.profile_steps} steps' if p else ''}), load: python3 -m "
+                  f"sglang.bench_serving {shlex.join(argv)}\n", force=True)
         if spec:
             try:
                 srv.reset_accept_length(threshold)
@@ -699,21 +734,33 @@ class Harness:
         timer.start()
         th.start()
         try:
-            p["started"] = self.wait_steady(srv, c, th, min(30.0, limit / 2))
-            profile_steps.start(srv.url, out_dir, a.profile_steps, f"{name}-{srv.side}-c{c}", a.profile_activities)
-            p["start_s"] = round(time.time() - t0, 2)
-            got = profile_steps.wait_trace(out_dir, limit, keep_waiting=th.is_alive)
-            if got is None:
-                p["stopped"] = "the load ended before the last step: /stop_profile"
-                profile_steps.stop(srv.url)
-                got = profile_steps.wait_trace(out_dir, 60)
+            started = self.wait_steady(srv, c, th, min(30.0, limit / 2))
+            for x in entries:
+                x["started"] = started
+            if h is not None:
+                self.host_point(srv, h, out_dir, th)
+            if p is not None:
+                profile_steps.start(srv.url, out_dir, a.profile_steps, f"{name}-{srv.side}-c{c}", a.profile_activities)
+                p["start_s"] = round(time.time() - t0, 2)
+                got = profile_steps.wait_trace(out_dir, limit, keep_waiting=th.is_alive)
+                if got is None:
+                    p["stopped"] = "the load ended before the last step: /stop_profile"
+                    profile_steps.stop(srv.url)
+                    got = profile_steps.wait_trace(out_dir, 60)
         except Exception as e:  # noqa: BLE001
-            p["error"] = f"{type(e).__name__}: {e}"
+            for x in entries:
+                x["error"] = x["error"] or f"{type(e).__name__}: {e}"
         finally:
             th.join(max(1.0, limit - (time.time() - t0)))
             timer.cancel()
+        for x in entries:
+            x["load_error"] = load_error[0] if load_error else None
+        if p is None:
+            shutil.rmtree(out_dir, ignore_errors=True)
+            if h["error"] is None and srv.killed_reason:
+                h["error"] = srv.killed_reason
+            return p, h
         p["wall_s"] = round(time.time() - t0, 2)
-        p["load_error"] = load_error[0] if load_error else None
         if spec and srv.alive():
             try:
                 p["accept_length"] = srv.accept_length()
@@ -733,13 +780,44 @@ class Harness:
         elif p["error"] is None:
             p["error"] = "no trace written"
         shutil.rmtree(out_dir, ignore_errors=True)
-        if p["error"] is None and srv.killed_reason:
-            p["error"] = srv.killed_reason
-        return p
+        for x in entries:
+            if x["error"] is None and srv.killed_reason:
+                x["error"] = srv.killed_reason
+        return p, h
+
+    def host_point(self, srv, h, out_dir, load):
+        """``--host-profile-seconds``: py-spy (``--py-spy``) samples ``srv``'s scheduler process while ``load`` runs
+        (bench/host_profile.py: ``find_scheduler``, ``record``, ``summarize`` with the installed source lines) into
+        ``h``; the raw file deleted, or gzipped into OUT/traces (``--keep-traces``). Never raises."""
+        a = self.a
+        raw = os.path.join(out_dir, f"{srv.config}-{srv.side}-c{h['concurrency']}.pyspy.txt")
+        t0 = time.time()
+        try:
+            h["pid"], h["title"], h["found"] = host_profile.find_scheduler(srv.proc.pid)
+            exe = shutil.which(a.py_spy)
+            if exe is None:
+                raise RuntimeError(f"py-spy not found ({a.py_spy!r}; --py-spy PATH, or carry .whl/py_spy-*.whl for "
+                                   "bench/gpu_bench.sh)")
+            h["py_spy_args"] = a.host_profile_args
+            h["py_spy"] = host_profile.record(exe, h["pid"], a.host_profile_seconds, raw, a.host_profile_args)[1]
+            if not load.is_alive():
+                h["note"] = "the load ended before py-spy did: the last samples are of a server running down"
+            h.update(host_profile.summarize(host_profile.load(raw), source=host_profile.source_line))
+            if a.keep_traces:
+                os.makedirs(os.path.join(a.out, "traces"), exist_ok=True)
+                h["raw"] = os.path.basename(raw) + ".gz"
+                with open(raw, "rb") as f, gzip.open(os.path.join(a.out, "traces", h["raw"]), "wb") as g:
+                    shutil.copyfileobj(f, g)
+        except Exception as e:  # noqa: BLE001
+            h["error"] = str(e) if isinstance(e, RuntimeError) else f"{type(e).__name__}: {e}"
+        h["wall_s"] = round(time.time() - t0, 2)
+        if os.path.exists(raw):
+            os.remove(raw)
 
     def profile_config(self, name, servers, threshold, t1):
-        """``--profile-steps``: after the configuration's pairs, one profile per concurrency and side (stock first),
-        while the budget keeps the later configurations' expected time free; appended to ``results["profiles"]``."""
+        """``--profile-steps`` / ``--host-profile-seconds``: after the configuration's pairs, one load per concurrency
+        and side (stock first) with its profiles, while the budget keeps the later configurations' expected time
+        free; appended to ``results["profiles"]`` / ``results["host_profiles"]``."""
         a = self.a
         reserve = self.later_configs_s(name, t1)
         for c in a.concurrency:
@@ -747,16 +825,27 @@ class Harness:
             for side, srv in servers.items():
                 est = self.est_profile(c, n, t1)
                 if self.left() < est + reserve + 10:
-                    p = dict(config=name, side=side, concurrency=c, steps=a.profile_steps, error=(
-                        f"budget: ~{est:.0f}s needed, {self.left():.0f}s left, {reserve:.0f}s kept for later configurations"))
+                    err = f"budget: ~{est:.0f}s needed, {self.left():.0f}s left, {reserve:.0f}s kept for later configurations"
+                    p = dict(config=name, side=side, concurrency=c, steps=a.profile_steps, error=err) \
+                        if a.profile_steps else None
+                    h = dict(config=name, side=side, concurrency=c, seconds=a.host_profile_seconds, error=err) \
+                        if a.host_profile_seconds else None
                 else:
-                    p = self.profile_point(name, srv, c, n, est, threshold)
-                self.results["profiles"].append(p)
-                say(f"{name}/{side} c={c} profile: " + (
-                    f"{(p.get('steps_seen') or {}).get('target', '?')} steps seen, GPU busy "
-                    f"{report._f(100 * (p.get('busy_fraction') or 0), 0)}% of {p.get('window_ms')} ms, "
-                    f"{p.get('busy_ms_per_step')} ms per step" + (f"; {'; '.join(p['notes'])}" if p.get("notes") else "")
-                    if p["error"] is None else f"FAILED: {p['error']}"))
+                    p, h = self.profile_point(name, srv, c, n, est, threshold, self.host_load(c, t1)[0])
+                if h is not None:
+                    self.results["host_profiles"].append(h)
+                    top = ", ".join(f"{x['function']} {report._pct(x['share'])}%" for x in (h.get("top_self") or [])[:3])
+                    say(f"{name}/{side} c={c} host profile: " + (
+                        f"{h.get('main_samples')} samples of {h.get('main_thread')} (pid {h['pid']} {h['title']}), "
+                        f"idle-like {report._pct(h.get('idle'))}%, CUDA-sync-like {report._pct(h.get('sync'))}%; "
+                        f"top self: {top}" if h["error"] is None else f"FAILED: {h['error']}"))
+                if p is not None:
+                    self.results["profiles"].append(p)
+                    say(f"{name}/{side} c={c} profile: " + (
+                        f"{(p.get('steps_seen') or {}).get('target', '?')} steps seen, GPU busy "
+                        f"{report._f(100 * (p.get('busy_fraction') or 0), 0)}% of {p.get('window_ms')} ms, "
+                        f"{p.get('busy_ms_per_step')} ms per step" + (f"; {'; '.join(p['notes'])}" if p.get("notes") else "")
+                        if p["error"] is None else f"FAILED: {p['error']}"))
                 self.save()
 
     def run_config(self, name, paths, common, port):
@@ -828,7 +917,7 @@ class Harness:
                         self.save()
                         if self.left() <= 0:
                             return
-            if a.profile_steps:
+            if a.profile_steps or a.host_profile_seconds:
                 self.profile_config(name, servers, threshold, t1)
         finally:
             for srv in servers.values():
@@ -852,6 +941,8 @@ class Harness:
             self.results["meta"]["real_size"] = real_size.meta(a)
         if a.profile_steps:
             self.results["profiles"] = []
+        if a.host_profile_seconds:
+            self.results["host_profiles"] = []
         for k in ("SGLANG_SPECV2_FIXES_CHECK", "SGLANG_SPECV2_FIXES_PROBE"):
             if os.environ.get(k):
                 say(f"warning: {k} is set: it adds per-step checks to the plugin side's timings")
@@ -964,6 +1055,16 @@ def dry_run(a):
                   f"{','.join(map(str, a.concurrency))}, each under one more bench_serving load (--warmup-requests 0), "
                   f"~{prof:.0f}s; POST /start_profile {{output_dir, num_steps: {a.profile_steps}, activities, "
                   "with_stack: false, record_shapes: false, profile_prefix}")
+        if a.host_profile_seconds:
+            host = 2 * len(a.concurrency) * (a.host_profile_seconds + 5 + host_profile.EXTRA_S  # S + 4 s of load, 1 wave
+                                             + (0 if a.profile_steps else a.point_seconds + (9.0 if a.bench_subprocess else 2.5)))
+            total += host
+            print(f"  then host profiles: py-spy record --pid <the sglang::scheduler child> --duration "
+                  f"{a.host_profile_seconds} --format raw --output <tmp> {a.host_profile_args} per side at C="
+                  f"{','.join(map(str, a.concurrency))}, " + ("before each GPU profile, under its load (more prompts)"
+                                                                 if a.profile_steps else "each under one more "
+                                                                 "bench_serving load (--warmup-requests 0)")
+                  + f", ~{host:.0f}s; {a.py_spy} -> {shutil.which(a.py_spy) or 'not found here'}")
     print(f"\n[dry-run] rough time: {total:.0f}s with {a.first_launch_s:.0f}s for the first launch, "
           f"{a.later_launch_s:.0f}s for later ones and {a.point_seconds:.0f}s points (budget {a.budget_s:.0f}s)")
     for line in real_size.fit_lines(a, total) if REAL_SIZE else []:
@@ -1010,7 +1111,17 @@ def build_parser():
                         "count the steps; its overhead lowers the GPU busy fraction, not the kernel times)")
     g.add_argument("--keep-traces", action="store_true",
                    help="move the traces to OUT/traces instead of deleting them after the summary (a few MB each; "
-                        "the device returns at most 8 files of 16 MiB)")
+                        "the device returns at most 8 files of 16 MiB); with --host-profile-seconds also the py-spy raw "
+                        "files, gzipped")
+    g = ap.add_argument_group("host profiles (bench/host_profile.py)")
+    g.add_argument("--host-profile-seconds", type=int, default=0, metavar="S",
+                   help="py-spy samples of each server's scheduler process for S seconds per concurrency and side, "
+                        "under the --profile-steps load (before its torch profile; a load of its own with "
+                        "--profile-steps 0), summarized into results.json 'host_profiles' (default 0: off)")
+    g.add_argument("--py-spy", default="py-spy", metavar="PATH", help="the py-spy executable (default: py-spy on PATH)")
+    g.add_argument("--host-profile-args", default=host_profile.DEFAULT_ARGS,
+                   help=f"py-spy record's sampling flags (default {host_profile.DEFAULT_ARGS!r}; the harness adds "
+                        "--pid --duration --format raw --output)")
     real_size.add_args(ap)
     return ap
 
@@ -1032,6 +1143,8 @@ def parse_args(argv=None):
         raise SystemExit(f"--profile-activities: GPU or CPU,GPU, not {a.profile_activities}")
     if a.profile_steps < 0 or a.profile_steps == 1:
         raise SystemExit("--profile-steps: 0 (off) or at least 2 (SGLang stops the profiler before the N-th batch runs)")
+    if a.host_profile_seconds < 0:
+        raise SystemExit("--host-profile-seconds: 0 (off) or the seconds py-spy samples")
     a.out = os.path.abspath(a.out)
     return a
 

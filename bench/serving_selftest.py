@@ -12,7 +12,10 @@
    ``/start_profile`` / ``/stop_profile`` writing a synthetic kineto trace like SGLang's, gzipped in two goes): the
    real ``sglang.bench_serving`` runs in-process as on the GPU, the tiny model's tokenizer from
    ``sglang_specv2_fixes.testing.tiny_models``; then a run cut by ``--budget-s`` and a run with ``--profile-steps``
-   (profiles stopped by their steps, by ``/stop_profile`` when the load ends first, and refused by a server).
+   (profiles stopped by their steps, by ``/stop_profile`` when the load ends first, and refused by a server), and
+   runs with ``--host-profile-seconds`` (alone, and before ``--profile-steps``' torch profile): each fake server then
+   has a process tree like ``sglang serve``'s (a child titled ``sglang::scheduler`` beside a detokenizer) and a fake
+   ``py-spy`` on PATH writes a synthetic raw file (the nospec stock one fails as py-spy does without ptrace rights).
    Needs the release importable (the CPU venv).
    ``--subprocess``: the budget run goes through ``python3 -m sglang.bench_serving``; ``--real-launcher``: one more
    run through the real ``popen_launch_server`` / ``kill_process_tree``, with a fake ``sglang`` on PATH.
@@ -31,6 +34,8 @@ import importlib.util
 import json
 import math
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -146,6 +151,9 @@ class FakeSGLang:
         self.runner = None
         self.stopped = False
         self.failed = None
+        self.helper = self.pid = None
+        if SCHEDULER_PROCS:
+            self.spawn_scheduler()
         ready = threading.Event()
         self.thread = threading.Thread(target=self._serve, args=(ready,), daemon=True)
         self.thread.start()
@@ -270,9 +278,17 @@ class FakeSGLang:
         self.acc = self.fwd = 0
         return self.web.json_response([True])
 
-    # Popen-like
-    pid = None
+    def spawn_scheduler(self):
+        """A process tree like `sglang serve`'s (``pid``: the server): children titled ``sglang::scheduler`` and
+        ``sglang::detokenizer`` (argv[0], as setproctitle leaves /proc/PID/cmdline; ``sleep`` underneath). The nospec
+        stock fake's scheduler sleeps 601 s: the fake py-spy refuses it."""
+        secs = "601" if self.side == "stock" and not self.spec else "600"
+        code = ("import subprocess, sys; kids = [subprocess.Popen([t, sys.argv[2]], executable=sys.argv[1]) for t in "
+                "('sglang::detokenizer', 'sglang::scheduler')]; sys.stdin.read()")
+        self.helper = subprocess.Popen([sys.executable, "-c", code, shutil.which("sleep"), secs], stdin=subprocess.PIPE)
+        self.pid = self.helper.pid
 
+    # Popen-like
     def poll(self):
         return 0 if self.stopped else None
 
@@ -280,6 +296,13 @@ class FakeSGLang:
         if self.stopped:
             return
         self.stopped = True
+        if self.helper is not None:
+            import psutil
+
+            for k in psutil.Process(self.helper.pid).children(recursive=True):
+                k.kill()
+            self.helper.kill()
+            self.helper.wait(10)
 
         async def _down():
             await self.runner.cleanup()
@@ -394,6 +417,7 @@ def test_e2e(d, with_subprocess):
     check(r2["configs"]["nospec"].get("skipped"), f"the config that did not fit is listed as skipped: {r2['configs']['nospec'].get('skipped')}")
     check("INCOMPLETE" in open(os.path.join(out2, "results.md")).read(), "results.md says INCOMPLETE")
     test_profiles(d)
+    test_host_profiles(d)
     return os.path.join(out, "results.json")
 
 
@@ -436,6 +460,108 @@ def test_profiles(d):
     md = open(os.path.join(out, "results.md")).read()
     check("**ceiling**" in md and "| eagle3-topk1 | 4 | plugin | 29 | 80." in md and "Profiles that failed" in md,
           "results.md: profile tables, the ceiling's definition, the failed profiles")
+
+
+SCHEDULER_PROCS = False  # FakeSGLang: spawn a scheduler process tree (host profile runs)
+# what the fake py-spy writes: the scheduler's main thread (TID = PID) in the plugin's patched code, in a CUDA event
+# synchronize and polling zmq; a watchdog thread waiting
+FAKE_RAW = """\
+thread (PID): MainThread;run_scheduler_process (sglang/srt/managers/scheduler.py:3900);Scheduler.event_loop_overlap \
+(sglang/srt/managers/scheduler.py:1100);Scheduler.run_batch (sglang/srt/managers/scheduler.py:2300);\
+EAGLEWorkerV2.forward_batch_generation (sglang/srt/speculative/eagle_worker_v2.py [specv2-fixes tree-drafting]:700) 300
+thread (PID): MainThread;run_scheduler_process (sglang/srt/managers/scheduler.py:3900);Scheduler.event_loop_overlap \
+(sglang/srt/managers/scheduler.py:1100);Scheduler.process_batch_result (sglang/srt/managers/scheduler.py:2400);\
+Event.synchronize (torch/cuda/streams.py:225) 200
+thread (PID): MainThread;run_scheduler_process (sglang/srt/managers/scheduler.py:3900);Scheduler.event_loop_overlap \
+(sglang/srt/managers/scheduler.py:1090);Scheduler.recv_requests (sglang/srt/managers/scheduler.py:1200);\
+Poller.poll (zmq/sugar/poll.py:106) 50
+thread (4242): watchdog;Thread._bootstrap (threading.py:1002);Thread.run (threading.py:982);Condition.wait \
+(threading.py:331) 550
+"""
+FAKE_PY_SPY = """\
+import json, os, sys, time
+a = sys.argv[1:]
+pid, out, dur = a[a.index("--pid") + 1], a[a.index("--output") + 1], float(a[a.index("--duration") + 1])
+title = open(f"/proc/{pid}/cmdline").read().split("\\0")
+t0 = time.time()
+if a[0] != "record" or "601" in title:
+    print("Error: Failed to attach to process: Permission Denied (os error 13)", file=sys.stderr)
+    sys.exit(1)
+time.sleep(dur)
+open(out, "w").write(RAW.replace("PID", pid))
+print(f"py-spy> Wrote raw flamegraph data to '{out}'. Samples: 1100 Errors: 0")
+with open(LOG, "a") as f:
+    f.write(json.dumps(dict(pid=int(pid), title=title[0], start=t0, end=time.time(), argv=a)) + "\\n")
+"""
+
+
+def test_host_profiles(d):
+    """--host-profile-seconds against the fakes: alone (--profile-steps 0) at c=4 for nospec and eagle3-topk1
+    (the nospec stock scheduler refused by the fake py-spy: recorded, not fatal), then before a torch profile
+    (--profile-steps 10 --keep-traces) at c=2."""
+    global SCHEDULER_PROCS
+    print("[selftest] runs with --host-profile-seconds (process trees titled like SGLang's, a fake py-spy on PATH)")
+    bindir, log = os.path.join(d, "pyspy-bin"), os.path.join(d, "pyspy.log")
+    os.makedirs(bindir, exist_ok=True)
+    with open(os.path.join(bindir, "py-spy"), "w") as f:
+        f.write(f"#!{sys.executable}\nRAW, LOG = {FAKE_RAW!r}, {log!r}\n{FAKE_PY_SPY}")
+    os.chmod(os.path.join(bindir, "py-spy"), 0o755)
+    path, SCHEDULER_PROCS = os.environ["PATH"], True
+    os.environ["PATH"] = bindir + os.pathsep + path
+    try:
+        out = os.path.join(d, "run-host")
+        rc = serving.main(["--out", out, "--configs", "nospec,eagle3-topk1", "--concurrency", "4", "--num-prompts", "4:8",
+                           "--output-len", "24", "--input-len", "16", "--budget-s", "240", "--first-launch-s", "1",
+                           "--later-launch-s", "1", "--base-port", "29500", "--greedy-prompts", "2", "--greedy-tokens",
+                           "4", "--host-profile-seconds", "1", "--no-plots"])
+        r = json.load(open(os.path.join(out, "results.json")))
+        check(rc == 0 and r["meta"]["complete"] and r["meta"]["points_failed"] == 0 and "profiles" not in r,
+              "complete run with host profiles alone (--profile-steps 0: no GPU profiles)")
+        hp = {(h["config"], h["side"]): h for h in r["host_profiles"]}
+        check(len(r["host_profiles"]) == 4 and len(hp) == 4, "one host profile per config and side")
+        calls = [json.loads(ln) for ln in open(log)]
+        check(len(calls) == 3 and all(c["title"] == "sglang::scheduler" and c["argv"][-5:] == ["--rate", "200",
+              "--nonblocking", "--idle", "--threads"] for c in calls),
+              f"py-spy ran on the sglang::scheduler children (not the detokenizer), default flags: {calls[0]['argv']}")
+        bad = hp[("nospec", "stock")]
+        check(bad["error"].startswith("py-spy exited 1: Error: Failed to attach") and "ptrace_scope" in bad["error"]
+              and bad["title"] == "sglang::scheduler 601", f"a py-spy failure is recorded, not fatal: {bad['error']}")
+        h = hp[("eagle3-topk1", "plugin")]
+        check(h["error"] is None and h["pid"] in {c["pid"] for c in calls} and h["found"] == "title sglang::scheduler"
+              and h["py_spy"] == "Samples: 1100 Errors: 0", f"pid {h['pid']} found by its title; py-spy's summary line")
+        check(h["num_prompts"] > 8 and "running" in h["started"] and not h.get("note"),
+              f"the load got more prompts ({h['num_prompts']}) and outlasted py-spy, which started once steady")
+        check(h["main_thread"] == "MainThread" and h["main_samples"] == 550 and h["samples"] == 1100
+              and h["top_self"][0]["function"].endswith("[specv2-fixes tree-drafting])")
+              and h["areas"]["patched: tree-drafting"] == round(300 / 550, 4) and h["sync"] == round(200 / 550, 4)
+              and h["idle"] == round(50 / 550, 4), "summary of the main thread: patched code, sync-like, idle-like")
+        md = open(os.path.join(out, "results.md")).read()
+        check("Host profiles (`bench/serving.py --host-profile-seconds S`" in md and "| eagle3-topk1 | 4 | plugin | "
+              in md and "Host profiles that failed" in md, "results.md: host profile tables and the failed one")
+        before = len(calls)
+        out = os.path.join(d, "run-host-gpu")
+        rc = serving.main(["--out", out, "--configs", "eagle3-topk1", "--concurrency", "2", "--num-prompts", "2:4",
+                           "--output-len", "24", "--input-len", "16", "--budget-s", "240", "--first-launch-s", "1",
+                           "--base-port", "29600", "--greedy-prompts", "2", "--greedy-tokens", "4",
+                           "--host-profile-seconds", "1", "--profile-steps", "10", "--keep-traces", "--no-plots"])
+        r = json.load(open(os.path.join(out, "results.json")))
+        check(rc == 0 and len(r["profiles"]) == 2 and len(r["host_profiles"]) == 2
+              and not any(x["error"] for x in r["profiles"] + r["host_profiles"]), "GPU and host profiles, both sides")
+        calls = [json.loads(ln) for ln in open(log)][before:]
+        traces = sorted(os.listdir(os.path.join(out, "traces")))
+        starts = sorted(float(t.split("-c2-")[1].split("-TP-")[0]) for t in traces if t.endswith(".trace.json.gz"))
+        check(len(starts) == 2 and all(c["end"] <= s for c, s in zip(calls, starts)),
+              "py-spy sampled before each /start_profile (the torch profiler slows the host)")
+        raws = [t for t in traces if t.endswith(".pyspy.txt.gz")]
+        check(raws == ["eagle3-topk1-plugin-c2.pyspy.txt.gz", "eagle3-topk1-stock-c2.pyspy.txt.gz"]
+              and gzip.open(os.path.join(out, "traces", raws[0]), "rt").read().startswith("thread (")
+              and r["host_profiles"][0]["raw"] == raws[1], f"--keep-traces: the raw files gzipped beside the traces")
+    finally:
+        os.environ["PATH"], SCHEDULER_PROCS = path, False
+    import psutil
+
+    left = [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [""])[0].startswith("sglang::")]
+    check(not left, f"the fake scheduler trees stopped ({len(left)} left)")
 
 
 def fake_server_main(argv):
