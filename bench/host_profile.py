@@ -32,7 +32,6 @@ the entry's ``error`` with py-spy's message and the ptrace scope.
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import re
 import shlex
@@ -304,13 +303,9 @@ def source_line(file, line):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__.strip())
-        return 0 if argv else 2
-    for path in argv:
-        print(json.dumps(dict(raw=path, **summarize(path, source=source_line)), indent=1))
-    return 0
+    from profile_steps import summary_cli  # bench/ is this script's directory
+
+    return summary_cli(argv, __doc__, "raw", lambda path: summarize(path, source=source_line))
 
 
 if __name__ == "__main__":

@@ -243,14 +243,20 @@ def summarize_trace(trace):
     )
 
 
-def main(argv=None):
+def summary_cli(argv, doc, key, summarize):
+    """``python3 bench/<module>.py FILE...``: print ``{key: FILE, **summarize(FILE)}`` per file as JSON (the command
+    line of this module and of bench/host_profile.py)."""
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__.strip())
+        print(doc.strip())
         return 0 if argv else 2
     for path in argv:
-        print(json.dumps(dict(trace=path, **summarize_trace(path)), indent=1))
+        print(json.dumps({key: path, **summarize(path)}, indent=1))
     return 0
+
+
+def main(argv=None):
+    return summary_cli(argv, __doc__, "trace", summarize_trace)
 
 
 if __name__ == "__main__":
