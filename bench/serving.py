@@ -594,7 +594,7 @@ class Harness:
         return max(t1, 0.05) * (1 + c / 12)  # larger batches step slower; conservative
 
     def est_point(self, c, n, t1):
-        return math.ceil(n / c) * self.wave_s(c, t1) + (9.0 if self.a.bench_subprocess else 2.5)
+        return math.ceil(n / c) * self.wave_s(c, t1) + point_overhead_s(self.a)
 
     def run_point(self, name, srv, c, rep, order, n, limit, threshold):
         p = dict(side=srv.side, concurrency=c, rep=rep, order=order, num_prompts=n, ok=False, error=None)
@@ -755,11 +755,19 @@ class Harness:
             timer.cancel()
         for x in entries:
             x["load_error"] = load_error[0] if load_error else None
-        if p is None:
-            shutil.rmtree(out_dir, ignore_errors=True)
-            if h["error"] is None and srv.killed_reason:
-                h["error"] = srv.killed_reason
-            return p, h
+        if p is not None:
+            self.gpu_profile_result(srv, p, got, spec, t0)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        for x in entries:
+            if x["error"] is None and srv.killed_reason:
+                x["error"] = srv.killed_reason
+        return p, h
+
+    def gpu_profile_result(self, srv, p, got, spec, t0):
+        """Into GPU profile entry ``p``: its wall time, the accept length over its load, the summary of the trace
+        ``got`` (``profile_steps.wait_trace``'s result, None: no trace), which moves to OUT/traces with
+        ``--keep-traces``."""
+        a = self.a
         p["wall_s"] = round(time.time() - t0, 2)
         if spec and srv.alive():
             try:
@@ -779,11 +787,6 @@ class Harness:
                     os.replace(f, os.path.join(a.out, "traces", os.path.basename(f)))
         elif p["error"] is None:
             p["error"] = "no trace written"
-        shutil.rmtree(out_dir, ignore_errors=True)
-        for x in entries:
-            if x["error"] is None and srv.killed_reason:
-                x["error"] = srv.killed_reason
-        return p, h
 
     def host_point(self, srv, h, out_dir, load):
         """``--host-profile-seconds``: py-spy (``--py-spy``) samples ``srv``'s scheduler process while ``load`` runs
@@ -1015,6 +1018,12 @@ def env_facts():
 
 
 # ------------------------------------------------------------------------------------------ dry run
+def point_overhead_s(a):
+    """Planning: what a point costs on top of its load (bench_serving's warm-up request and cache flush; a
+    subprocess also imports it)."""
+    return 9.0 if a.bench_subprocess else 2.5
+
+
 def dry_run(a):
     common = real_size.common(COMMON, a) if REAL_SIZE else list(COMMON)
     md = MODELS_DIR
@@ -1046,10 +1055,10 @@ def dry_run(a):
         for c in a.concurrency:
             r = repeats(name, c)
             plan.append(f"C={c}: {r} pair(s), N={fixed.get(c, 'auto')}")
-            total += 2 * r * (a.point_seconds + (9.0 if a.bench_subprocess else 2.5))
+            total += 2 * r * (a.point_seconds + point_overhead_s(a))
         print("  points: " + "; ".join(plan))
         if a.profile_steps:
-            prof = 2 * len(a.concurrency) * (a.point_seconds + (9.0 if a.bench_subprocess else 2.5) + profile_steps.EXTRA_S)
+            prof = 2 * len(a.concurrency) * (a.point_seconds + point_overhead_s(a) + profile_steps.EXTRA_S)
             total += prof
             print(f"  then GPU profiles: {a.profile_steps} steps ({','.join(a.profile_activities)}) per side at C="
                   f"{','.join(map(str, a.concurrency))}, each under one more bench_serving load (--warmup-requests 0), "
@@ -1057,7 +1066,7 @@ def dry_run(a):
                   "with_stack: false, record_shapes: false, profile_prefix}")
         if a.host_profile_seconds:
             host = 2 * len(a.concurrency) * (a.host_profile_seconds + 5 + host_profile.EXTRA_S  # S + 4 s of load, 1 wave
-                                             + (0 if a.profile_steps else a.point_seconds + (9.0 if a.bench_subprocess else 2.5)))
+                                             + (0 if a.profile_steps else a.point_seconds + point_overhead_s(a)))
             total += host
             print(f"  then host profiles: py-spy record --pid <the sglang::scheduler child> --duration "
                   f"{a.host_profile_seconds} --format raw --output <tmp> {a.host_profile_args} per side at C="
