@@ -224,27 +224,28 @@ def summarize(raw, source=None, top=TOP):
             texts[key] = " ".join(t.split())[:120] if t and t.strip() else None
         return texts[key]
 
-    stacks, threads = parse(raw), {}
-    for thread, frames, n in stacks:
+    stacks, threads = [], {}
+    for thread, frames, n in parse(raw):  # each stack's leaf classified once: (thread, frames, n, idle, sync)
         t = threads.setdefault(thread, dict(thread=thread, samples=0, idle=0, sync=0, self={}))
         t["samples"] += n
+        idle = sync = False
         if frames:
             leaf = frames[-1]
             idle = is_idle(leaf, text(leaf))
+            sync = not idle and is_sync(leaf, text(leaf))
             t["idle"] += n * idle
-            t["sync"] += n * (not idle and is_sync(leaf, text(leaf)))
+            t["sync"] += n * sync
             t["self"][fn_key(leaf)] = t["self"].get(fn_key(leaf), 0) + n
+        stacks.append((thread, frames, n, idle, sync))
     main = "MainThread" if "MainThread" in threads else max(
         threads, key=lambda k: threads[k]["samples"] - threads[k]["idle"], default=None)
     m = threads.get(main) or dict(samples=0, idle=0, sync=0)
     ms, busy = m["samples"], m["samples"] - m["idle"]
     fns, incl, areas, leaf_areas, sites = {}, {}, {}, {}, {}
-    for thread, frames, n in stacks:
+    for thread, frames, n, idle, sync in stacks:
         if thread != main or not frames:
             continue
         leaf = frames[-1]
-        idle = is_idle(leaf, text(leaf))
-        sync = not idle and is_sync(leaf, text(leaf))
         f = fns.setdefault(fn_key(leaf), dict(samples=0, sync=0, idle=0, lines={}, frame=leaf))
         f["samples"] += n
         f["sync"] += n * sync
