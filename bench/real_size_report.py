@@ -246,41 +246,36 @@ def build(runs, commit=None, previous=None):
 PROFILE_KEYS = ("release", "tp", "config", "concurrency", "stock_tok_s", "measured_ratio", "ceiling", "ratio_over_busy")
 
 
-def profiles(merged, previous=None):
-    """``plot.profile_rows`` of every chosen configuration, with release / tp / shape / model; then the previous
-    summary's profiles of (release, tp, shape, config) the runs have none of."""
+def _profile_entries(merged, previous, key, rows, carried):
+    """Every chosen configuration's ``rows(run)`` (``run``: that configuration alone, with its entries of ``key``)
+    with release / tp / shape / model; then ``carried(entry)`` of each of the previous summary's ``key`` entries
+    (given tp / shape / model) of a (release, tp, shape, config) the runs have none of."""
     out = []
     for k in sorted(merged, key=_key):
         for name in sorted(merged[k]["configs"], key=_config_key):
             model = _hl(merged[k]["source"][name][1]["real_size"].get("model"))
-            run = {"configs": {name: merged[k]["configs"][name]}, "profiles": merged[k]["profiles"].get(name)}
-            out += [dict(r, release=k[0], tp=k[1], shape=k[2], model=model) for r in plot.profile_rows(run)]
+            run = {"configs": {name: merged[k]["configs"][name]}, key: merged[k][key].get(name) or []}
+            out += [dict(release=k[0], tp=k[1], shape=k[2], model=model, **r) for r in rows(run)]
     have = {(r["release"], r["tp"], r["shape"], r["config"]) for r in out}
-    for p in (previous or {}).get("profiles", []):
+    for p in (previous or {}).get(key, []):
         model = _hl(p.get("model") or previous.get("model"))
-        r = dict({k: p.get(k) for k in PROFILE_KEYS}, tp=int(p.get("tp") or 1), shape=shape_of(model), model=model,
-                 sides={s: p[s] for s in plot.SIDES if s in p})
+        r = carried(dict(p, tp=int(p.get("tp") or 1), shape=shape_of(model), model=model))
         if (r["release"], r["tp"], r["shape"], r["config"]) not in have:
             out.append(r)
     return out
 
 
+def profiles(merged, previous=None):
+    """``plot.profile_rows`` of every chosen configuration, with release / tp / shape / model; then the previous
+    summary's profiles of (release, tp, shape, config) the runs have none of."""
+    return _profile_entries(merged, previous, "profiles", plot.profile_rows, lambda p: dict(
+        {k: p.get(k) for k in PROFILE_KEYS + ("tp", "shape", "model")}, sides={s: p[s] for s in plot.SIDES if s in p}))
+
+
 def host_profiles(merged, previous=None):
     """The chosen configurations' host profile entries with release / tp / shape / model first, then the previous
     summary's of (release, tp, shape, config) the runs have none of."""
-    out = []
-    for k in sorted(merged, key=_key):
-        for name in sorted(merged[k]["configs"], key=_config_key):
-            model = _hl(merged[k]["source"][name][1]["real_size"].get("model"))
-            out += [dict(release=k[0], tp=k[1], shape=k[2], model=model, **h)
-                    for h in merged[k].get("host_profiles", {}).get(name) or []]
-    have = {(h["release"], h["tp"], h["shape"], h["config"]) for h in out}
-    for h in (previous or {}).get("host_profiles", []):
-        model = _hl(h.get("model") or previous.get("model"))
-        h = dict(h, tp=int(h.get("tp") or 1), shape=shape_of(model), model=model)
-        if (h["release"], h["tp"], h["shape"], h["config"]) not in have:
-            out.append(h)
-    return out
+    return _profile_entries(merged, previous, "host_profiles", lambda run: run["host_profiles"], lambda h: h)
 
 
 SCHEMA_POINT = ("release", "config", "concurrency", "plugin_over_stock", "pairs", "stock_tok_s", "plugin_tok_s")
@@ -416,15 +411,14 @@ def markdown(summary, details, merged, runs, prof=()):
     if carried:
         lines.append("* kept from the previous summary (`--previous`; its device / date / commit are joined above): "
                      + ", ".join(f"{rel} TP{tp} {name}" for rel, tp, name in carried))
-    mixed = len({r["shape"] for r in prof}) > 1
-    lines += plot.profile_markdown(prof, lead=(("release", lambda x: x["release"]),)
-                                   + ((("model", lambda x: x["shape"]),) if mixed else ())
-                                   + (("TP", lambda x: x["tp"]), ("config", lambda x: x["config"])))
+    def lead(shape, rows):  # the tables' first columns; the model column only when shapes are mixed
+        return ((("release", lambda x: x["release"]),) + ((("model", shape),) if len({shape(x) for x in rows}) > 1
+                                                          else ()) + (("TP", lambda x: x["tp"]), ("config", lambda x: x["config"])))
+
+    lines += plot.profile_markdown(prof, lead=lead(lambda x: x["shape"], prof))
     hosts = summary.get("host_profiles") or []
-    mixed = len({shape_of(h.get("model") or summary.get("model")) for h in hosts}) > 1
-    lines += plot.host_profile_markdown(hosts, lead=(("release", lambda x: x["release"]),)
-                                        + ((("model", lambda x: shape_of(x.get("model"))),) if mixed else ())
-                                        + (("TP", lambda x: x["tp"]), ("config", lambda x: x["config"])))
+    lines += plot.host_profile_markdown(hosts, lead=lead(lambda x: shape_of(x.get("model") or summary.get("model")),
+                                                         hosts))
     lines.append("")
     return "\n".join(lines)
 
