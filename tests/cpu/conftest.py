@@ -75,3 +75,41 @@ def own_setup_class(case):
         return None
     (orig,) = [c.cell_contents for c in setup.__closure__ if callable(c.cell_contents)]
     return orig
+
+
+# ------------------------------------------------------------ bench reports (test_profile_steps, test_host_profile)
+def write_report_inputs(tmp_path, key, full, plain):
+    """Two serving.py results files for the report tests: ``full`` as it is and ``plain`` without ``key``
+    ("profiles" / "host_profiles"); returns {"full": path, "plain": path}."""
+    import json
+
+    del plain[key]
+    paths = {}
+    for name, r in (("full", full), ("plain", plain)):
+        paths[name] = str(tmp_path / f"{name}.json")
+        json.dump(r, open(paths[name], "w"))
+    return paths
+
+
+def as_other_config(r, key):
+    """A copy of results ``r`` whose only configuration tree-topk8 (and its ``key`` entries) is renamed tree-topk4:
+    a second part for ``plot.merge``."""
+    import copy
+
+    b = copy.deepcopy(r)
+    b["configs"] = {"tree-topk4": b["configs"].pop("tree-topk8")}
+    b[key] = [dict(x, config="tree-topk4") for x in b[key]]
+    return b
+
+
+def serving_dry_run(*extra):
+    """``bench/serving.py --real-size --dry-run`` of tree-topk4 and tree-topk8 at 4 s points plus ``extra``:
+    (its output, its rough time in seconds)."""
+    import re
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(x for x in (ROOT, os.environ.get("PYTHONPATH")) if x))
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "serving.py"), "--real-size", "--dry-run",
+                        "--configs", "tree-topk4,tree-topk8", "--point-seconds", "4", *extra], capture_output=True,
+                       text=True, timeout=120, env=env, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout, float(re.search(r"rough time: (\d+)s", p.stdout).group(1))

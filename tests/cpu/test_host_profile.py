@@ -22,7 +22,7 @@ import zipfile
 
 import pytest
 
-from conftest import ROOT, requires_sglang
+from conftest import ROOT, as_other_config, requires_sglang, serving_dry_run, write_report_inputs
 from sglang_specv2_fixes import installed
 
 BENCH = os.path.join(ROOT, "bench")
@@ -226,14 +226,7 @@ def test_options_and_dry_run_estimate():
     with pytest.raises(SystemExit):
         serving.parse_args(["--host-profile-seconds", "-1"])
 
-    def plan(*extra):
-        e = dict(os.environ, PYTHONPATH=os.pathsep.join(x for x in (ROOT, os.environ.get("PYTHONPATH")) if x))
-        p = subprocess.run([sys.executable, os.path.join(BENCH, "serving.py"), "--real-size", "--dry-run", "--configs",
-                            "tree-topk4,tree-topk8", "--point-seconds", "4", *extra], capture_output=True, text=True,
-                           timeout=120, env=e, cwd=ROOT)
-        assert p.returncode == 0, p.stderr[-2000:]
-        return p.stdout, float(re.search(r"rough time: (\d+)s", p.stdout).group(1))
-
+    plan = serving_dry_run
     off, t_off = plan()
     alone, t_alone = plan("--host-profile-seconds", "8")
     both, t_both = plan("--host-profile-seconds", "8", "--profile-steps", "12")
@@ -333,25 +326,18 @@ def test_results_md_with_and_without_host_profiles():
     plain = copy.deepcopy(r)
     del plain["host_profiles"]
     assert "Host profiles" not in plot.markdown(plain) and plot.markdown(plain) == plot.markdown(dict(plain, host_profiles=[]))
-    b = copy.deepcopy(r)
-    b["configs"] = {"tree-topk4": b["configs"].pop("tree-topk8")}
+    b = as_other_config(r, "host_profiles")
     b["profiles"] = []
-    b["host_profiles"] = [dict(x, config="tree-topk4") for x in b["host_profiles"]]
     assert len(plot.merge([r, b])["host_profiles"]) == 6 and "host_profiles" not in plot.merge([plain])
 
 
 def test_real_size_report_host_profiles_present_absent_and_previous(tmp_path):
-    paths = {}
-    for name, r in (("host", with_hosts()), ("plain", with_hosts("0.5.12.post1"))):
-        if name == "plain":
-            del r["host_profiles"]
-        paths[name] = str(tmp_path / f"{name}.json")
-        json.dump(r, open(paths[name], "w"))
+    paths = write_report_inputs(tmp_path, "host_profiles", with_hosts(), with_hosts("0.5.12.post1"))
     real_size_report.main(["--out-dir", str(tmp_path / "a"), paths["plain"]])
     assert "host_profiles" not in json.load(open(tmp_path / "a" / "real-size-latest.json"))
     assert "Host profiles" not in open(tmp_path / "a" / "real-size-latest.md").read()
 
-    real_size_report.main(["--out-dir", str(tmp_path / "b"), paths["host"], paths["plain"]])
+    real_size_report.main(["--out-dir", str(tmp_path / "b"), paths["full"], paths["plain"]])
     s = json.load(open(tmp_path / "b" / "real-size-latest.json"))
     assert [(h["release"], h["tp"], h["config"], h["side"], h["concurrency"]) for h in s["host_profiles"]] == [
         ("0.5.11", 1, "tree-topk8", "stock", 8), ("0.5.11", 1, "tree-topk8", "plugin", 8),

@@ -10,7 +10,6 @@ import copy
 import gzip
 import json
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -18,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, as_other_config, serving_dry_run, write_report_inputs
 
 BENCH = os.path.join(ROOT, "bench")
 sys.path.insert(0, BENCH)
@@ -167,14 +166,7 @@ def test_options_and_dry_run_estimate():
     argv = serving.bench_argv("http://x", "/m", 8, 16, a, "/tmp/o", "t", warmup=0)
     assert argv[argv.index("--warmup-requests") + 1] == "0"
 
-    def plan(*extra):
-        e = dict(os.environ, PYTHONPATH=os.pathsep.join(x for x in (ROOT, os.environ.get("PYTHONPATH")) if x))
-        p = subprocess.run([sys.executable, os.path.join(BENCH, "serving.py"), "--real-size", "--dry-run", "--configs",
-                            "tree-topk4,tree-topk8", "--point-seconds", "4", *extra], capture_output=True, text=True,
-                           timeout=120, env=e, cwd=ROOT)
-        assert p.returncode == 0, p.stderr[-2000:]
-        return p.stdout, float(re.search(r"rough time: (\d+)s", p.stdout).group(1))
-
+    plan = serving_dry_run
     off, t_off = plan()
     on, t_on = plan("--profile-steps", "30")
     assert "GPU profiles" not in off and on.count("then GPU profiles: 30 steps (CPU,GPU) per side at C=1,8,32") == 2
@@ -278,24 +270,17 @@ def test_profile_rows_ceiling_and_results_md():
         p["steps_seen"] = None
     assert plot.profile_rows(gpu)[0]["ceiling"] is None and plot.profile_rows(gpu)[0]["ratio_over_busy"] == 1.375
     # parts merged (bench/plot.py --merge): profiles concatenated, none when no part profiled
-    b = copy.deepcopy(r)
-    b["configs"] = {"tree-topk4": b["configs"].pop("tree-topk8")}
-    b["profiles"] = [dict(p, config="tree-topk4") for p in b["profiles"]]
+    b = as_other_config(r, "profiles")
     assert len(plot.merge([r, b])["profiles"]) == 6 and "profiles" not in plot.merge([plain])
 
 
 def test_real_size_report_profiles_present_absent_and_previous(tmp_path):
-    paths = {}
-    for name, r in (("prof", run_with_profiles()), ("plain", run_with_profiles("0.5.12.post1"))):
-        if name == "plain":
-            del r["profiles"]
-        paths[name] = str(tmp_path / f"{name}.json")
-        json.dump(r, open(paths[name], "w"))
+    paths = write_report_inputs(tmp_path, "profiles", run_with_profiles(), run_with_profiles("0.5.12.post1"))
     real_size_report.main(["--out-dir", str(tmp_path / "a"), paths["plain"]])
     plain = json.load(open(tmp_path / "a" / "real-size-latest.json"))
     assert "profiles" not in plain and "ceiling" not in open(tmp_path / "a" / "real-size-latest.md").read()
 
-    real_size_report.main(["--out-dir", str(tmp_path / "b"), paths["prof"], paths["plain"]])
+    real_size_report.main(["--out-dir", str(tmp_path / "b"), paths["full"], paths["plain"]])
     s = json.load(open(tmp_path / "b" / "real-size-latest.json"))
     assert set(s) == {"device", "date", "commit", "model", "acc_len", "points", "profiles"}
     assert [(p["release"], p["tp"], p["config"], p["concurrency"]) for p in s["profiles"]] == [
