@@ -15,8 +15,8 @@ global cap on rows at once, while the next calls bring the next bundles::
         $OUT: bg-results.md (one table per release) and bg-runs.tar.gz (per row results.json/.md and logs)
 
 Each row is ``ci/run_registered.py --files FILE --jobs 1`` in RELEASE's environment (ci/gpu_prepare.sh), plugin
-side in check mode, on a port base of its own slot (21000 + 4000 * slot: run_registered's spacing for two runners
-on one machine). The first ``start`` snapshots the repo into /tmp/specv2-bg/repo, and rows run from there, so a
+side in check mode, on a port base of its own slot (``port_base``: 21000 + 2000 * slot; a row uses 1520 ports and
+SGLang's gRPC port adds 10000, at most 65535: MAX_SLOTS rows at once). The first ``start`` snapshots the repo into /tmp/specv2-bg/repo, and rows run from there, so a
 later call's working tree (what the next call transfers) never changes code under running rows; SPECV2_COMMIT
 records it. Rows need no network; the tiny models are built once under a file lock
 (sglang_specv2_fixes.testing.tiny_models, the stamp depends on torch only, the same for 0.5.11-0.5.17).
@@ -69,7 +69,16 @@ def start(a):
         shutil.copytree(ROOT, SNAP, ignore=shutil.ignore_patterns(".device-bundle", ".git", "build", "__pycache__"))
         say(f"code snapshot {SNAP} (commit {os.environ.get('SPECV2_COMMIT', 'unrecorded')})")
     unpack(a.release)
-    conf = dict(slots=a.slots, timeout=a.timeout, commit=os.environ.get("SPECV2_COMMIT", "unrecorded"))
+    # a later start keeps what an earlier one set unless it says otherwise (session 8: a start without --slots
+    # lowered the cap of rows already planned for)
+    conf = json.load(open(CONF)) if os.path.exists(CONF) else dict(slots=5, timeout=460, commit="unrecorded")
+    if a.slots is not None:
+        if not 1 <= a.slots <= MAX_SLOTS:
+            sys.exit(f"--slots {a.slots}: 1 .. {MAX_SLOTS} (the port range holds {MAX_SLOTS} rows at once)")
+        conf["slots"] = a.slots
+    if a.timeout is not None:
+        conf["timeout"] = a.timeout
+    conf["commit"] = os.environ.get("SPECV2_COMMIT", conf.get("commit", "unrecorded"))
     json.dump(conf, open(CONF, "w"))
     for f in a.files:
         if not os.path.exists(os.path.join(SNAP, "tests", "registered", f)):
@@ -82,7 +91,7 @@ def start(a):
         p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "dispatch"], cwd=SNAP, stdout=log,
                              stderr=subprocess.STDOUT, start_new_session=True)
         open(PIDFILE, "w").write(str(p.pid))
-        say(f"dispatcher started (pid {p.pid}, {a.slots} rows at once)")
+        say(f"dispatcher started (pid {p.pid}, {conf['slots']} rows at once)")
     status()
 
 
@@ -90,7 +99,34 @@ def row_command(release, file, slot, timeout, out):
     """The row in RELEASE's environment; OUT/rc (its exit status) marks it finished, whatever happened."""
     return ("source ci/gpu_prepare.sh {r} > /dev/null && python3 ci/run_registered.py --out {o} --files {f} "
             "--jobs 1 --timeout {t} --gpus 0 --port-base {p} --mode-env auto:SGLANG_SPECV2_FIXES_CHECK=1; "
-            "echo $? > {o}/rc").format(r=release, o=out, f=file, t=timeout, p=21000 + 4000 * slot)
+            "echo $? > {o}/rc").format(r=release, o=out, f=file, t=timeout, p=port_base(slot))
+
+
+# A row (run_registered --jobs 1: its slot 0) uses ports base .. base + 1520 (stock on base, plugin on base + 1000,
+# each file's reference server + 500, torch.distributed + 20), and SGLang adds 10000 for its gRPC port
+# (ServerArgs._handle_deprecated_args: SGLANG_GRPC_PORT defaults to port + 10000, at most 65535). Session 9's
+# 4000-port spacing put slots 9 and 10 past that, and their rows died at startup (pytest exit 5 on both sides).
+PORT_SPACING, PORT_FIRST, PORT_SPAN, GRPC_OFFSET = 2000, 21000, 1520, 10000
+MAX_SLOTS = (65535 - GRPC_OFFSET - PORT_SPAN - PORT_FIRST) // PORT_SPACING + 1
+
+
+def port_base(slot):
+    if not 0 <= slot < MAX_SLOTS:
+        raise ValueError(f"slot {slot}: at most {MAX_SLOTS} rows at once fit the port range")
+    return PORT_FIRST + PORT_SPACING * slot
+
+
+def fresh_run_dir(release, file):
+    """The row's run directory, empty. A row queued again (e.g. a timeout re-run) moves its earlier run aside to
+    NAME.runK: wait() and pack() read the new run, not the earlier one's rc and results (session 9)."""
+    out = os.path.join(RUNS, release, file[:-3])
+    if os.path.exists(out):
+        k = 1
+        while os.path.exists(f"{out}.run{k}"):
+            k += 1
+        os.rename(out, f"{out}.run{k}")
+    os.makedirs(out)
+    return out
 
 
 def dispatch():
@@ -104,8 +140,7 @@ def dispatch():
                 break
             task = json.load(open(os.path.join(QUEUE, name)))
             os.remove(os.path.join(QUEUE, name))
-            out = os.path.join(RUNS, task["release"], task["file"][:-3])
-            os.makedirs(out, exist_ok=True)
+            out = fresh_run_dir(task["release"], task["file"])
             slot = free.pop(0)
             log = open(os.path.join(out, "runner.log"), "w")
             p = subprocess.Popen(["bash", "-c", row_command(task["release"], task["file"], slot, conf["timeout"], out)],
@@ -129,7 +164,7 @@ def rows():
     """(release, file, results.json or None) of every row started so far."""
     out = []
     for d in sorted(glob.glob(os.path.join(RUNS, "*", "*"))):
-        if not os.path.isdir(d):
+        if not os.path.isdir(d) or ".run" in os.path.basename(d):  # earlier runs of a row queued again
             continue
         rj = os.path.join(d, "results.json")
         done = os.path.exists(os.path.join(d, "rc"))
@@ -212,8 +247,9 @@ def main():
     s = sub.add_parser("start")
     s.add_argument("release")
     s.add_argument("files", nargs="+")
-    s.add_argument("--slots", type=int, default=5, help="rows at once on the machine (default 5)")
-    s.add_argument("--timeout", type=int, default=460, help="per row and mode, seconds (default 460)")
+    s.add_argument("--slots", type=int, help="rows at once on the machine (first start's default 5; a later start "
+                   "without it keeps the cap)")
+    s.add_argument("--timeout", type=int, help="per row and mode, seconds (default 460; kept like --slots)")
     w = sub.add_parser("wait")
     w.add_argument("seconds", type=float)
     sub.add_parser("dispatch")

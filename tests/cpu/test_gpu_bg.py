@@ -1,0 +1,48 @@
+"""ci/gpu_bg.py, the background row dispatcher of the GPU sessions: every slot's ports stay inside what SGLang
+accepts (session 9: slots past 8 got a gRPC port over 65535 and their rows died at startup on both sides), and a
+row queued again is reported from its new run, not from the earlier one's files."""
+
+import importlib.util
+import json
+import os
+import re
+
+import pytest
+
+from conftest import ROOT
+
+
+@pytest.fixture()
+def gpu_bg(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECV2_BG_DIR", str(tmp_path / "bg"))
+    spec = importlib.util.spec_from_file_location("gpu_bg_under_test", os.path.join(ROOT, "ci", "gpu_bg.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_slot_fits_sglangs_port_limits(gpu_bg):
+    assert gpu_bg.MAX_SLOTS >= 10  # session 8 ran 10 rows at once
+    bases = [gpu_bg.port_base(s) for s in range(gpu_bg.MAX_SLOTS)]
+    for a, b in zip(bases, bases[1:]):
+        assert b - a >= gpu_bg.PORT_SPAN  # rows never share a port
+    # the highest port a row uses, plus SGLang's gRPC offset (server_args: port + 10000 must be <= 65535)
+    assert bases[-1] + gpu_bg.PORT_SPAN + gpu_bg.GRPC_OFFSET <= 65535
+    with pytest.raises(ValueError):
+        gpu_bg.port_base(gpu_bg.MAX_SLOTS)
+    cmd = gpu_bg.row_command("0.5.11", "test_swa.py", gpu_bg.MAX_SLOTS - 1, 460, "/tmp/x")
+    assert re.search(rf"--port-base {bases[-1]}\b", cmd), cmd
+
+
+def test_a_row_queued_again_is_waited_for(gpu_bg, tmp_path):
+    old = os.path.join(gpu_bg.RUNS, "0.5.15", "test_routed_experts_tree")
+    os.makedirs(old)
+    for name, text in (("rc", "0\n"), ("results.json", json.dumps({"results": []}))):
+        open(os.path.join(old, name), "w").write(text)
+    assert [r[:2] for r in gpu_bg.rows()] == [("0.5.15", "test_routed_experts_tree.py")]
+    assert gpu_bg.rows()[0][2]  # finished
+    assert gpu_bg.fresh_run_dir("0.5.15", "test_routed_experts_tree.py") == old  # dispatch() starts it again
+    assert os.listdir(old) == [] and os.path.exists(os.path.join(old + ".run1", "rc"))
+    rows = gpu_bg.rows()
+    assert [r[:2] for r in rows] == [("0.5.15", "test_routed_experts_tree.py")]
+    assert rows[0][2] is None  # still running: wait() keeps waiting
