@@ -68,6 +68,8 @@ TARGET_MODES = ("TARGET_VERIFY",)  # one target forward per speculative step; wi
 PLAIN_MODES = ("DECODE", "MIXED")
 EXTRA_S = 10.0  # planning: per profile on top of its load (trace export in the scheduler, parse, summary)
 TOP = 15
+GAP_MIN_US = 8.0  # idle stretches shorter than this are a kernel's own launch latency, not the host's
+GRAPH_REPLAY = "graph replay"  # idle_gaps' "op" of a gap a CUDA-graph launch ended
 
 
 # ------------------------------------------------------------------------------------------------- recording
@@ -144,6 +146,51 @@ def _ms(us):
     return round(us / 1000.0, 3)
 
 
+def _innermost(ops, starts, t):
+    """Name of the innermost ``cpu_op`` (of ``ops``, sorted by start; ``starts`` their starts) running at time ``t``."""
+    best = None
+    for i in range(bisect.bisect_right(starts, t) - 1, max(-1, bisect.bisect_right(starts, t) - 400), -1):
+        s, e, name = ops[i]
+        if s <= t <= e and (best is None or e - s < best[0]):
+            best = (e - s, name)
+    return best[1] if best else None
+
+
+def idle_gaps(gpu, launch_of, ops, min_us=GAP_MIN_US, top=12):
+    """Where the GPU waits for the host: each stretch of at least ``min_us`` with no GPU event running (over every
+    stream), named by the launch that ended it. ``gpu``: GPU events; ``launch_of``: correlation -> (launch API name,
+    its CPU start); ``ops``: (start, end, name) of the CPU ops, sorted. A gap ended by a CUDA-graph launch is
+    ``graph replay`` (the host was still preparing the graph's inputs and metadata, or inside the launch call); a
+    gap ended by an eager kernel or copy carries the innermost CPU op that launched it (``aten::index``,
+    ``aten::copy_``, a Triton kernel's launch without an op: ``-``). Returns ``idle_ms`` (the summed gaps),
+    ``gaps`` (count), ``by_launch`` (ms per graph replay / eager kernel / untraced launch) and ``top`` (the ``top``
+    (op, next GPU event) pairs with the most idle time, {op, next, count, ms})."""
+    starts = [o[0] for o in ops]
+    evs = sorted(((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), e) for e in gpu), key=lambda x: x[0])
+    by_launch, pairs, total, n, end = {}, {}, 0.0, 0, None
+    for s, e, ev in evs:
+        if end is not None and s - end >= min_us:
+            gap = s - end
+            launch = launch_of.get((ev.get("args") or {}).get("correlation"))
+            if launch is None:
+                kind, op = "launch not in trace", "-"
+            elif GRAPH_LAUNCH.match(launch[0]):
+                kind, op = GRAPH_REPLAY, GRAPH_REPLAY
+            else:
+                kind, op = "eager", _innermost(ops, starts, launch[1]) or "-"
+            by_launch[kind] = by_launch.get(kind, 0.0) + gap
+            key = (op, ev.get("name", "?")[:80])
+            k, us = pairs.get(key, (0, 0.0))
+            pairs[key] = (k + 1, us + gap)
+            total += gap
+            n += 1
+        end = e if end is None else max(end, e)
+    best = sorted(pairs.items(), key=lambda kv: -kv[1][1])[:top]
+    return dict(idle_ms=_ms(total), gaps=n, min_gap_us=min_us,
+                by_launch={k: _ms(v) for k, v in sorted(by_launch.items(), key=lambda kv: -kv[1])},
+                top=[dict(op=op, next=nxt, count=k, ms=_ms(us)) for (op, nxt), (k, us) in best])
+
+
 def summarize_trace(trace):
     """Summary of one chrome trace (a path, .json or .json.gz, or the parsed trace) over its GPU events (``cat``
     kernel, gpu_memcpy, gpu_memset):
@@ -160,11 +207,13 @@ def summarize_trace(trace):
       = the target forwards (TARGET_VERIFY spans; without them DECODE + MIXED), ``request_steps`` = their summed batch
       sizes; ``phases_ms``: GPU time by the span that launched it (the launch's CPU time inside the span), else
       ``outside step spans`` or ``launch not in trace``; ``busy_ms_per_step`` = busy / target steps;
+    * ``idle``: ``idle_gaps``: the GPU's idle stretches named by what the host launched to end them (needs CPU
+      activity; without it every gap reads ``launch not in trace``);
     * ``notes``: what limits the numbers."""
     if isinstance(trace, str):
         trace = load_trace(trace)
     events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
-    gpu, launches, spans = [], {}, []
+    gpu, launches, spans, ops, launch_of = [], {}, [], [], {}
     graph_corr, graph_calls, graph_cpu_us = set(), 0, 0.0
     for e in events:
         if e.get("ph") != "X":
@@ -176,11 +225,14 @@ def summarize_trace(trace):
             corr = args.get("correlation")
             if corr is not None:
                 launches[corr] = float(e["ts"])
+                launch_of[corr] = (e.get("name", ""), float(e["ts"]))
             if GRAPH_LAUNCH.match(e.get("name", "")):
                 graph_calls += 1
                 graph_cpu_us += float(e.get("dur", 0))
                 if corr is not None:
                     graph_corr.add(corr)
+        elif cat == "cpu_op":
+            ops.append((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), e.get("name", "?")))
         elif cat == "user_annotation":
             m = STEP_SPAN.match(e.get("name", ""))
             if m:
@@ -239,6 +291,7 @@ def summarize_trace(trace):
                    kernels_ms=_ms(graph_kernels_us), visible=not (graph_calls and not graph_kernels)),
         steps_seen=seen, phases_ms={k: _ms(v) for k, v in sorted(phases.items(), key=lambda kv: -kv[1])},
         busy_ms_per_step=_ms(busy / seen["target"]) if seen and seen["target"] else None,
+        idle=idle_gaps(gpu, launch_of, sorted(ops)),
         notes=notes,
     )
 

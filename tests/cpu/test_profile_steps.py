@@ -81,6 +81,25 @@ def test_summary_busy_union_categories_phases_and_steps():
     assert s["notes"] == []
 
 
+def test_idle_gaps_name_what_the_host_launched_to_end_them():
+    # the shared trace: GPU idle 100-220 (ended by the sampling kernel cudaLaunchKernel'd at 210) and 230-320 (ended
+    # by the second verify's graph launch); 90-94 is under GAP_MIN_US
+    idle = profile_steps.summarize_trace(trace_events())["idle"]
+    assert idle["idle_ms"] == 0.21 and idle["gaps"] == 2 and idle["min_gap_us"] == profile_steps.GAP_MIN_US
+    assert idle["by_launch"] == {"eager": 0.12, "graph replay": 0.09}
+    assert idle["top"] == [
+        {"op": "-", "next": "void flashinfer::sampling::TopKSamplingFromProbKernel<1024>", "count": 1, "ms": 0.12},
+        {"op": "graph replay", "next": "nvjet_tst_128x64_64x4_1x2_h_bz_TNN", "count": 1, "ms": 0.09}]
+    # with CPU ops around the launch, the innermost one names it; a gap ended by a kernel whose launch is not in
+    # the trace says so
+    ev = trace_events() + [X("cpu_op", "aten::outer", 200, 40), X("cpu_op", "aten::index", 208, 4),
+                           X("kernel", "late_kernel", 500, 5, correlation=98)]
+    idle = profile_steps.summarize_trace(ev)["idle"]
+    assert idle["gaps"] == 3 and idle["by_launch"] == {"eager": 0.12, "launch not in trace": 0.1, "graph replay": 0.09}
+    assert idle["top"][0]["op"] == "aten::index"
+    assert {"op": "-", "next": "late_kernel", "count": 1, "ms": 0.1} in idle["top"]
+
+
 def test_summary_graph_kernels_absent_or_marked_and_gpu_only_traces():
     ev = [e for e in trace_events() if not (e["cat"] == "kernel" and e["args"].get("correlation") in (1, 5))]
     s = profile_steps.summarize_trace(ev)  # a bare event list is a trace too
