@@ -6,7 +6,7 @@ outlives the call, and /tmp stays while the machine is warm (a next call within 
 unpacks the one bundle it carried and queues that release's rows, and one dispatcher runs the queue with a
 global cap on rows at once, while the next calls bring the next bundles::
 
-    python3 ci/gpu_bg.py start RELEASE FILE [FILE ...] [--slots K] [--timeout T]
+    python3 ci/gpu_bg.py start RELEASE FILE [FILE ...] [--slots K] [--timeout T] [--plugin-env KEY=VALUE ...]
         (this call) unpack .device-bundle/RELEASE (+ RELEASE-xgrammar) into /tmp/sglang-RELEASE
         (ci/gpu_env.sh), queue one task per FILE (basenames, as ci/run_registered.py --files), start the
         dispatcher if it is not running; returns at once
@@ -28,6 +28,7 @@ import argparse
 import glob
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -84,7 +85,7 @@ def start(a):
         if not os.path.exists(os.path.join(SNAP, "tests", "registered", f)):
             sys.exit(f"no such registered file in the snapshot: {f} (--files takes basenames)")
         name = f"{time.time():.6f}-{a.release}-{f}"
-        json.dump(dict(release=a.release, file=f), open(os.path.join(QUEUE, name), "w"))
+        json.dump(dict(release=a.release, file=f, plugin_env=a.plugin_env), open(os.path.join(QUEUE, name), "w"))
     say(f"queued {len(a.files)} row(s) of {a.release}: {' '.join(a.files)}")
     if not dispatcher_alive():
         log = open(DLOG, "a")
@@ -95,11 +96,13 @@ def start(a):
     status()
 
 
-def row_command(release, file, slot, timeout, out):
-    """The row in RELEASE's environment; OUT/rc (its exit status) marks it finished, whatever happened."""
+def row_command(release, file, slot, timeout, out, plugin_env=()):
+    """The row in RELEASE's environment; OUT/rc (its exit status) marks it finished, whatever happened.
+    ``plugin_env``: extra KEY=VALUE for the plugin side only (e.g. SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1)."""
+    extra = "".join(f" --mode-env {shlex.quote('auto:' + kv)}" for kv in plugin_env)
     return ("source ci/gpu_prepare.sh {r} > /dev/null && python3 ci/run_registered.py --out {o} --files {f} "
-            "--jobs 1 --timeout {t} --gpus 0 --port-base {p} --mode-env auto:SGLANG_SPECV2_FIXES_CHECK=1; "
-            "echo $? > {o}/rc").format(r=release, o=out, f=file, t=timeout, p=port_base(slot))
+            "--jobs 1 --timeout {t} --gpus 0 --port-base {p} --mode-env auto:SGLANG_SPECV2_FIXES_CHECK=1{x}; "
+            "echo $? > {o}/rc").format(r=release, o=out, f=file, t=timeout, p=port_base(slot), x=extra)
 
 
 # A row (run_registered --jobs 1: its slot 0) uses ports base .. base + 1520 (stock on base, plugin on base + 1000,
@@ -143,7 +146,8 @@ def dispatch():
             out = fresh_run_dir(task["release"], task["file"])
             slot = free.pop(0)
             log = open(os.path.join(out, "runner.log"), "w")
-            p = subprocess.Popen(["bash", "-c", row_command(task["release"], task["file"], slot, conf["timeout"], out)],
+            p = subprocess.Popen(["bash", "-c", row_command(task["release"], task["file"], slot, conf["timeout"], out,
+                                                          task.get("plugin_env") or ())],
                                  cwd=SNAP, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                  env={**os.environ, "SPECV2_MODELS": "/tmp/specv2-tiny-models"})
             running[p.pid] = (p, slot, task, time.time())
@@ -250,6 +254,9 @@ def main():
     s.add_argument("--slots", type=int, help="rows at once on the machine (first start's default 5; a later start "
                    "without it keeps the cap)")
     s.add_argument("--timeout", type=int, help="per row and mode, seconds (default 460; kept like --slots)")
+    s.add_argument("--plugin-env", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra environment of these rows' plugin side (repeatable), e.g. "
+                        "SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1")
     w = sub.add_parser("wait")
     w.add_argument("seconds", type=float)
     sub.add_parser("dispatch")
