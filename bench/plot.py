@@ -98,7 +98,9 @@ PROFILE_DEFINITIONS = (
     "the accept length measured over the profile's load (1 without speculation); **busy ms/token** = busy / tokens, "
     "**wall ms/token** = window / tokens. Kernel time per category (ms per step): summed kernel durations by kernel "
     "name (gemm, attention, sampling incl. top-k / softmax / tree verify, copy incl. memcpy / KV-cache moves, nccl, "
-    "other). **ceiling** = (1000 / stock tok/s) / plugin busy ms/token, with stock tok/s the median of stock's measured "
+    "other). **GPU idle by launch**: the GPU's idle stretches of >= 8 us per step, by what the host launched to end "
+    "them (`profile_steps.idle_gaps`: a CUDA-graph replay, an eager kernel or copy, or a launch before the trace). "
+    "**ceiling** = (1000 / stock tok/s) / plugin busy ms/token, with stock tok/s the median of stock's measured "
     "points at that concurrency: the plugin / stock output-throughput ratio the plugin would reach if its profiled GPU "
     "work per token ran back to back (all its CPU time hidden, no idle GPU) while stock stayed as measured, i.e. the "
     "largest ratio reachable without shrinking the plugin's GPU work. **ratio / busy** = the measured plugin / stock "
@@ -161,8 +163,8 @@ def profile_markdown(rows, lead=(("config", lambda r: r["config"]),)):
     cells = lambda r: " | ".join(str(f(r)) for _, f in lead)  # noqa: E731
     lines = ["", PROFILE_DEFINITIONS, "",
              f"| {heads} | conc | side | steps | busy % | busy ms/step | busy ms/token | wall ms/token | "
-             + " | ".join(PROFILE_CATEGORIES) + " | by phase (ms/step) | notes |",
-             "|" + "---|" * (len(lead) + 9 + len(PROFILE_CATEGORIES))]
+             + " | ".join(PROFILE_CATEGORIES) + " | by phase (ms/step) | GPU idle by launch (ms/step) | notes |",
+             "|" + "---|" * (len(lead) + 10 + len(PROFILE_CATEGORIES))]
     failed = []
     for r in rows:
         for s in SIDES:
@@ -179,7 +181,8 @@ def profile_markdown(rows, lead=(("config", lambda r: r["config"]),)):
                 f"| {cells(r)} | {r['concurrency']} | {s} | {d['steps'] or '-'} | {_pct(d['busy_fraction'])} | "
                 f"{_f(d['busy_ms_per_step'], 2)} | {_f(d['busy_ms_per_token'], 3)} | {_f(d['wall_ms_per_token'], 3)} | "
                 + " | ".join(_f(cat.get(k), 2) for k in PROFILE_CATEGORIES) + " | "
-                + (", ".join(f"{k} {v:.2f}" for k, v in (d["phases_ms_per_step"] or {}).items()) or "-")
+                + (", ".join(f"{k} {v:.2f}" for k, v in (d["phases_ms_per_step"] or {}).items()) or "-") + " | "
+                + (", ".join(f"{k} {v:.2f}" for k, v in (d.get("idle_ms_per_step") or {}).items()) or "-")
                 + f" | {'; '.join(notes).replace('|', '/') or '-'} |")
     lines += ["", f"| {heads} | conc | stock tok/s | plugin / stock measured | plugin busy % | plugin busy ms/token | "
                   "stock busy ms/token | **ceiling** | ratio / busy |",

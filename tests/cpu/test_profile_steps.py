@@ -240,7 +240,10 @@ def run_with_profiles(release="0.5.11", tp=None):
         top_kernels=[dict(name=f"k{i}", category="gemm", count=20, ms=1.0) for i in range(15)],
         graph=dict(launches=40, kernels=90, visible=True), notes=[],
         steps_seen=dict(spans={"TARGET_VERIFY": 20}, target=20, target_modes=["TARGET_VERIFY"], request_steps=160),
-        busy_ms_per_step=busy / 20)
+        busy_ms_per_step=busy / 20,
+        idle=dict(idle_ms=window - busy, gaps=40, min_gap_us=8.0,
+                  by_launch={"eager": 0.6 * (window - busy), "graph replay": 0.4 * (window - busy)},
+                  top=[dict(op="aten::copy_", next="Memcpy DtoD", count=20, ms=0.6 * (window - busy))]))
     r = {"schema": "specv2-bench-serving/1",
          "meta": {"date": "2026-11-24 08:00 UTC", "device": "NVIDIA H100 80GB HBM3", "sglang": release, "torch": "2.11.0",
                   "complete": True, "stop_reason": None, "cuda_visible_devices": "0",
@@ -275,7 +278,9 @@ def test_profile_rows_ceiling_and_results_md():
     md = plot.markdown(r)
     assert "**ceiling** = (1000 / stock tok/s) / plugin busy ms/token" in md
     assert "| tree-topk8 | 8 | plugin | 20 | 80.0 | 8.00 | 0.333 | 0.417 | 4.80 | 1.60 | 0.80 | 0.80 | 0.00 | 0.00 | " \
-           "TARGET_VERIFY 5.60, outside step spans 2.40 | - |" in md
+           "TARGET_VERIFY 5.60, outside step spans 2.40 | eager 1.20, graph replay 0.80 | - |" in md
+    assert pl["idle_ms_per_step"] == {"eager": 1.2, "graph replay": 0.8} and pl["idle_top"][0]["op"] == "aten::copy_"
+    assert "**GPU idle by launch**" in md
     assert "| tree-topk8 | 8 | 1000.0 | 1.100 | 80.0 | 0.333 | 0.250 | **3.000** | 1.375 |" in md
     assert "* tree-topk8 c=32 stock: budget: ~30s needed" in md
     # without profiles: results.md as before, no profile section
