@@ -117,6 +117,7 @@ def profile_side(p):
     acc = _num(p.get("accept_length")) if p.get("speculative", True) else 1.0
     tokens = seen.get("request_steps") * acc if seen.get("request_steps") and acc else None
     busy, window = _num(p.get("gpu_busy_ms")), _num(p.get("window_ms"))
+    idle = p.get("idle") or {}
     per = lambda d: {k: round(v / steps, 3) for k, v in (d or {}).items()} if steps else None  # noqa: E731
     return dict(
         error=p.get("error"), steps=steps, requested_steps=p.get("steps"), busy_fraction=_num(p.get("busy_fraction")),
@@ -127,8 +128,7 @@ def profile_side(p):
         categories_ms_per_step=per(p.get("categories_ms")), phases_ms_per_step=per(p.get("phases_ms")),
         graph_kernels_visible=(p.get("graph") or {}).get("visible"), top_kernels=(p.get("top_kernels") or [])[:5],
         # profile_steps.idle_gaps (traces summarized before session 9 have none)
-        idle_ms_per_step=per((p.get("idle") or {}).get("by_launch")) if p.get("idle") else None,
-        idle_top=((p.get("idle") or {}).get("top") or [])[:5],
+        idle_ms_per_step=per(idle["by_launch"]) if idle else None, idle_top=(idle.get("top") or [])[:5],
         notes=p.get("notes") or [])
 
 

@@ -148,8 +148,8 @@ def _ms(us):
 
 def _innermost(ops, starts, t):
     """Name of the innermost ``cpu_op`` (of ``ops``, sorted by start; ``starts`` their starts) running at time ``t``."""
-    best = None
-    for i in range(bisect.bisect_right(starts, t) - 1, max(-1, bisect.bisect_right(starts, t) - 400), -1):
+    best, last = None, bisect.bisect_right(starts, t)
+    for i in range(last - 1, max(-1, last - 400), -1):
         s, e, name = ops[i]
         if s <= t <= e and (best is None or e - s < best[0]):
             best = (e - s, name)
@@ -213,7 +213,7 @@ def summarize_trace(trace):
     if isinstance(trace, str):
         trace = load_trace(trace)
     events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
-    gpu, launches, spans, ops, launch_of = [], {}, [], [], {}
+    gpu, spans, ops, launch_of = [], [], [], {}
     graph_corr, graph_calls, graph_cpu_us = set(), 0, 0.0
     for e in events:
         if e.get("ph") != "X":
@@ -224,7 +224,6 @@ def summarize_trace(trace):
         elif cat in LAUNCH_CATS:
             corr = args.get("correlation")
             if corr is not None:
-                launches[corr] = float(e["ts"])
                 launch_of[corr] = (e.get("name", ""), float(e["ts"]))
             if GRAPH_LAUNCH.match(e.get("name", "")):
                 graph_calls += 1
@@ -256,7 +255,7 @@ def summarize_trace(trace):
         if corr in graph_corr or args.get("graph id"):
             graph_kernels += 1
             graph_kernels_us += dur
-        launched = launches.get(corr)
+        launched = launch_of[corr][1] if corr in launch_of else None
         if launched is None:
             phase = UNTRACED
         else:

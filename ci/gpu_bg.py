@@ -28,6 +28,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -119,6 +120,9 @@ def port_base(slot):
     return PORT_FIRST + PORT_SPACING * slot
 
 
+EARLIER_RUN = re.compile(r"\.run\d+$")
+
+
 def fresh_run_dir(release, file):
     """The row's run directory, empty. A row queued again (e.g. a timeout re-run) moves its earlier run aside to
     NAME.runK: wait() and pack() read the new run, not the earlier one's rc and results (session 9)."""
@@ -168,7 +172,7 @@ def rows():
     """(release, file, results.json or None) of every row started so far."""
     out = []
     for d in sorted(glob.glob(os.path.join(RUNS, "*", "*"))):
-        if not os.path.isdir(d) or ".run" in os.path.basename(d):  # earlier runs of a row queued again
+        if not os.path.isdir(d) or EARLIER_RUN.search(d):  # fresh_run_dir's NAME.runK: earlier runs of a requeued row
             continue
         rj = os.path.join(d, "results.json")
         done = os.path.exists(os.path.join(d, "rc"))
