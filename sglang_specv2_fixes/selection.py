@@ -19,7 +19,7 @@ ENV = "SGLANG_SPECV2_FIXES"
 ENV_PROBE = "SGLANG_SPECV2_FIXES_PROBE"  # test-only scheduler-state probe (tests/registered)
 ENV_CHECK = "SGLANG_SPECV2_FIXES_CHECK"  # debug: the probe's invariants stop the scheduler
 ENV_PROBE_DIR = "SGLANG_SPECV2_FIXES_PROBE_DIR"  # test-only: every scheduler rank writes its probe view there
-# opt-in until it has run on a GPU: capture the spec-v2 draft-extend CUDA graph at tree width (tree-drafting, triton)
+# the spec-v2 draft-extend CUDA graph at tree width (tree-drafting, triton): on by default, =0 turns it off
 ENV_TREE_GRAPH = "SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH"
 FLAG = "--specv2-fixes"
 
@@ -108,4 +108,7 @@ def check_enabled() -> bool:
 
 
 def tree_draft_graph_enabled() -> bool:
-    return _flag(ENV_TREE_GRAPH)
+    """The spec-v2 draft-extend CUDA graph at tree width: on unless SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH is set to
+    an off value (0 / false / no / off). It was opt-in until the tree rows of the registered matrix had run with it
+    on (2026-11-24, 0.5.11 and 0.5.12.post1, docs/gpu-runs/2026-11-24-s10/)."""
+    return os.environ.get(ENV_TREE_GRAPH, "").strip().lower() not in ("0", "false", "no", "off")

@@ -25,7 +25,8 @@ the worker side is in 0.5.13.post1 as ``_finalize_accept_tree_path`` / ``_compac
 * ``EagleDraftWorker.init_cuda_graphs`` / ``EAGLEDraftExtendCudaGraphRunner.__init__``: the spec-v2 draft-extend
   graph at tree width (``num_draft_tokens`` rows per request, as upstream 0.5.13; the triton metadata's query
   stride comes with draft-extend-kv-range, #27545), captured only where draft_extend_graph_at_tree_width
-  allows (opt-in ``SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1`` until it has run on a GPU), else eager;
+  allows (on by default since the tree rows ran with it on a GPU; ``SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0``
+  turns it off), else eager;
 * ``SchedulerRuntimeCheckerMixin.self_check_during_busy``: the busy leak check runs for spec v2
   tree drafting (it stays skipped for spec v1 tree drafting).
 
@@ -35,6 +36,7 @@ See docs/tree_drafting_notes.md for the per-release details and open risks.
 from __future__ import annotations
 
 import logging
+import os
 
 from ..catalog import Fix
 
@@ -231,14 +233,16 @@ def tree_draft_extend_graph_reason(worker):
     The width itself is patched in ``EAGLEDraftExtendCudaGraphRunner.__init__`` (tree-drafting) and in the triton
     backend's draft-extend graph metadata (draft-extend-kv-range: query stride / max_extend_len, upstream #27545);
     only triton captures this graph among the backends trees run on here (flashinfer's draft extend is eager in
-    these releases). A path that has not run on a GPU is not taken by default: until it has, it is opt-in.
+    these releases). It was opt-in until it had run on a GPU; since the tree rows of the registered matrix passed
+    with it on (2026-11-24, 0.5.11 and 0.5.12.post1, TP 2 included) it is the default, and
+    SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0 turns it off.
     """
     from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
 
     from .. import core, selection
 
     if not selection.tree_draft_graph_enabled():
-        return f"off by default until it has run on a GPU ({selection.ENV_TREE_GRAPH}=1 turns it on)"
+        return f"turned off by {selection.ENV_TREE_GRAPH}={os.environ.get(selection.ENV_TREE_GRAPH)}"
     if not isinstance(worker.draft_extend_attn_backend, TritonAttnBackend):
         return "only the triton draft-extend graph metadata is ported to tree width"
     if not all(core.is_patched(t) for t in TRITON_DRAFT_EXTEND_METADATA):

@@ -31,10 +31,18 @@ def common_without_backend():
     return common_without("--attention-backend")
 
 
-def nccl_args(url):
+def nccl_args(url, extra_args=()):
     """A fixed torch.distributed port per server (its HTTP port + 20, inside the runner's 40-port slot): left
     unset, SGLang takes ``get_free_port()``, which races with the other servers and clients of a matrix run
-    (seen: EADDRINUSE in init_process_group with ~40 servers starting on one host)."""
+    (seen: EADDRINUSE in init_process_group with ~40 servers starting on one host).
+
+    Not with ``--dp-size`` > 1 without DP attention (``extra_args``: the row's other flags): SGLang's DP controller
+    (``DataParallelController.launch_dp_schedulers``) builds every DP rank's ``PortArgs`` from the one
+    ``server_args.nccl_port``, so the second rank's ``init_process_group`` fails with EADDRINUSE on a fixed port
+    (seen on 2 x H200, 0.5.11, 2026-11-24, both sides). Left unset, the controller binds a free port per rank."""
+    args = list(extra_args)
+    if "--dp-size" in args and int(args[args.index("--dp-size") + 1]) > 1 and "--enable-dp-attention" not in args:
+        return []
     return ["--nccl-port", str(int(url.rsplit(":", 1)[1]) + 20)]
 
 

@@ -44,7 +44,8 @@ def launch(extra_args, env=None, target=None, common=None):
     # --decode-log-interval 1: the scheduler's accept-length totals (behind /server_info) are only flushed at
     # log steps, so a short test would otherwise read none
     return popen_launch_server(target or m["target"], URL, timeout=600,
-                               other_args=(COMMON if common is None else common) + nccl_args(URL) + ["--decode-log-interval", "1"] + extra_args
+                               other_args=(COMMON if common is None else common) + nccl_args(URL, extra_args)
+                               + ["--decode-log-interval", "1"] + list(extra_args)
                                + ["--specv2-fixes", AB],
                                env=full_env)
 

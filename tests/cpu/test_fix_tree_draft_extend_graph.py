@@ -8,9 +8,10 @@ docs/design/tree-draft-extend-graph.md): the release's real ``EAGLEDraftExtendCu
   capture itself (``capture``) is CUDA-only and replaced by a recorder; the triton metadata of that graph is run
   by tests/cpu/test_fix_draft_extend_kv_range.py at tree width.
 * init_cuda_graphs: for a tree on the triton backend stock builds the ``steps + 1``-wide runner (the graph whose
-  width does not match); the plugin builds it only where ``draft_extend_graph_at_tree_width`` allows: opt-in
-  (SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1) until it has run on a GPU, and only with draft-extend-kv-range's
-  tree-width triton metadata in effect; the decision reaches /server_info (``serving.draft_extend_graph``).
+  width does not match); the plugin builds it only where ``draft_extend_graph_at_tree_width`` allows: on by
+  default since the tree rows ran with it on a GPU (SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0 turns it off), and only
+  with draft-extend-kv-range's tree-width triton metadata in effect; the decision reaches /server_info
+  (``serving.draft_extend_graph``).
 """
 
 import types
@@ -177,15 +178,19 @@ def test_stock_captures_a_draft_extend_graph_of_the_wrong_width(monkeypatch):
     assert built == ["draft", "draft_extend"]  # sized steps + 1 (test_runner_width_stock_vs_plugin) for a tree
 
 
-@pytest.mark.parametrize("opt_in,kv_range,triton,captured,why", [
-    (False, True, True, False, "off by default until it has run on a GPU"),
-    (True, True, True, True, None),
-    (True, False, True, False, "draft-extend-kv-range is not applied"),
-    (True, True, False, None, None),  # no triton: this release captures no draft-extend graph at all
+@pytest.mark.parametrize("env,kv_range,triton,captured,why", [
+    (None, True, True, True, None),  # the default since 2026-11-24 (docs/gpu-runs/2026-11-24-s10/)
+    ("1", True, True, True, None),
+    ("0", True, True, False, "turned off by SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0"),
+    ("off", True, True, False, "turned off by SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=off"),
+    (None, False, True, False, "draft-extend-kv-range is not applied"),
+    (None, True, False, None, None),  # no triton: this release captures no draft-extend graph at all
 ])
-def test_plugin_tree_width_graph_decision(monkeypatch, opt_in, kv_range, triton, captured, why):
-    monkeypatch.setenv(selection.ENV_TREE_GRAPH, "1") if opt_in else monkeypatch.delenv(selection.ENV_TREE_GRAPH,
-                                                                                            raising=False)
+def test_plugin_tree_width_graph_decision(monkeypatch, env, kv_range, triton, captured, why):
+    if env is None:
+        monkeypatch.delenv(selection.ENV_TREE_GRAPH, raising=False)
+    else:
+        monkeypatch.setenv(selection.ENV_TREE_GRAPH, env)
     _triton_metadata(monkeypatch, kv_range)
     worker, built = _worker(monkeypatch, TREE_ND, triton=triton)
     _init_cuda_graphs("plugin")(worker)

@@ -161,3 +161,21 @@ def test_every_registered_file_loads_its_tests_on_the_release():
                 assert orig is not unittest.TestCase.setUpClass.__func__, (path, case, "setUpClass is unittest's no-op")
     finally:
         sys.path.remove(reg_dir)
+
+
+def test_nccl_port_is_fixed_except_for_plain_data_parallel():
+    """Every row's server gets a fixed torch.distributed port (HTTP port + 20), except --dp-size > 1 without DP
+    attention: SGLang's DP controller gives each DP rank that one port, and the second rank failed with EADDRINUSE
+    on 2 x H200 (docs/gpu-runs/2026-11-24-s10/call8, call9). The DP 2 row's own flags must take the exception."""
+    import ast
+
+    from sglang_specv2_fixes.testing.config import nccl_args
+
+    url = "http://127.0.0.1:22000"
+    assert nccl_args(url) == nccl_args(url, ("--tp-size", "2")) == ["--nccl-port", "22020"]
+    assert nccl_args(url, ("--dp-size", "1")) == ["--nccl-port", "22020"]
+    assert nccl_args(url, ("--dp-size", "2", "--enable-dp-attention")) == ["--nccl-port", "22020"]
+    path = os.path.join(ROOT, "tests", "registered", "test_dp2_live_accept_metrics.py")
+    (launch_args,) = [ast.literal_eval(node.value) for node in ast.walk(ast.parse(open(path).read()))
+                      if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "LAUNCH_ARGS"]
+    assert "--dp-size" in launch_args and nccl_args(url, launch_args) == []
