@@ -4,7 +4,9 @@
     python3 bench/real_size_report.py [--out-dir docs/bench] [--name real-size-latest] [--commit C]
         [--previous docs/bench/real-size-latest.json] RESULTS_JSON...
 
-Inputs: ``results.json`` files of real-size runs (``meta.real_size`` present), any releases, any subsets of the
+Inputs: ``results.json`` files of real-size runs, each a file or a member of a run's archive as ``docs/gpu-runs/``
+keeps it (``ARCHIVE.tar.gz:MEMBER``, e.g. ``docs/gpu-runs/.../call4-real-size-out.tar.gz:bench-0.5.11/results.json``:
+the report then regenerates from the repository alone, and its Markdown cites the archive) (``meta.real_size`` present), any releases, any subsets of the
 configurations (a release's configurations may come from several GPUs or several device calls). When a
 (release, configuration) appears in more than one input, the one with more stock/plugin pairs is used (on a tie the
 later input): a configuration cut by the budget can be re-run alone and passed after the first run.
@@ -53,6 +55,7 @@ import argparse
 import json
 import os
 import sys
+import tarfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -86,11 +89,32 @@ def n_pairs(cfg):
     return sum(r["pairs"] for r in plot.summarize({"configs": {"x": cfg}}))
 
 
+ARCHIVE_SUFFIXES = (".tar.gz:", ".tgz:", ".tar:")
+
+
+def read_results(path):
+    """One input: a results.json file, or ``ARCHIVE:MEMBER`` read from inside a tar archive (not unpacked)."""
+    for suffix in ARCHIVE_SUFFIXES:
+        at = path.find(suffix)
+        if at > 0:
+            archive, member = path[:at + len(suffix) - 1], path[at + len(suffix):]
+            with tarfile.open(archive) as tar:
+                try:
+                    f = tar.extractfile(member)
+                except KeyError:
+                    f = None
+                if f is None:
+                    names = [n for n in tar.getnames() if n.endswith("results.json")]
+                    raise SystemExit(f"{path}: no file {member!r} in {archive} (its results.json: {names})")
+                return json.load(f)
+    with open(path) as f:
+        return json.load(f)
+
+
 def load(paths):
     runs = []
     for path in paths:
-        with open(path) as f:
-            r = json.load(f)
+        r = read_results(path)
         m = r.get("meta", {})
         if not m.get("real_size"):
             raise SystemExit(f"{path}: not a real-size run (no meta.real_size): run bench/serving.py --real-size")

@@ -592,3 +592,31 @@ def test_report_tp_points_mixed_shapes_and_previous_summary(tmp_path):
     with pytest.raises(SystemExit, match="acc_len"):
         json.dump(synthetic("0.5.11", {"tree-topk4": _points(1, 3, s, p1)}, acc=2.0, tp=2), open(tmp_path / "a2.json", "w"))
         real_size_report.main(["--out-dir", str(tmp_path / "x"), "--previous", latest, str(tmp_path / "a2.json")])
+
+
+def test_report_reads_results_inside_run_archives(tmp_path):
+    """An input may be ARCHIVE.tar.gz:MEMBER (a run's tarball as docs/gpu-runs keeps it): same summary as the
+    unpacked file, the Markdown cites the archive member, and a wrong member names the archive's results.json."""
+    import tarfile
+
+    sys.path.insert(0, BENCH)
+    try:
+        import real_size_report
+    finally:
+        sys.path.remove(BENCH)
+    run = synthetic("0.5.11", {"tree-topk8": _points(1, 3, [100.0, 110.0, 90.0], [130.0, 120.0, 126.0])})
+    (tmp_path / "bench-0.5.11").mkdir()
+    plain = tmp_path / "bench-0.5.11" / "results.json"
+    json.dump(run, open(plain, "w"))
+    archive = tmp_path / "call4-real-size-out.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(plain, arcname="bench-0.5.11/results.json")
+    cited = f"{archive}:bench-0.5.11/results.json"
+    assert real_size_report.main(["--out-dir", str(tmp_path / "a"), str(plain)]) == 0
+    assert real_size_report.main(["--out-dir", str(tmp_path / "b"), cited]) == 0
+    a, b = (json.load(open(tmp_path / d / "real-size-latest.json")) for d in "ab")
+    assert a["points"] and a == b
+    md = open(tmp_path / "b" / "real-size-latest.md").read()
+    assert f"`{cited}`" in md and str(plain) not in md
+    with pytest.raises(SystemExit, match=r"no file 'bench-0.5.12/results.json' .*bench-0.5.11/results.json"):
+        real_size_report.main(["--out-dir", str(tmp_path / "c"), f"{archive}:bench-0.5.12/results.json"])
