@@ -4,12 +4,13 @@
     python3 bench/real_size_report.py [--out-dir docs/bench] [--name real-size-latest] [--commit C]
         [--previous docs/bench/real-size-latest.json] RESULTS_JSON...
 
-Inputs: ``results.json`` files of real-size runs, each a file or a member of a run's archive as ``docs/gpu-runs/``
-keeps it (``ARCHIVE.tar.gz:MEMBER``, e.g. ``docs/gpu-runs/.../call4-real-size-out.tar.gz:bench-0.5.11/results.json``:
-the report then regenerates from the repository alone, and its Markdown cites the archive) (``meta.real_size`` present), any releases, any subsets of the
+Inputs: ``results.json`` files of real-size runs (``meta.real_size`` present), any releases, any subsets of the
 configurations (a release's configurations may come from several GPUs or several device calls). When a
 (release, configuration) appears in more than one input, the one with more stock/plugin pairs is used (on a tie the
-later input): a configuration cut by the budget can be re-run alone and passed after the first run.
+later input): a configuration cut by the budget can be re-run alone and passed after the first run. An input is a
+file or a member of a run's archive as ``docs/gpu-runs/`` keeps it, ``ARCHIVE.tar.gz:MEMBER`` (e.g.
+``docs/gpu-runs/.../call4-real-size-out.tar.gz:bench-0.5.11/results.json``): the report then regenerates from the
+repository alone, and its Markdown cites the archive.
 
 Writes OUT_DIR/NAME.json::
 

@@ -89,8 +89,11 @@ def from_env(fixes) -> Selection:
     return parse(os.environ.get(ENV), fixes)
 
 
+_ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")  # the switches' vocabulary
+
+
 def _flag(name: str) -> bool:
-    return os.environ.get(name, "").lower() in ("1", "true", "yes", "on")
+    return os.environ.get(name, "").lower() in _ON
 
 
 def probe_enabled() -> bool:
@@ -111,4 +114,4 @@ def tree_draft_graph_enabled() -> bool:
     """The spec-v2 draft-extend CUDA graph at tree width: on unless SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH is set to
     an off value (0 / false / no / off). It was opt-in until the tree rows of the registered matrix had run with it
     on (2026-11-24, 0.5.11 and 0.5.12.post1, docs/gpu-runs/2026-11-24-s10/)."""
-    return os.environ.get(ENV_TREE_GRAPH, "").strip().lower() not in ("0", "false", "no", "off")
+    return os.environ.get(ENV_TREE_GRAPH, "").strip().lower() not in _OFF
