@@ -152,17 +152,17 @@ def test_trace_files_written_in_two_goes_and_the_cli(tmp_path):
     with pytest.raises((EOFError, ValueError)):
         profile_steps.load_trace(str(path))
 
-    written = threading.Event()
+    second_half = threading.Event()  # set before the rest is written: no complete trace exists before it
 
     def finish():
         time.sleep(0.6)
+        second_half.set()
         f.write(data[len(data) // 2:])
         f.close()
-        written.set()
 
     threading.Thread(target=finish).start()
     got = profile_steps.wait_trace(str(tmp_path), 10, poll=0.1)
-    assert got is not None and written.is_set(), "wait_trace returned before the second half was written"
+    assert got is not None and second_half.is_set(), "wait_trace returned before the second half was written"
     p, trace, files = got
     assert p == str(path) and [os.path.basename(x) for x in files] == [path.name, path.name.replace("TP-0", "TP-1")]
     assert profile_steps.summarize_trace(trace) == profile_steps.summarize_trace(str(path))
