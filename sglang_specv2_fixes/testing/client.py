@@ -10,9 +10,20 @@ from .server import TIMEOUT, URL
 
 
 def generate(input_ids, max_new_tokens, url=None, **kw):
+    """Greedy /generate of ``max_new_tokens`` tokens (EOS ignored); ``kw``: other top-level fields."""
     payload = {"input_ids": input_ids, "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens,
                                                            "ignore_eos": True}}
     payload.update(kw)
+    return post(payload, url)
+
+
+def send(payload, url=None):
+    """/generate with the body ``payload``: its chunks when it asks for a stream, else its JSON answer."""
+    return stream_generate(payload, url=url) if payload.get("stream") else post(payload, url)
+
+
+def post(payload, url=None):
+    """/generate with the body ``payload`` (non-streaming): the JSON answer; an HTTP error raises."""
     r = requests.post((url or URL) + "/generate", json=payload, timeout=TIMEOUT)
     r.raise_for_status()
     return r.json()

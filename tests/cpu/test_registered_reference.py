@@ -38,7 +38,8 @@ def test_prefetch_overlaps_and_launches_once(ref_mod, monkeypatch):
 
     monkeypatch.setattr(s, "popen_launch_server", fake_launch)
     monkeypatch.setattr(s, "stop", lambda proc: None)
-    monkeypatch.setattr(s, "generate", lambda p, n, url=None, **kw: {"output_ids": [len(p), n, url == s.REF_URL]})
+    monkeypatch.setattr(s, "send", lambda body, url=None: {"output_ids": [
+        len(body["input_ids"]), body["sampling_params"]["max_new_tokens"], url == s.REF_URL]})
     ps = [[1, 2, 3], [4, 5]]
     fut = s.prefetch_reference(ps, 7, target="T")
     assert not fut.done(), "prefetch must return before the target-only server is up"
@@ -75,6 +76,8 @@ def test_rows_start_their_reference_before_their_server(ref_mod, monkeypatch):
         "models": lambda: {k: f"/m/{k}" for k in ("target", "eagle", "eagle3")},
         "prefetch_reference": lambda *a, **k: events.append("prefetch"),
         "reference_outputs": lambda *a, **k: events.append("reference") or [],
+        "prefetch_responses": lambda *a, **k: events.append("prefetch"),
+        "reference_responses": lambda *a, **k: events.append("reference") or [],
         "launch": fake_server,
         "popen_launch_server": fake_server,
     }
@@ -101,7 +104,8 @@ def test_rows_start_their_reference_before_their_server(ref_mod, monkeypatch):
             events.clear()
             own_setup_class(case)(case)  # the row's own setUpClass (CustomTestCase wraps it with retries / teardown)
             assert "launch" in events, (path, case, events)
-            needs_ref = issubclass(case, rows.SpecChecks) or "reference_outputs" in open(path).read()
+            text = open(path).read()
+            needs_ref = issubclass(case, rows.SpecChecks) or "reference_outputs" in text or "reference_responses" in text
             if needs_ref:
                 assert "prefetch" in events and events.index("prefetch") < events.index("launch"), (path, case, events)
                 checked.append(case.__name__)

@@ -1,0 +1,58 @@
+"""The finish-line differential row's cases (tests/registered/test_finish_line.py, testing/finish_line.py): the
+premise that the tiny target's greedy output is the predicted walk, checked on the pure-torch reference of the
+model (``tiny_models.llama_ref``, itself checked against Hugging Face and SGLang), and the case mix the row
+relies on, with the comparison that reports a difference."""
+
+import pytest
+
+from sglang_specv2_fixes.testing import finish_line
+from sglang_specv2_fixes.testing.config import prompts
+from sglang_specv2_fixes.testing.tiny_models import llama as tm
+from sglang_specv2_fixes.testing.tiny_models import llama_ref as ref
+
+ROW_PROMPTS = prompts(10, seed=31)  # as the row
+
+
+@pytest.fixture(scope="module")
+def target():
+    return tm.build_weights()[0]
+
+
+def test_the_greedy_output_is_the_predicted_walk(target):
+    for p in ROW_PROMPTS[:4]:
+        assert ref.greedy(target, p, 24)[len(p):] == finish_line.walk(p)[:24], p
+
+
+def test_the_cases_cover_every_finish_kind_at_many_offsets():
+    cases = finish_line.cases(ROW_PROMPTS, seed=5)
+    labels = [label for label, _ in cases]
+    assert len(cases) >= 200
+    kinds = {label.split(" ", 2)[2] for label in labels}
+    assert {"stop string", "stop string over two tokens", "stop token, cap after it", "stop token, cap at it",
+            "stop token, cap before it", "stop string, cap after it", "max_new_tokens", "regex stop",
+            "stop string kept", "stop token untrimmed", "stop string untrimmed", "stop string then stop token",
+            "stop token then stop string", "stop string, streamed", "stop token near the cap, streamed"} <= kinds
+    offsets = {int(label.split()[1][1:]) for label in labels}
+    assert len({k % 4 for k in offsets}) == 4 and len(offsets) >= 20  # every position of a 4-token run
+    for label, body in cases:
+        sp = body["sampling_params"]
+        assert sp["temperature"] == 0 and sp["ignore_eos"] is False and sp["max_new_tokens"] <= finish_line.OUTPUT_LEN
+        _, k, kind = label.split(" ", 2)
+        k, w = int(k[1:]), finish_line.walk(body["input_ids"])
+        if kind == "stop string":
+            assert sp["stop"] == [tm.tok_name(w[k])]
+        if kind.startswith("stop token, cap"):
+            assert sp["stop_token_ids"] == [w[k]] and sp["max_new_tokens"] - k in (0, 1, 3)
+
+
+def test_differences_name_each_field_and_text_taken_back():
+    want = dict(text="t1 t2", output_ids=[1, 2], finish_reason={"type": "stop", "matched": "t3"}, completion_tokens=2)
+    same = {"text": "t1 t2", "output_ids": [1, 2], "meta_info": {"finish_reason": {"type": "stop", "matched": "t3"},
+                                                                "completion_tokens": 2}}
+    assert finish_line.differences(same, want) == []
+    longer = {"text": "t1 t2 t3 t4", "output_ids": [1, 2, 3, 4],
+              "meta_info": {"finish_reason": {"type": "length", "length": 4}, "completion_tokens": 4}}
+    assert [d.split(":")[0] for d in finish_line.differences(longer, want)] == list(finish_line.FIELDS)
+    stream = [{"text": "t1 t2 t3", "meta_info": {}}, dict(same)]  # a chunk streamed the stop string, then trimmed
+    assert finish_line.differences(stream, want) == [
+        "chunk 0 text 't1 t2 t3' is not a prefix of the final text 't1 t2'"]
