@@ -1,6 +1,7 @@
 """What the registered GPU tests (tests/registered), the CPU tests (tests/cpu) and the benchmarks (bench/) share,
-shipped with the plugin like SGLang's own ``sglang.test``. The plugin itself never imports it, and importing this
-package imports nothing: each module is imported on its own.
+beside the plugin like SGLang's own ``sglang.test``, but only in a checkout or an editable install: the wheel leaves
+it out (pyproject.toml). The plugin itself never imports it, and importing this package imports nothing: each
+module is imported on its own.
 
     config      server flags (COMMON), models dir, nccl_args, prompts: no SGLang import (bench/serving.py reads them)
     server      ports / URL / A-B mode from the environment, tiny models, eagle3_args, launch / stop
