@@ -220,6 +220,7 @@ def _internal_state(result, self, *args, **kwargs):
         payload["rank"] = {"tp_rank": getattr(self, "tp_rank", None), "dp_rank": getattr(self, "dp_rank", None)}
         if selection.probe_enabled():
             payload["spec_counters"] = probe.spec_counters(self)
+            payload["radix_tokens"] = probe.radix_tokens(self)
             # every TP rank runs this query (broadcast from rank 0), only rank 0's answer reaches the client
             probe.write_rank_view(selection.probe_dir(), payload)
     return result

@@ -209,6 +209,17 @@ def spec_counters(scheduler) -> dict:
     return {}
 
 
+def radix_tokens(scheduler):
+    """Tokens held in the scheduler's prefix cache (SGLang's own ``tree_cache.total_size()``), None without one: a
+    test reads what a finished request left cached (#35694: nothing past what the client received)."""
+    cache = getattr(scheduler, "tree_cache", None)
+    try:
+        n = cache.total_size() if cache is not None else None
+    except Exception:  # noqa: BLE001 - a cache kind without a size is reported as None
+        return None
+    return n if isinstance(n, int) else None  # hybrid caches answer a (full, swa) pair: not a token count
+
+
 def snapshot() -> dict:
     with _lock:
         return {k: (list(v) if isinstance(v, list) else v) for k, v in STATS.items()}

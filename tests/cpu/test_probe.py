@@ -228,3 +228,20 @@ def test_rank_views_round_trip(tmp_path, monkeypatch):
     monkeypatch.setattr(client, "server_info", lambda: [probe.write_rank_view(str(tmp_path), v) for v in views.values()])
     assert client.rank_views(str(tmp_path)) == views
     probe.write_rank_view(None, views[0])  # no folder: nothing written, nothing raised
+
+
+def test_radix_tokens_reads_the_scheduler_cache_size():
+    """What /server_info's ``specv2_fixes.radix_tokens`` reports (the registered radix-overshoot row): SGLang's own
+    ``tree_cache.total_size()``, None where there is no cache or no single token count."""
+    from types import SimpleNamespace
+
+    from sglang_specv2_fixes import probe
+
+    assert probe.radix_tokens(SimpleNamespace(tree_cache=SimpleNamespace(total_size=lambda: 37))) == 37
+    assert probe.radix_tokens(SimpleNamespace(tree_cache=SimpleNamespace(total_size=lambda: (37, 5)))) is None
+    assert probe.radix_tokens(SimpleNamespace()) is None
+
+    def broken():
+        raise NotImplementedError
+
+    assert probe.radix_tokens(SimpleNamespace(tree_cache=SimpleNamespace(total_size=broken))) is None
