@@ -47,6 +47,15 @@ import serving
 from sglang_specv2_fixes.testing import standins
 
 
+# each run's fake servers on ports of its own (``port(100)`` .. ``port(600)``): two self-tests on one machine (a CI run
+# beside a manual one) must not answer each other's requests; free_ports still skips a port something holds
+PORT_BASE = 20000 + 1000 * (os.getpid() % 40)
+
+
+def port(offset):
+    return str(PORT_BASE + int(offset))
+
+
 def check(cond, msg):
     if not cond:
         raise AssertionError(msg)
@@ -366,7 +375,7 @@ def test_e2e(d, with_subprocess):
     rc = serving.main(["--out", out, "--configs", "nospec,eagle3-topk1,tree-topk16", "--concurrency", "1", "4",
                        "--repeats", "1,eagle3-topk1@4=3", "--point-seconds", "0.6", "--output-len", "32",
                        "--input-len", "16", "--budget-s", "240", "--first-launch-s", "1", "--later-launch-s", "1",
-                       "--base-port", "29100", "--greedy-prompts", "4", "--greedy-tokens", "8"])
+                       "--base-port", port(100), "--greedy-prompts", "4", "--greedy-tokens", "8"])
     check(rc == 0, "serving.main returned 0")
     files = sorted(os.listdir(out))
     check(set(files) <= {"results.json", "results.md", "server.log", *plot.PNG_FILES}, f"only the expected files: {files}")
@@ -403,13 +412,13 @@ def test_e2e(d, with_subprocess):
     log = open(os.path.join(out, "server.log")).read()
     check("[eagle3-topk1/plugin] fake server plugin" in log and "[bench] " in log and "Serving Benchmark Result" in log,
           "server.log: prefixed server lines, [bench] lines and bench_serving's report")
-    check(log.count("fake server plugin on 29111") == 1, "server lines are not duplicated")
+    check(log.count(f"fake server plugin on {port(111)}") == 1, "server lines are not duplicated")
 
     print("[selftest] a run cut by --budget-s")
     out2 = os.path.join(d, "run2")
     rc = serving.main(["--out", out2, "--configs", "eagle3-topk1,nospec", "--concurrency", "1", "4", "--repeats", "4",
                        "--point-seconds", "1.5", "--output-len", "32", "--input-len", "16", "--budget-s", "40",
-                       "--first-launch-s", "1", "--later-launch-s", "1", "--base-port", "29200"]
+                       "--first-launch-s", "1", "--later-launch-s", "1", "--base-port", port(200)]
                       + (["--bench-subprocess"] if with_subprocess else []))
     r2 = json.load(open(os.path.join(out2, "results.json")))
     # 16 points of >= 1.5 s plus nospec's pair cannot fit 40 s on any machine; how many pairs fit depends on its speed
@@ -433,7 +442,7 @@ def test_profiles(d):
     out = os.path.join(d, "run-profile")
     rc = serving.main(["--out", out, "--configs", "nospec,eagle3-topk1", "--concurrency", "1", "4", "--repeats", "1",
                        "--num-prompts", "1:2,4:40", "--output-len", "24", "--input-len", "16", "--budget-s", "240",
-                       "--first-launch-s", "1", "--later-launch-s", "1", "--base-port", "29400", "--greedy-prompts", "2",
+                       "--first-launch-s", "1", "--later-launch-s", "1", "--base-port", port(400), "--greedy-prompts", "2",
                        "--greedy-tokens", "4", "--profile-steps", "30", "--keep-traces", "--no-plots"])
     r = json.load(open(os.path.join(out, "results.json")))
     check(rc == 0 and r["meta"]["complete"] and r["meta"]["points_failed"] == 0, "complete run, measured points all ok")
@@ -521,7 +530,7 @@ def test_host_profiles(d):
         out = os.path.join(d, "run-host")
         rc = serving.main(["--out", out, "--configs", "nospec,eagle3-topk1", "--concurrency", "4", "--num-prompts", "4:8",
                            "--output-len", "24", "--input-len", "16", "--budget-s", "240", "--first-launch-s", "1",
-                           "--later-launch-s", "1", "--base-port", "29500", "--greedy-prompts", "2", "--greedy-tokens",
+                           "--later-launch-s", "1", "--base-port", port(500), "--greedy-prompts", "2", "--greedy-tokens",
                            "4", "--host-profile-seconds", "1", "--no-plots"])
         r = json.load(open(os.path.join(out, "results.json")))
         check(rc == 0 and r["meta"]["complete"] and r["meta"]["points_failed"] == 0 and "profiles" not in r,
@@ -551,7 +560,7 @@ def test_host_profiles(d):
         out = os.path.join(d, "run-host-gpu")
         rc = serving.main(["--out", out, "--configs", "eagle3-topk1", "--concurrency", "2", "--num-prompts", "2:4",
                            "--output-len", "24", "--input-len", "16", "--budget-s", "240", "--first-launch-s", "1",
-                           "--base-port", "29600", "--greedy-prompts", "2", "--greedy-tokens", "4",
+                           "--base-port", port(600), "--greedy-prompts", "2", "--greedy-tokens", "4",
                            "--host-profile-seconds", "1", "--profile-steps", "10", "--keep-traces", "--no-plots"])
         r = json.load(open(os.path.join(out, "results.json")))
         check(rc == 0 and len(r["profiles"]) == 2 and len(r["host_profiles"]) == 2
@@ -604,16 +613,16 @@ def test_real_launcher(d):
     out = os.path.join(d, "run3")
     rc = serving.main(["--out", out, "--configs", "eagle3-topk1", "--concurrency", "2", "--point-seconds", "0.5",
                        "--output-len", "16", "--input-len", "8", "--budget-s", "120", "--first-launch-s", "15",
-                       "--base-port", "29300", "--greedy-prompts", "2", "--greedy-tokens", "4"])
+                       "--base-port", port(300), "--greedy-prompts", "2", "--greedy-tokens", "4"])
     r = json.load(open(os.path.join(out, "results.json")))
     check(rc == 0 and r["meta"]["complete"] and r["meta"]["points_failed"] == 0,
           "complete run through popen_launch_server, no failed point")
     check(all(p["ok"] for p in r["configs"]["eagle3-topk1"]["points"]) and len(r["configs"]["eagle3-topk1"]["points"]) == 2,
           "both points ok")
     log = open(os.path.join(out, "server.log")).read()
-    check("[eagle3-topk1/stock] fake server stock on 29300" in log and "[eagle3-topk1/stock] stderr: fake server" in log,
+    check(f"[eagle3-topk1/stock] fake server stock on {port(300)}" in log and "[eagle3-topk1/stock] stderr: fake server" in log,
           "server stdout and stderr land in server.log, prefixed")
-    check(log.count("fake server stock on 29300") == 2, "each server line logged once per stream (no echo duplicate)")
+    check(log.count(f"fake server stock on {port(300)}") == 2, "each server line logged once per stream (no echo duplicate)")
     check("command=sglang serve" in log, "popen_launch_server's own command line is in the log")
     import psutil
 
