@@ -1,13 +1,16 @@
 """Command line: ``sglang-specv2-fixes`` / ``python -m sglang_specv2_fixes``.
 
-    status [--json]          installed sglang, each fix's state and reason, fingerprint checks (no GPU,
-                             nothing imported from sglang, nothing patched)
-    matrix [--markdown]      the fix x release compatibility table of this plugin version
-    index                    the patch index (what / why / PRs / which patch file on which release)
-    check-selection [VALUE]  validate a selection (default: $SGLANG_SPECV2_FIXES)
-    diff FIX [--release V]   the patch file a release gets for FIX (default: the installed release)
-    series --release V       the packagers' series of release V (paths under patches/)
-    series --write patches   regenerate patches/series/<release> for every patched release
+    status [--json] [--wide]  installed sglang, each fix's state and reason, fingerprint checks (no GPU,
+                              nothing imported from sglang, nothing patched)
+    matrix [--markdown]       the fix x release compatibility table of this plugin version
+    index                     the patch index (what / why / PRs / which patch file on which release)
+    check-selection [VALUE]   validate a selection and say what it patches (default: $SGLANG_SPECV2_FIXES)
+    diff FIX [--release V]    the patch file a release gets for FIX (default: the installed release)
+    series [--release V]      the packagers' series of release V (default: the installed release)
+    series --write patches    regenerate patches/series/<release> for every patched release
+
+Text output fits in 120 columns (``status --wide`` and ``status --json`` carry the full target names and
+fingerprints); every error is ``error: ...`` on stderr with exit status 2.
 """
 
 from __future__ import annotations
@@ -15,68 +18,206 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import sys
+import textwrap
 
 from . import __version__, catalog, core, export, installed, patchfile, releases, selection
 from .catalog import Patched
 from .fixes import ALL_FIXES
 
+WIDTH = 120
+IND = " " * 31  # status: the column of a fix's title, reason and target checks
+PROG = "sglang-specv2-fixes"
+DESCRIPTION = (
+    "Inspect sglang-specv2-fixes, the SGLang plugin that backports spec-v2 (EAGLE/EAGLE3 + overlap scheduler) "
+    "fixes: what it would patch in the installed sglang, on which release each fix is patched, and the patch "
+    "files themselves. Nothing is imported from sglang and nothing is patched; no GPU needed."
+)
+COMMANDS = {  # name: (one line for the command list, the command's own --help description)
+    "status": (
+        "what the plugin would do with the installed sglang",
+        "The installed sglang, the selection ($SGLANG_SPECV2_FIXES), whether SGLang would load the plugin "
+        "($SGLANG_PLUGINS), and every fix's state on that release with the reason and the fingerprint check of "
+        "each function it patches. Exit status 1 when a fix would be refused, 2 for an invalid selection or for "
+        "fixes named explicitly on a release this plugin does not know.",
+    ),
+    "matrix": (
+        "the fix x release compatibility table",
+        "Every fix's state on every release this plugin version knows: applied (patched by this plugin), "
+        "upstream, not-applicable or open.",
+    ),
+    "index": (
+        "the patch index: what each fix patches, why, upstream PRs, patch files, removal plan",
+        "For every fix: what is patched and how, the bug it fixes, its upstream PRs, which patch file each "
+        "release gets, and when the patch can be removed (the docstring of sglang_specv2_fixes/fixes/__init__.py "
+        "holds the same text).",
+    ),
+    "check-selection": (
+        "validate a selection and show what it patches",
+        "Check a $SGLANG_SPECV2_FIXES / --specv2-fixes value (default: the variable as set now) and say which "
+        "fixes it patches on the installed sglang and on which releases each fix is patched. As in SGLang, an "
+        "empty value means auto.",
+    ),
+    "diff": (
+        "the patch file a release gets for one fix",
+        "Print the patch file (a unified diff against the release's own source) that the plugin applies for FIX "
+        "on a release (default: the installed sglang), or why nothing is patched there. FIX is one fix name or "
+        "one of its upstream PR numbers.",
+    ),
+    "series": (
+        "the packagers' patch series of a release (paths under patches/)",
+        "The patch files, in order, that make up a release's series (default: the installed sglang), or, with "
+        "--write, patches/series/<release> for every patched release.",
+    ),
+}
 
-def _selection(value):
-    try:
-        return selection.parse(value, ALL_FIXES), None
-    except selection.SelectionError as e:
-        return None, str(e)
+
+# ------------------------------------------------------------------------------------------ output
+_SPACE = "\x00"  # _fill prints it as a space but never breaks a line there
+_BREAK = "\x01"  # _fill may break a line there and prints nothing
 
 
+def _list(items) -> str:
+    """A comma list that _fill never breaks inside an item ('tree-drafting (#26866)' stays on one line)."""
+    return ", ".join(str(i).replace(" ", _SPACE) for i in items)
+
+
+def _ranges(versions) -> str:
+    """export.ranges ('0.5.11, 0.5.13 … 0.5.23'), a range never broken across lines."""
+    return export.ranges(versions).replace(" … ", f"{_SPACE}…{_SPACE}")
+
+
+def _names(canonical: str) -> str:
+    """A selection's canonical spelling ('a,b,c') that _fill may break after a comma, and prints unchanged."""
+    return canonical.replace(",", "," + _BREAK + " ")
+
+
+def _fill(text: str, first: str = "", rest: str = None, wide: bool = False) -> str:
+    """``text`` in lines of at most WIDTH columns (one line when ``wide``); the first line starts with ``first``,
+    the others with ``rest`` (default: as many spaces). Fix names, paths and dotted names are never split."""
+    rest = " " * len(first) if rest is None else rest
+    if wide:
+        out = first + text
+    else:
+        out = textwrap.fill(text, WIDTH, initial_indent=first, subsequent_indent=rest, break_long_words=False,
+                            break_on_hyphens=False)
+    return re.sub(_BREAK + " ?", "", out).replace(_SPACE, " ")
+
+
+def _short_targets(text: str) -> str:
+    """Dotted sglang names cut to their last two parts, as the target checks print them (--wide: in full)."""
+    return re.sub(r"\bsglang(?:\.\w+)*\.(\w+\.\w+)\b", r"\1", text)
+
+
+def _error(message: str, *more: str) -> int:
+    """The CLI's one error style: ``error: message`` (and indented details) on stderr; returns the exit status."""
+    print(_fill(message, "error: ", "  "), file=sys.stderr)
+    for m in more:
+        print(_fill(m, "  "), file=sys.stderr)
+    return 2
+
+
+def _known(spec: str = "all") -> str:
+    return f"{'patched' if spec == 'patched' else 'known'} releases: {_list(releases.release_set(spec))}"
+
+
+def _fixes_named() -> str:
+    return f"fixes: {_list(selection.valid_names(ALL_FIXES))}"
+
+
+def _selection_error(e: selection.SelectionError, source: str) -> int:
+    return _error(f"invalid {source} value: {e.problem}", f"use 'auto', 'off' or a comma list of: "
+                  f"{_list(selection.valid_names(ALL_FIXES))}")
+
+
+def _no_release(version, what: str, spec: str = "all") -> int:
+    """Error for a command that needs a release when none was given and the installed one does not do."""
+    if version is None:
+        return _error(f"no sglang in this environment: {what}", _known(spec))
+    known = "knows" if spec == "all" else "patches"
+    return _error(f"the installed sglang {version} is not a release this plugin {known}: {what}", _known(spec))
+
+
+# ------------------------------------------------------------------------------------------ status
 def _patchable_here(sel, line) -> list:
     return [n for n in sorted(sel.names) if line and isinstance(releases.entry(n, line), Patched)]
 
 
+def _not_loaded(report: core.Report, why: str) -> None:
+    """The view when SGLang would not load the plugin at all: nothing is 'ready', and a warning says why."""
+    for f in report.fixes:
+        if f.state == catalog.READY:
+            f.state, f.reason = catalog.DISABLED, f"SGLang would not load the plugin: {why}"
+    report.warnings.append(f"SGLang would not load this plugin: {why} (add {installed.ENTRY_POINT} to "
+                           f"${installed.PLUGINS_ENV} or unset it)")
+
+
 def _status(args) -> int:
-    sel, err = _selection(os.environ.get(selection.ENV))
-    if err:
-        print(err, file=sys.stderr)
-        return 2
+    try:
+        sel = selection.parse(os.environ.get(selection.ENV), ALL_FIXES)
+    except selection.SelectionError as e:
+        return _selection_error(e, f"${selection.ENV}")
     report = core.plan(sel)
+    skipped = installed.plugin_skipped()
+    if skipped:
+        _not_loaded(report, skipped)
+    stops = sel.explicit and not report.supported and not skipped  # the plugin would stop a server's startup
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
-        return 2 if (sel.explicit and not report.supported) else 0
+        return 2 if stops else 0
+    wide = args.wide
     v = report.sglang_version
-    print(f"sglang-specv2-fixes {__version__}")
+    print(f"{PROG} {__version__}")
     print("sglang: not installed in this environment" if v is None else f"sglang: {v} ({installed.sglang_root()})")
-    print(f"selection: {report.selection} (${selection.ENV} or {selection.FLAG})")
+    print(_fill(f"{_names(report.selection)} (${selection.ENV} or {selection.FLAG})", "selection: ", "  ", wide))
+    if os.environ.get(installed.PLUGINS_ENV) and not skipped:
+        print(f"plugin: loaded (${installed.PLUGINS_ENV} names {installed.ENTRY_POINT})")
+    for w in report.warnings:
+        print(_fill(w if wide else _short_targets(w), "warning: ", "  ", wide), file=sys.stderr)
     if not report.supported:
         what = "no sglang" if v is None else f"sglang {v} is not a release this plugin knows"
-        print(f"\n{what}: nothing would be patched. Known releases: {', '.join(releases.RELEASES)}")
-        if sel.explicit:
-            print(f"error: fixes named explicitly ({sel.canonical}): a server would stop at startup", file=sys.stderr)
-            return 2
+        print()
+        print(_fill(f"{what}: nothing would be patched. Known releases: {_list(releases.RELEASES)}", "", "  ", wide))
+        if stops:
+            return _error(f"fixes named explicitly ({_names(sel.canonical)}): a server would stop at startup")
         return 0
     print(f"code line: {report.code_line}\n")
     for f in report.fixes:
         print(f"  {f.name:<28} {f.state:<15} {', '.join(f.upstream) or 'beyond upstream'}")
-        print(f"  {'':<28} {f.title}")
+        print(_fill(f.title, IND, wide=wide))
         if f.reason:
-            print(f"  {'':<28} {f.reason}")
+            print(_fill(f.reason if wide else _short_targets(f.reason), IND, wide=wide))
         for t in f.targets:
             mark = "ok" if t.ok else "MISMATCH" if t.installed else "NOT FOUND"
-            print(f"  {'':<28} {mark:<9} {t.target.rsplit('.', 2)[-2]}.{t.target.rsplit('.', 1)[-1]}")
+            fps = f"expected {t.expected}"  # the fingerprints (NOT FOUND: there is no installed one)
+            if t.ok or t.installed:
+                fps = t.expected if t.ok else f"installed {t.installed}, {fps}"
+            if wide:
+                print(f"{IND}{mark:<9} {t.target}  {fps}")
+                continue
+            print(f"{IND}{mark:<9} {'.'.join(t.target.rsplit('.', 2)[-2:])}")
             if not t.ok:
-                print(f"  {'':<38} installed {t.installed}, expected {t.expected}")
-    for w in report.warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    if sel.explicit and not _patchable_here(sel, report.code_line):
-        print(f"\nnote: none of the selected fixes ({sel.canonical}) is patched on this release: nothing would be patched")
-    print("\n'ready' becomes 'applied' in each SGLang process that loads the plugin; the running server's own")
-    print("view is in GET /server_info -> specv2_fixes.")
+                print(f"{IND}{'':<10}{fps}")
+    print()
+    if skipped:
+        print(_fill(f"nothing would be patched: SGLang would not load this plugin ({skipped}); add "
+                    f"{installed.ENTRY_POINT} to ${installed.PLUGINS_ENV} or unset it.", wide=wide))
+    else:
+        if sel.explicit and not _patchable_here(sel, report.code_line):
+            print(_fill(f"note: none of the selected fixes ({_names(sel.canonical)}) is patched on this release: "
+                        f"nothing would be patched", wide=wide) + "\n")
+        print("'ready' becomes 'applied' in each SGLang process that loads the plugin; the running server's own")
+        print("view is in GET /server_info -> specv2_fixes.")
     return 1 if any(f.state in (catalog.REFUSED, catalog.FAILED) for f in report.fixes) else 0
 
 
+# ------------------------------------------------------------------------------------- the tables
 def _matrix(args) -> int:
     vers = list(releases.RELEASES)
     rows = export.matrix_rows()
-    if args.markdown:
+    if args.markdown:  # one table row per line, as in the README
         print("| fix | upstream | " + " | ".join(vers) + " |")
         print("|---|---|" + "---|" * len(vers))
         for fix, cells in rows:
@@ -85,7 +226,7 @@ def _matrix(args) -> int:
         for fix, cells in rows:
             print(f"{fix.name} ({', '.join(fix.upstream) or 'beyond upstream'})")
             for state in dict.fromkeys(cells.values()):
-                print(f"    {state:<15} {', '.join(v for v in vers if cells[v] == state)}")
+                print(_fill(_ranges([v for v in vers if cells[v] == state]), f"    {state:<15} "))
     return 0
 
 
@@ -94,35 +235,103 @@ def _index(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------- check-selection
+def _patched_on(name: str) -> str:
+    vs = releases.release_set(f"fix:{name}")
+    if not vs:
+        return f"  {name}: never patched by this plugin (upstream or not applicable everywhere)"
+    return _fill(_ranges(vs), f"  {name}: patched on ", "    ")
+
+
+def _on_installed(sel: selection.Selection, version, line) -> str:
+    """What ``sel`` patches on the installed sglang, in one sentence."""
+    if version is None:
+        return "no sglang in this environment: nothing would be patched here"
+    if line is None:
+        return f"the installed sglang {version} is not a release this plugin knows: nothing would be patched"
+    wanted = [f.name for f in ALL_FIXES if sel.wants(f.name)]
+    patched = [n for n in wanted if isinstance(releases.entry(n, line), Patched)]
+    if sel.mode == "auto":
+        return (f"on the installed sglang {version} auto patches {len(patched)} of {len(wanted)} fixes (the others "
+                f"are upstream or not applicable there):")
+    others: dict = {}
+    for n in wanted:
+        if n not in patched:
+            others.setdefault(releases.entry(n, line).state, []).append(n)
+    rest = "; ".join(f"{state} there: {_list(names)}" for state, names in others.items())
+    if not patched:
+        return f"on the installed sglang {version} nothing would be patched with this selection ({rest})"
+    return f"on the installed sglang {version} this selection patches {_list(patched)}" + (f"; {rest}" if rest else "")
+
+
 def _check_selection(args) -> int:
-    value = args.value if args.value is not None else os.environ.get(selection.ENV)
-    sel, err = _selection(value)
-    if err:
-        print(err, file=sys.stderr)
-        return 2
-    print(f"ok: {sel.canonical}" + ("" if args.value is not None or value is None else f" (from ${selection.ENV})"))
+    given = args.value is not None
+    value = args.value if given else os.environ.get(selection.ENV)
+    try:
+        sel = selection.parse(value, ALL_FIXES)
+    except selection.SelectionError as e:
+        return _selection_error(e, "selection" if given else f"${selection.ENV}")
+    source = "" if given or value is None else f" (from ${selection.ENV})"
+    print(_fill(_names(sel.canonical) + source, "ok: ", "    "))
+    if given and not value.strip():
+        env = os.environ.get(selection.ENV, "").strip()
+        note = (f"an empty value means auto, as in SGLang (an empty ${selection.ENV}, or {selection.FLAG} '' "
+                f"whatever the variable says)")
+        if env:
+            note += (f"; ${selection.ENV}={env!r} is not consulted: run check-selection without an argument to "
+                     f"check the variable")
+        print(_fill(note, "  "))
+    if sel.mode == "off":
+        return 0
+    version = installed.version()
+    line = releases.code_line(version)
     if sel.explicit:
-        patched = {n: releases.release_set(f"fix:{n}") for n in sorted(sel.names)}
-        for n, vs in patched.items():
-            print(f"  {n}: patched on {', '.join(vs)}" if vs else f"  {n}: never patched by this plugin (upstream or not applicable everywhere)")
-        if not any(patched.values()):
+        for n in sorted(sel.names):
+            print(_patched_on(n))
+        print(_fill(_on_installed(sel, version, line)))
+        if not any(releases.release_set(f"fix:{n}") for n in sel.names):
             print("note: nothing would be patched on any release with this selection")
+        return 0
+    print(_fill(_on_installed(sel, version, line)))
+    if line is not None:
+        for f in ALL_FIXES:
+            if isinstance(releases.entry(f.name, line), Patched):
+                print(_patched_on(f.name))
     return 0
 
 
+# ------------------------------------------------------------------------------------ patch files
+def _one_fix(name: str):
+    """(fix, None) for one fix name or PR number, else (None, exit status) after the error."""
+    fix = core.fix_by_alias(name)
+    if fix is not None:
+        return fix, None
+    items = [i.strip() for i in name.split(",") if i.strip()]
+    named = {core.fix_by_alias(i) for i in items}
+    if len(items) > 1 and None not in named:
+        if len(named) == 1:
+            return named.pop(), None
+        names = [f.name for f in ALL_FIXES if f in named]
+        return None, _error(f"diff shows one fix at a time: {name!r} names {len(names)} ({_list(names)}); run "
+                            f"diff once per fix")
+    if name.strip().lower() in selection.AUTO_VALUES + selection.OFF_VALUES:
+        return None, _error(f"{name!r} is a selection value, not a fix: diff takes one fix name or upstream PR "
+                            f"number", _fixes_named())
+    unknown = [i for i in items if core.fix_by_alias(i) is None] or [name]
+    return None, _error(f"unknown fix {_list(repr(u) for u in unknown)}", _fixes_named())
+
+
 def _diff(args) -> int:
-    fix = core.fix_by_alias(args.fix)
+    fix, status = _one_fix(args.fix)
     if fix is None:
-        print(selection._message(f"unknown fix name(s): {args.fix}", ALL_FIXES), file=sys.stderr)
-        return 2
+        return status
     version = args.release or installed.version()
     line = releases.code_line(version)
     if line is None:
-        print(f"error: sglang {version} is not a release this plugin knows; pass --release", file=sys.stderr)
-        return 2
+        return _no_release(version, "pass --release VERSION")
     e = releases.entry(fix.name, line)
     if not isinstance(e, Patched):
-        print(f"{fix.name}: nothing patched on sglang {version} ({e.state}: {e.reason})")
+        print(_fill(f"{fix.name}: nothing patched on sglang {version} ({e.state}: {e.reason})", rest="  "))
         return 0
     with open(patchfile.patch_path(fix.name, e.name), encoding="utf-8") as f:
         sys.stdout.write(f.read())
@@ -132,39 +341,96 @@ def _diff(args) -> int:
 def _series(args) -> int:
     if args.write:
         written = export.write_series(args.write)
-        print(f"{args.write}/series/: {', '.join(written)}")
+        print(_fill(f"{args.write}/series/: {_list(written)}"))
         return 0
-    if not args.release:
-        print("error: --release or --write", file=sys.stderr)
-        return 2
-    for p in export.series(args.release):
+    version = args.release or installed.version()
+    if version not in releases.release_set("patched"):
+        return _no_release(version, "pass --release VERSION (or --write PATCH_DIR)", "patched")
+    for p in export.series(version):
         print(p)
     return 0
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="sglang-specv2-fixes", description=__doc__.split("\n\n")[0])
-    p.add_argument("--version", action="version", version=__version__)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("status", help="what the plugin would do with the installed sglang")
+# ------------------------------------------------------------------------------------------- parser
+class _Help(argparse.HelpFormatter):
+    """argparse's help, but a fix state ('not-applicable') or option is never split at its hyphen."""
+
+    def _split_lines(self, text, width):
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text, width, indent):
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the CLI's error style (``error: ...``, exit status 2) and help at most WIDTH columns wide;
+    subcommands inherit both."""
+
+    def __init__(self, *args, **kwargs):
+        width = min(WIDTH, shutil.get_terminal_size().columns) - 2  # argparse's own margin
+        kwargs.setdefault("formatter_class", lambda prog: _Help(prog, width=width))
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):
+        self.exit(_error(f"{message} (see {self.prog} --help)"))
+
+
+class _Version(argparse.Action):
+    """--version: this plugin's version and the installed sglang's, found without importing sglang."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        v = installed.version()
+        print(f"{PROG} {__version__} ({f'sglang {v}' if v else 'no sglang'} installed)")
+        parser.exit()
+
+
+def _release_arg(spec: str):
+    """argparse type: a release of ``releases.release_set(spec)``; the error lists them."""
+
+    def check(value):
+        if value not in releases.release_set(spec):
+            known = "knows" if spec == "all" else "patches"
+            raise argparse.ArgumentTypeError(f"{value} is not a release this plugin {known} ({_known(spec)})")
+        return value
+
+    check.__name__ = "release"
+    return check
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description=DESCRIPTION)
+    p.add_argument("--version", action=_Version, help="this plugin's version and the installed sglang's")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND", required=True)
+
+    def command(name, func):
+        short, long = COMMANDS[name]
+        c = sub.add_parser(name, help=short, description=long)
+        c.set_defaults(func=func)
+        return c
+
+    s = command("status", _status)
     s.add_argument("--json", action="store_true", help="the same report as JSON (as in GET /server_info)")
-    s.set_defaults(func=_status)
-    m = sub.add_parser("matrix", help="fix x release compatibility table")
-    m.add_argument("--markdown", action="store_true", help="as the README's Markdown table")
-    m.set_defaults(func=_matrix)
-    sub.add_parser("index", help="the patch index (fixes/__init__.py)").set_defaults(func=_index)
-    c = sub.add_parser("check-selection", help="validate a selection value")
-    c.add_argument("value", nargs="?", help=f"default: ${selection.ENV}")
-    c.set_defaults(func=_check_selection)
-    d = sub.add_parser("diff", help="the patch file a release gets for a fix")
-    d.add_argument("fix")
-    d.add_argument("--release", choices=list(releases.RELEASES), help="default: the installed sglang")
-    d.set_defaults(func=_diff)
-    e = sub.add_parser("series", help="the packagers' patch series of a release (paths under patches/)")
-    e.add_argument("--release", choices=releases.release_set("patched"))
+    s.add_argument("--wide", action="store_true", help="no wrapping; full target names and their fingerprints")
+    command("matrix", _matrix).add_argument("--markdown", action="store_true", help="as the README's Markdown table")
+    command("index", _index)
+    c = command("check-selection", _check_selection)
+    c.add_argument("value", nargs="?", metavar="VALUE",
+                   help=f"auto, off or a comma list of fix names / PR numbers (default: ${selection.ENV})")
+    d = command("diff", _diff)
+    d.add_argument("fix", metavar="FIX", help="a fix name or one of its upstream PR numbers (23456, #23456)")
+    d.add_argument("--release", metavar="VERSION", type=_release_arg("all"), help="default: the installed sglang")
+    e = command("series", _series)
+    e.add_argument("--release", metavar="VERSION", type=_release_arg("patched"), help="default: the installed sglang")
     e.add_argument("--write", metavar="PATCH_DIR", help="write PATCH_DIR/series/<release> for every patched release")
-    e.set_defaults(func=_series)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
     try:
         return args.func(args)
     except BrokenPipeError:  # e.g. `status | head`

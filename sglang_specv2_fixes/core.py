@@ -88,10 +88,8 @@ class Report:
     def summary(self) -> str:
         """One line: release and what each fix does in this process."""
         if not self.supported:
-            return (
-                f"sglang-specv2-fixes {self.plugin_version}: sglang {self.sglang_version} is not a known "
-                f"release (known: {', '.join(releases.RELEASES)}); nothing patched"
-            )
+            return (f"sglang-specv2-fixes {self.plugin_version}: {unsupported(self.sglang_version)} (known: "
+                    f"{', '.join(releases.RELEASES)}); nothing patched")
         groups: Dict[str, List[str]] = {}
         for f in self.fixes:
             groups.setdefault(f.state, []).append(f"{f.name}({f.ref})" if f.upstream else f.name)
@@ -103,6 +101,13 @@ class Report:
 
 
 # ------------------------------------------------------------------------------------------ planning
+def unsupported(version: Optional[str]) -> str:
+    """Why nothing is planned for sglang ``version`` (None: sglang is not importable)."""
+    if version is None:
+        return "sglang is not installed in this environment"
+    return f"sglang {version} is not a known release"
+
+
 def _installed_fp(module: str, qualname: str) -> Optional[str]:
     path = installed.module_file(module)
     return fingerprint_in_file(path, qualname) if path else None
@@ -157,7 +162,7 @@ def plan(selection: Selection, version: Optional[str] = None, fixes=None) -> Rep
     for fix in fixes:
         st = FixStatus(fix.name, list(fix.upstream), fix.title, catalog.UNSUPPORTED, "")
         if line is None:
-            st.reason = f"sglang {version} is not a known release"
+            st.reason = unsupported(version)
         else:
             entry = releases.entry(fix.name, line)
             if isinstance(entry, Note):

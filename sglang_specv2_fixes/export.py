@@ -26,7 +26,7 @@ def matrix_rows() -> List[Tuple[Fix, Dict[str, str]]]:
     return [(fix, {v: cell(fix, v) for v in releases.RELEASES}) for fix in ALL_FIXES]
 
 
-def _ranges(versions: List[str]) -> str:
+def ranges(versions: List[str]) -> str:
     """'0.5.11, 0.5.12 … 0.5.17' style: consecutive releases of the table collapse into one range."""
     order = list(releases.RELEASES)
     runs: List[List[str]] = []
@@ -45,13 +45,14 @@ def where(fix: Fix) -> List[str]:
         e = releases.entry(fix.name, r.line)
         key = f"applied: patches/{fix.name}/{e.name}.patch" if isinstance(e, Patched) else e.state
         groups.setdefault(key, []).append(v)
-    return [f"{k} ({_ranges(vs)})" for k, vs in groups.items()]
+    return [f"{k} ({ranges(vs)})" for k, vs in groups.items()]
 
 
 def index_text() -> str:
     out = []
     for fix in ALL_FIXES:
-        out.append(f"{fix.name}  [{', '.join(fix.upstream) or 'beyond upstream'}]  {fix.title}")
+        head = f"{fix.name}  [{', '.join(fix.upstream) or 'beyond upstream'}]  {fix.title}"
+        out.append(textwrap.fill(head, 120, subsequent_indent="    ", break_on_hyphens=False))  # the CLI width
         for label, text in (("What", fix.what), ("Why", fix.why)):
             out.append(textwrap.fill(text, 100, initial_indent=f"    {label}: ", subsequent_indent="        "))
         for w in where(fix):

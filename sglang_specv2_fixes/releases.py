@@ -245,7 +245,7 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
         UPSTREAM,
         "eagle_worker_common._finalize_accept_tree_path (called from run_eagle_verify for "
         "topk > 1); routed-experts/indexer top-k compaction is NOT upstream and is carried by "
-        "routed- experts-draft-guard's patch",
+        "routed-experts-draft-guard's patch",
         check=('sglang.srt.speculative.eagle_worker_common', '_finalize_accept_tree_path', '763824351d7a2f90'),
     ),
     "live-accept-metrics": patch("0.5.16"),

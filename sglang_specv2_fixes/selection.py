@@ -22,10 +22,16 @@ ENV_PROBE_DIR = "SGLANG_SPECV2_FIXES_PROBE_DIR"  # test-only: every scheduler ra
 # the spec-v2 draft-extend CUDA graph at tree width (tree-drafting, triton): on by default, =0 turns it off
 ENV_TREE_GRAPH = "SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH"
 FLAG = "--specv2-fixes"
+AUTO_VALUES = ("", "auto", "default")  # the selection's spellings of auto (empty: as unset), case-insensitive
+OFF_VALUES = ("off", "none", "0", "false")
 
 
 class SelectionError(ValueError):
-    pass
+    """``str(e)`` is the whole message (the valid names included); ``problem`` the part about the value itself."""
+
+    def __init__(self, message: str, problem: Optional[str] = None):
+        super().__init__(message)
+        self.problem = problem or message
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,30 +61,39 @@ def parse(value: Optional[str], fixes: Iterable) -> Selection:
     fixes = list(fixes)
     raw = (value if value is not None else "auto").strip()
     low = raw.lower()
-    if low in ("", "auto", "default"):
+    if low in AUTO_VALUES:
         return Selection("auto", raw=raw or "auto")
-    if low in ("off", "none", "0", "false"):
+    if low in OFF_VALUES:
         return Selection("off", raw=raw)
     alias = {a.lower(): f.name for f in fixes for a in f.aliases}
     names, unknown = set(), []
     for item in raw.split(","):
         item = item.strip()
         if not item:
-            raise SelectionError(_message(f"empty entry in {raw!r}", fixes))
+            raise _invalid(f"empty entry in {raw!r}", fixes)
         if item.lower() in ("auto", "off", "none"):
-            raise SelectionError(_message(f"{item!r} cannot be combined with fix names", fixes))
+            raise _invalid(f"{item!r} cannot be combined with fix names", fixes)
         canon = alias.get(item.lower())
         if canon is None:
             unknown.append(item)
         else:
             names.add(canon)
     if unknown:
-        raise SelectionError(_message(f"unknown fix name(s): {', '.join(unknown)}", fixes))
+        raise _invalid(f"unknown fix name(s): {', '.join(unknown)}", fixes)
     return Selection("explicit", frozenset(names), raw)
 
 
+def valid_names(fixes) -> list:
+    """Every fix as a selection names it: 'tree-drafting (#26866)', 'live-accept-metrics'."""
+    return [f"{f.name} ({', '.join(f.upstream)})" if f.upstream else f.name for f in fixes]
+
+
+def _invalid(problem: str, fixes) -> SelectionError:
+    return SelectionError(_message(problem, fixes), problem)
+
+
 def _message(problem: str, fixes) -> str:
-    valid = ", ".join(f"{f.name} ({', '.join(f.upstream)})" if f.upstream else f.name for f in fixes)
+    valid = ", ".join(valid_names(fixes))
     return (
         f"sglang-specv2-fixes: invalid {ENV} / {FLAG} value: {problem}. "
         f"Use 'auto', 'off' or a comma list of: {valid}."

@@ -50,7 +50,8 @@ live-accept-metrics  [beyond upstream]  acceptance counters over live requests o
     - applied: patches/live-accept-metrics/0.5.22.patch (0.5.22 … 0.5.23)
     Removal: delete per release once upstream counts live requests only (open upstream as of 0.5.23)
 
-routed-experts-draft-guard  [#26980]  routed experts with EAGLE drafts: the target's capturer is kept, tree rows are compacted
+routed-experts-draft-guard  [#26980]  routed experts with EAGLE drafts: the target's capturer is kept, tree rows are
+    compacted
     What: ModelRunner.init_routed_experts_capturer returns early for the draft worker (#26980;
         0.5.11 … 0.5.14); from 0.5.13 on, where tree drafting is upstream, the spec-v2 tree verify
         also compacts the routed-experts / indexer top-k capture rows with the accepted path (on
