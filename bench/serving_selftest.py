@@ -56,6 +56,21 @@ def port(offset):
     return str(PORT_BASE + int(offset))
 
 
+# every process this run starts (fake scheduler trees, fake `sglang serve`) inherits this tag, so the "all stopped"
+# checks look at this run's processes only, not at another self-test's on the same machine
+RUN_TAG = ("SPECV2_SELFTEST_RUN", str(os.getpid()))
+os.environ[RUN_TAG[0]] = RUN_TAG[1]
+
+
+def ours(proc):
+    import psutil
+
+    try:
+        return proc.environ().get(RUN_TAG[0]) == RUN_TAG[1]
+    except psutil.Error:
+        return False
+
+
 def check(cond, msg):
     if not cond:
         raise AssertionError(msg)
@@ -578,7 +593,8 @@ def test_host_profiles(d):
         os.environ["PATH"], SCHEDULER_PROCS = path, False
     import psutil
 
-    left = [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [""])[0].startswith("sglang::")]
+    left = [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [""])[0].startswith("sglang::")
+            and ours(p)]
     check(not left, f"the fake scheduler trees stopped ({len(left)} left)")
 
 
@@ -626,7 +642,8 @@ def test_real_launcher(d):
     check("command=sglang serve" in log, "popen_launch_server's own command line is in the log")
     import psutil
 
-    left = [p for p in psutil.process_iter(["cmdline"]) if "--fake-server" in " ".join(p.info["cmdline"] or [])]
+    left = [p for p in psutil.process_iter(["cmdline"]) if "--fake-server" in " ".join(p.info["cmdline"] or [])
+            and ours(p)]
     check(not left, f"servers stopped ({len(left)} fake server processes left)")
 
 
