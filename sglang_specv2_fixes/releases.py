@@ -271,6 +271,7 @@ _FIXES["0.5.18"] = _derive("0.5.17", {
 })
 _FIXES["0.5.19"] = _derive("0.5.18", {
     "draft-decode-positions": "ca3661c7f59d4063",
+    "grammar-result-order": patch("0.5.19"),
     "draft-extend-kv-range": "635cb9720a796435",
     "skip-stale-overlap-updates": "a85cdc7e0eb07311",
     "live-accept-metrics": patch("0.5.19"),
@@ -287,6 +288,7 @@ _FIXES["0.5.20"] = _derive("0.5.19", {
 })
 _FIXES["0.5.21"] = _derive("0.5.20", {
     "draft-decode-positions": "1db04a9b1887b395",
+    "grammar-result-order": patch("0.5.21"),
     "routed-experts-draft-guard": patch("0.5.21"),
     "accept-length-split": "93d1ca9cde811c58",
 })

@@ -117,23 +117,29 @@ seq-lens-helper  [#25818]  consolidate seq_lens_cpu/seq_lens_sum maintenance int
     - upstream (0.5.13 … 0.5.23)
     Removal: informational entry
 
-grammar-result-order  [#28986]  spec + grammar + overlap: process the pending result before the next batch is built
+grammar-result-order  [#28986, #28039]  spec + grammar + overlap: process the pending result before the next batch is built
     What: Scheduler.event_loop_overlap: when the release's is_disable_overlap_for_batch says the
         pending speculative grammar decode batch syncs on its result, that result is processed
-        before get_next_batch_to_run (and not popped again after the launch)
+        before get_next_batch_to_run (and not popped again after the launch); the same in the PD
+        decode loop (event_loop_overlap_disagg_decode), which up to 0.5.13 also gets 0.5.14's
+        missing grammar sync (#28039)
     Why: requests finished by the pending result (grammar EOS, stop, length) are launched in the
         next verify after their request slot and KV were released (hybrid Mamba/GDN targets crash;
-        dense targets compute and write KV for freed slots)
+        dense targets compute and write KV for freed slots); in PD decode up to 0.5.13 the verify's
+        vocab mask comes from a grammar that has not accepted the previous step (grammar-illegal
+        tokens, 'Tokens not accepted' aborts, a DP-attention hang)
     - applied: patches/grammar-result-order/0.5.11.patch (0.5.11 … 0.5.12.post1)
     - applied: patches/grammar-result-order/0.5.13.patch (0.5.13 … 0.5.13.post1)
     - applied: patches/grammar-result-order/0.5.14.patch (0.5.14)
     - applied: patches/grammar-result-order/0.5.15.patch (0.5.15 … 0.5.15.post1)
     - applied: patches/grammar-result-order/0.5.16.patch (0.5.16 … 0.5.17)
-    - applied: patches/grammar-result-order/0.5.18.patch (0.5.18 … 0.5.19)
-    - applied: patches/grammar-result-order/0.5.20.patch (0.5.20 … 0.5.21)
+    - applied: patches/grammar-result-order/0.5.18.patch (0.5.18)
+    - applied: patches/grammar-result-order/0.5.19.patch (0.5.19)
+    - applied: patches/grammar-result-order/0.5.20.patch (0.5.20)
+    - applied: patches/grammar-result-order/0.5.21.patch (0.5.21)
     - applied: patches/grammar-result-order/0.5.22.patch (0.5.22 … 0.5.23)
     Removal: delete per release once upstream #28986 (open as of 0.5.23) or an equivalent reordering
-        lands
+        lands in both loops (the PD loop's sync alone, #28039, is upstream from 0.5.14)
 
 draft-decode-positions  [#25015]  EAGLE draft decode steps run at the position of the slot they write
     What: EagleDraftWorker.draft_forward (spec v2) and EAGLEWorker.draft_forward (spec v1) advance
