@@ -13,9 +13,10 @@ stubbed on the instance:
 * ``_apply_war_barrier`` (a CUDA stream wait);
 * PD decode only: ``process_decode_queue`` and the prefill-rank prefetch (KV transfer queues: nothing arrives),
   ``ngram_embedding_manager.prepare_for_forward`` (returns the batch, as without n-gram embeddings);
-* ``get_next_batch_to_run`` (PD: ``get_next_disagg_decode_batch_to_run``): the prepared batches in order (in a ``NextBatchPlan`` from 0.5.16), each recorded
-  with its requests' finished state at that moment and, as the scheduler's running-batch filter does, without the
-  requests already finished (no request left: no batch); then ``StopLoop`` ends the loop;
+* ``get_next_batch_to_run`` (PD: ``get_next_disagg_decode_batch_to_run``): the prepared batches in order (in a
+  ``NextBatchPlan`` from 0.5.16), each recorded with its requests' finished state at that moment and, as the
+  scheduler's running-batch filter does, without the requests already finished (no request left: no batch); then
+  ``StopLoop`` ends the loop;
 * ``run_batch``: records the batch it launches (and whether each request is finished at that moment), wrapped by
   the probe's real ``_around_run_batch``; it returns the prepared result;
 * ``process_batch_result``: the release's real decode step (``process_batch_result_decode`` of
@@ -67,8 +68,9 @@ def _batch(reqs, algorithm, has_grammar):
 def grammar_sync_case(algorithm="EAGLE3", around_run_batch=None, pd=False, finishes=True):
     """The scheduler, ready for ``run_loop``: (sched, trace, R). ``algorithm``: the speculative algorithm of both
     batches; ``around_run_batch(original, self, batch)``: an AROUND hook for the stub run_batch (the probe's
-    ``_around_run_batch``); ``pd``: stub for the PD decode loop; ``finishes``: B0's result ends R. ``trace`` lists, in order, ``("schedule", name, {rid: finished when built})``,
-    ``("launch", name, {rid: finished at launch})``,
+    ``_around_run_batch``); ``pd``: stub for the PD decode loop; ``finishes``: B0's result ends R. ``trace``
+    lists, in order, ``("schedule", name, {rid: finished when built})``, ``("launch", name, {rid: finished at
+    launch})``,
     ``("process", name of the batch whose result was processed)`` and ``("finish-handler", rid)`` (the decode step
     handed a finished request to its KV release). On 0.5.11 the decode step's resolve is #23456 as the plugin ships
     it (``scenarios.decode_case``); with only R in the result it does what the stock one does."""
