@@ -151,6 +151,20 @@ draft-decode-positions  [#25015]  EAGLE draft decode steps run at the position o
     - applied: patches/draft-decode-positions/0.5.11.patch (0.5.11)
     - upstream (0.5.12 … 0.5.23)
     Removal: delete when 0.5.11 leaves the supported releases (upstream from 0.5.12)
+
+grammar-run-end  [#28682]  spec v2 + grammar: an accepted run ends at the token that terminates the grammar
+    What: Scheduler.process_batch_result: before a spec-v2 decode result with grammar requests
+        reaches the decode step, each live request's accepted run is walked through its grammar
+        (accept_token, then rollback, as the release's verify mask builder does) and
+        result.accept_lens is cut at the token that terminates it
+    Why: the verify's vocab mask allows every token after the grammar's terminal token, so tokens
+        past the grammar's end are accepted, committed to KV and appended to output_ids (shown to
+        the client where no stop token cuts them)
+    - applied: patches/grammar-run-end/0.5.11.patch (0.5.11)
+    - applied: patches/grammar-run-end/0.5.12.patch (0.5.12 … 0.5.12.post1)
+    - applied: patches/grammar-run-end/0.5.13.patch (0.5.13 … 0.5.13.post1)
+    - upstream (0.5.14 … 0.5.23)
+    Removal: delete when 0.5.13.x leaves the supported releases (upstream from 0.5.14)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -165,6 +179,7 @@ from . import (
     draft_decode_positions,
     draft_extend_kv_range,
     grammar_result_order,
+    grammar_run_end,
     live_accept_metrics,
     routed_experts_draft_guard,
     seq_lens_helper,
@@ -175,5 +190,5 @@ from . import (
 ALL_FIXES = [m.FIX for m in (
     skip_stale_overlap_updates, tree_drafting, live_accept_metrics, routed_experts_draft_guard,
     draft_extend_kv_range, chunked_prefill_draft_chain, bonus_slot_accounting, accept_length_split,
-    seq_lens_helper, grammar_result_order, draft_decode_positions,
+    seq_lens_helper, grammar_result_order, draft_decode_positions, grammar_run_end,
 )]
