@@ -61,8 +61,8 @@ def run(plugin, grammar):
     batch.forward_mode = ForwardMode.DECODE
     live.grammar = grammar
     committed = live.kv_committed_len
-    if not hasattr(dsched, "abort_request"):  # 0.5.11 / 0.5.12.x: the mixin's scheduler aborts a rejected request
-        dsched.abort_request = lambda *a, **k: None
+    if not callable(getattr(dsched, "abort_request", None)):  # aborting a rejected request: plumbing here
+        object.__setattr__(dsched, "abort_request", lambda *a, **k: None)  # 0.5.13: a frozen dataclass's field
 
     class Sched(scenarios._Inert):  # the dispatcher's scheduler: the release's decode step, nothing else
         enable_fpm = False
@@ -79,6 +79,7 @@ def run(plugin, grammar):
     else:
         fn = Scheduler.process_batch_result
     fn(sched, batch, result)
+    live.output_ids = list(live.output_ids)  # an array('q') from 0.5.13
     return live, live.kv_committed_len - committed
 
 
