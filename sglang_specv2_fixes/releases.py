@@ -106,6 +106,7 @@ _FIXES["0.5.11"] = {
     "tree-drafting": patch("0.5.11"),
     "live-accept-metrics": patch("0.5.11"),
     "routed-experts-draft-guard": patch("0.5.11"),
+    "grammar-run-end": patch("0.5.11"),
     "bonus-slot-accounting": note(
         UPSTREAM,
         "pre-claim in prepare_for_decode",
@@ -136,6 +137,7 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
     ),
     "tree-drafting": patch("0.5.12"),
     "live-accept-metrics": patch("0.5.12"),
+    "grammar-run-end": patch("0.5.12"),
     "bonus-slot-accounting": "6ee69b3410f0a06c",
     "accept-length-split": note(
         UPSTREAM,
@@ -177,6 +179,7 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     ),
     "live-accept-metrics": patch("0.5.13"),
     "routed-experts-draft-guard": patch("0.5.13"),
+    "grammar-run-end": patch("0.5.13"),
     "bonus-slot-accounting": note(
         UPSTREAM,
         "pre-claim in EagleDraftInputV2Mixin.prepare_for_decode, resolve adds accept_lens - 1",
@@ -206,6 +209,12 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
     "tree-drafting": "2ce7801a49d5769b",
     "live-accept-metrics": patch("0.5.14"),
     "routed-experts-draft-guard": patch("0.5.14"),
+    "grammar-run-end": note(
+        UPSTREAM,
+        "#28682: _resolve_spec_v2_tokens ends the run at the grammar's terminating token "
+        "(SchedulerBatchResultProcessor._accept_grammar_tokens)",
+        check=('sglang.srt.managers.scheduler_components.batch_result_processor', 'SchedulerBatchResultProcessor._accept_grammar_tokens', 'b4dec65038608d72'),
+    ),
     "bonus-slot-accounting": "f9901a957593abcb",
     "accept-length-split": note(
         UPSTREAM,
@@ -250,6 +259,7 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
     ),
     "live-accept-metrics": patch("0.5.16"),
     "routed-experts-draft-guard": patch("0.5.16"),
+    "grammar-run-end": "e5e337765bdec508",
     "bonus-slot-accounting": "8889cbb3fc0f55cd",
     "accept-length-split": "2e8d7fe3e06f453a",
     "seq-lens-helper": "0bc94a38081f5f9b",
@@ -271,6 +281,7 @@ _FIXES["0.5.18"] = _derive("0.5.17", {
 })
 _FIXES["0.5.19"] = _derive("0.5.18", {
     "draft-decode-positions": "ca3661c7f59d4063",
+    "grammar-result-order": patch("0.5.19"),
     "draft-extend-kv-range": "635cb9720a796435",
     "skip-stale-overlap-updates": "a85cdc7e0eb07311",
     "live-accept-metrics": patch("0.5.19"),
@@ -287,6 +298,7 @@ _FIXES["0.5.20"] = _derive("0.5.19", {
 })
 _FIXES["0.5.21"] = _derive("0.5.20", {
     "draft-decode-positions": "1db04a9b1887b395",
+    "grammar-result-order": patch("0.5.21"),
     "routed-experts-draft-guard": patch("0.5.21"),
     "accept-length-split": "93d1ca9cde811c58",
 })
@@ -301,6 +313,7 @@ _FIXES["0.5.22"] = _derive("0.5.21", {
 })
 _FIXES["0.5.23"] = _derive("0.5.22", {
     "draft-decode-positions": "3cd7b89c0f5625e2",
+    "grammar-run-end": "d1920b0bff48fe89",
     "draft-extend-kv-range": "fc26eab5837ecb6f",
     "skip-stale-overlap-updates": "27570b6ba67bebbd",
     "bonus-slot-accounting": "9149bf599e4ff6f9",

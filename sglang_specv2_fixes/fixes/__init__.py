@@ -118,23 +118,29 @@ seq-lens-helper  [#25818]  consolidate seq_lens_cpu/seq_lens_sum maintenance int
     - upstream (0.5.13 … 0.5.23)
     Removal: informational entry
 
-grammar-result-order  [#28986]  spec + grammar + overlap: process the pending result before the next batch is built
+grammar-result-order  [#28986, #28039]  spec + grammar + overlap: process the pending result before the next batch is built
     What: Scheduler.event_loop_overlap: when the release's is_disable_overlap_for_batch says the
         pending speculative grammar decode batch syncs on its result, that result is processed
-        before get_next_batch_to_run (and not popped again after the launch)
+        before get_next_batch_to_run (and not popped again after the launch); the same in the PD
+        decode loop (event_loop_overlap_disagg_decode), which up to 0.5.13 also gets 0.5.14's
+        missing grammar sync (#28039)
     Why: requests finished by the pending result (grammar EOS, stop, length) are launched in the
         next verify after their request slot and KV were released (hybrid Mamba/GDN targets crash;
-        dense targets compute and write KV for freed slots)
+        dense targets compute and write KV for freed slots); in PD decode up to 0.5.13 the verify's
+        vocab mask comes from a grammar that has not accepted the previous step (grammar-illegal
+        tokens, 'Tokens not accepted' aborts, a DP-attention hang)
     - applied: patches/grammar-result-order/0.5.11.patch (0.5.11 … 0.5.12.post1)
     - applied: patches/grammar-result-order/0.5.13.patch (0.5.13 … 0.5.13.post1)
     - applied: patches/grammar-result-order/0.5.14.patch (0.5.14)
     - applied: patches/grammar-result-order/0.5.15.patch (0.5.15 … 0.5.15.post1)
     - applied: patches/grammar-result-order/0.5.16.patch (0.5.16 … 0.5.17)
-    - applied: patches/grammar-result-order/0.5.18.patch (0.5.18 … 0.5.19)
-    - applied: patches/grammar-result-order/0.5.20.patch (0.5.20 … 0.5.21)
+    - applied: patches/grammar-result-order/0.5.18.patch (0.5.18)
+    - applied: patches/grammar-result-order/0.5.19.patch (0.5.19)
+    - applied: patches/grammar-result-order/0.5.20.patch (0.5.20)
+    - applied: patches/grammar-result-order/0.5.21.patch (0.5.21)
     - applied: patches/grammar-result-order/0.5.22.patch (0.5.22 … 0.5.23)
     Removal: delete per release once upstream #28986 (open as of 0.5.23) or an equivalent reordering
-        lands
+        lands in both loops (the PD loop's sync alone, #28039, is upstream from 0.5.14)
 
 draft-decode-positions  [#25015]  EAGLE draft decode steps run at the position of the slot they write
     What: EagleDraftWorker.draft_forward (spec v2) and EAGLEWorker.draft_forward (spec v1) advance
@@ -146,6 +152,20 @@ draft-decode-positions  [#25015]  EAGLE draft decode steps run at the position o
     - applied: patches/draft-decode-positions/0.5.11.patch (0.5.11)
     - upstream (0.5.12 … 0.5.23)
     Removal: delete when 0.5.11 leaves the supported releases (upstream from 0.5.12)
+
+grammar-run-end  [#28682]  spec v2 + grammar: an accepted run ends at the token that terminates the grammar
+    What: Scheduler.process_batch_result: before a spec-v2 decode result with grammar requests
+        reaches the decode step, each live request's accepted run is walked through its grammar
+        (accept_token, then rollback, as the release's verify mask builder does) and
+        result.accept_lens is cut at the token that terminates it
+    Why: the verify's vocab mask allows every token after the grammar's terminal token, so tokens
+        past the grammar's end are accepted, committed to KV and appended to output_ids (shown to
+        the client where no stop token cuts them)
+    - applied: patches/grammar-run-end/0.5.11.patch (0.5.11)
+    - applied: patches/grammar-run-end/0.5.12.patch (0.5.12 … 0.5.12.post1)
+    - applied: patches/grammar-run-end/0.5.13.patch (0.5.13 … 0.5.13.post1)
+    - upstream (0.5.14 … 0.5.23)
+    Removal: delete when 0.5.13.x leaves the supported releases (upstream from 0.5.14)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -160,6 +180,7 @@ from . import (
     draft_decode_positions,
     draft_extend_kv_range,
     grammar_result_order,
+    grammar_run_end,
     live_accept_metrics,
     routed_experts_draft_guard,
     seq_lens_helper,
@@ -170,5 +191,5 @@ from . import (
 ALL_FIXES = [m.FIX for m in (
     skip_stale_overlap_updates, tree_drafting, live_accept_metrics, routed_experts_draft_guard,
     draft_extend_kv_range, chunked_prefill_draft_chain, bonus_slot_accounting, accept_length_split,
-    seq_lens_helper, grammar_result_order, draft_decode_positions,
+    seq_lens_helper, grammar_result_order, draft_decode_positions, grammar_run_end,
 )]

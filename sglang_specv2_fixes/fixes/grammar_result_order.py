@@ -18,6 +18,15 @@ up to 0.5.16 every EAGLE/EAGLE3 spec-v2 grammar decode step syncs; from 0.5.17 E
 verify (``supports_grammar_overlap``) and only host-draft algorithms (NGRAM) sync. Nothing changes for batches
 without grammar. The only overlap given up is that of a prefill launched right after a speculative grammar decode
 step (stock would overlap that result's processing with the prefill launch).
+
+The PD-disaggregation decode loop (``SchedulerDisaggregationDecodeMixin.event_loop_overlap_disagg_decode``) gets the
+same two changes in every patch file. From 0.5.14 it has the same get-batch / sync / launch order as
+``event_loop_overlap`` (upstream #28039) and so the same #28986 hazard. Up to 0.5.13 it never asks
+``is_disable_overlap_for_batch`` at all (#28039, fixed upstream in 0.5.14): the pending result is processed only
+after the next verify was launched, so that verify builds its vocab mask from a grammar that has not accepted the
+previous step's tokens (grammar-illegal tokens, ``Tokens not accepted`` aborts; with DP attention one rank aborts
+and the others hang in the next collective). There the patch adds 0.5.14's sync together with the result-first
+order.
 """
 
 from __future__ import annotations
@@ -26,17 +35,22 @@ from ..catalog import Fix
 
 FIX = Fix(
     name="grammar-result-order",
-    upstream=("#28986",),
+    upstream=("#28986", "#28039"),
     title="spec + grammar + overlap: process the pending result before the next batch is built",
     what=(
         "Scheduler.event_loop_overlap: when the release's is_disable_overlap_for_batch says the pending speculative "
         "grammar decode batch syncs on its result, that result is processed before get_next_batch_to_run (and not "
-        "popped again after the launch)"
+        "popped again after the launch); the same in the PD decode loop (event_loop_overlap_disagg_decode), which "
+        "up to 0.5.13 also gets 0.5.14's missing grammar sync (#28039)"
     ),
     why=(
         "requests finished by the pending result (grammar EOS, stop, length) are launched in the next verify after "
         "their request slot and KV were released (hybrid Mamba/GDN targets crash; dense targets compute and write KV "
-        "for freed slots)"
+        "for freed slots); in PD decode up to 0.5.13 the verify's vocab mask comes from a grammar that has not "
+        "accepted the previous step (grammar-illegal tokens, 'Tokens not accepted' aborts, a DP-attention hang)"
     ),
-    removal="delete per release once upstream #28986 (open as of 0.5.23) or an equivalent reordering lands",
+    removal=(
+        "delete per release once upstream #28986 (open as of 0.5.23) or an equivalent reordering lands in both "
+        "loops (the PD loop's sync alone, #28039, is upstream from 0.5.14)"
+    ),
 )

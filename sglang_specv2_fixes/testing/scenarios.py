@@ -150,13 +150,16 @@ def _line():
 _BODIES = {}
 
 
-def body(fix_module, fix_name):
+def body(fix_module, fix_name, target=None):
     """The fix's patched function for this release (its patch file applied to the installed source),
-    compiled once per process, as the plugin does; the fix must patch exactly one function here."""
-    if fix_name not in _BODIES:
-        (fn,) = core.build_fix(fix_module.FIX.name).values()
-        _BODIES[fix_name] = fn
-    return _BODIES[fix_name]
+    compiled once per process, as the plugin does; the fix must patch exactly one function here, or ``target``
+    names the one wanted (the end of its dotted path, e.g. ``"Scheduler.event_loop_overlap"``)."""
+    key = (fix_name, target)
+    if key not in _BODIES:
+        built = core.build_fix(fix_module.FIX.name)
+        (fn,) = built.values() if target is None else [f for t, f in built.items() if t.endswith("." + target)]
+        _BODIES[key] = fn
+    return _BODIES[key]
 
 
 def _late_result(only_stale):

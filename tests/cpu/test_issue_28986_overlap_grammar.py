@@ -42,7 +42,7 @@ def observed(monkeypatch):
 def plugin_loop():
     from sglang_specv2_fixes.testing.scenarios import body
 
-    return body(grammar_result_order, grammar_result_order.FIX.name)
+    return body(grammar_result_order, grammar_result_order.FIX.name, target="Scheduler.event_loop_overlap")
 
 
 def run(algorithm, strict=False, plugin=False):
