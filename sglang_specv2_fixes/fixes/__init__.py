@@ -118,7 +118,8 @@ seq-lens-helper  [#25818]  consolidate seq_lens_cpu/seq_lens_sum maintenance int
     - upstream (0.5.13 … 0.5.23)
     Removal: informational entry
 
-grammar-result-order  [#28986, #28039]  spec + grammar + overlap: process the pending result before the next batch is built
+grammar-result-order  [#28986, #28039]  spec + grammar + overlap: process the pending result before the next batch is
+    built
     What: Scheduler.event_loop_overlap: when the release's is_disable_overlap_for_batch says the
         pending speculative grammar decode batch syncs on its result, that result is processed
         before get_next_batch_to_run (and not popped again after the launch); the same in the PD
