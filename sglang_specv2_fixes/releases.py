@@ -98,6 +98,7 @@ def _derive(base: str, changes: Dict[str, Union[Entry, str]]) -> Dict[str, Entry
 # Each code line after the first lists only what differs from the line before it (_derive).
 _FIXES = {}
 _FIXES["0.5.11"] = {
+    "multi-token-finish": patch("0.5.11"),
     "draft-decode-positions": patch("0.5.11"),
     "grammar-result-order": patch("0.5.11"),
     "draft-extend-kv-range": patch("0.5.11"),
@@ -146,6 +147,7 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
     ),
 })
 _FIXES["0.5.13"] = _derive("0.5.12", {
+    "multi-token-finish": patch("0.5.13"),
     "draft-decode-positions": note(  # draft_forward differs between 0.5.13 and 0.5.13.post1; the graph runner not
         UPSTREAM,
         "#25015: the draft decode graph restores the positions draft_forward advances after each forward",
@@ -198,6 +200,7 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     ),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
+    "multi-token-finish": patch("0.5.14"),
     "draft-decode-positions": note(
         UPSTREAM,
         "#25015: draft_forward advances the positions after each draft decode forward",
@@ -265,6 +268,7 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
     "seq-lens-helper": "0bc94a38081f5f9b",
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
+    "multi-token-finish": patch("0.5.17"),
     "draft-decode-positions": "e2c44d33d10a95e8",
     "skip-stale-overlap-updates": "2c4bc18f7e2bf70a",
     "live-accept-metrics": patch("0.5.17"),
@@ -273,6 +277,13 @@ _FIXES["0.5.17"] = _derive("0.5.16", {
     "accept-length-split": "140530ac2567d399",
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
+    "multi-token-finish": note(
+        UPSTREAM,
+        "#33758: update_finish_state checks stop strings and stop tokens before max_new_tokens and caps a stop "
+        "past it (_cap_finished_len_at_max_new_tokens); #23802/#25980/#28802 (0.5.14) widen the stop-string "
+        "window and locate finished_len",
+        check=('sglang.srt.managers.schedule_batch', 'Req.update_finish_state', 'ac20519c269e99ac'),
+    ),
     "draft-decode-positions": "c09f81690f3fea54",
     "grammar-result-order": patch("0.5.18"),
     "chunked-prefill-draft-chain": "6d8174b2ccc9cd62",

@@ -167,6 +167,25 @@ grammar-run-end  [#28682]  spec v2 + grammar: an accepted run ends at the token 
     - applied: patches/grammar-run-end/0.5.13.patch (0.5.13 … 0.5.13.post1)
     - upstream (0.5.14 … 0.5.23)
     Removal: delete when 0.5.13.x leaves the supported releases (upstream from 0.5.14)
+
+multi-token-finish  [#23802, #25980, #28802, #31738, #33758]  finish checks see the whole accepted run
+    What: Req.tail_str / Req._check_str_based_finish (0.5.11 … 0.5.13): the stop-string window
+        covers the whole accepted run and a matched stop string or regex sets finished_len at the
+        stop; Req._check_vocab_boundary_finish: >= vocab_size, no upper bound without a vocab size;
+        Req.check_finished (0.5.11 / 0.5.12.x) / Req.update_finish_state (0.5.13 … 0.5.17): 0.5.18's
+        order (out-of-range ids, stop strings, stop tokens, a stop past max_new_tokens capped to a
+        length finish, then the length check, then grammar termination)
+    Why: with speculative decoding a stop string early in an accepted run is missed (the request
+        runs on) or leaks the tokens accepted after it, a run holding a stop string and EOS leaks
+        the stop string, and a run that holds EOS / a stop and crosses max_new_tokens returns the
+        tokens after the stop with finish_reason length
+    - applied: patches/multi-token-finish/0.5.11.patch (0.5.11 … 0.5.12.post1)
+    - applied: patches/multi-token-finish/0.5.13.patch (0.5.13 … 0.5.13.post1)
+    - applied: patches/multi-token-finish/0.5.14.patch (0.5.14 … 0.5.16)
+    - applied: patches/multi-token-finish/0.5.17.patch (0.5.17)
+    - upstream (0.5.18 … 0.5.23)
+    Removal: A is upstream from 0.5.14, B from 0.5.18: the 0.5.11 / 0.5.13 patch files go when
+        0.5.13 leaves the supported releases, the fix when 0.5.17 does
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -183,6 +202,7 @@ from . import (
     grammar_result_order,
     grammar_run_end,
     live_accept_metrics,
+    multi_token_finish,
     routed_experts_draft_guard,
     seq_lens_helper,
     skip_stale_overlap_updates,
@@ -192,5 +212,5 @@ from . import (
 ALL_FIXES = [m.FIX for m in (
     skip_stale_overlap_updates, tree_drafting, live_accept_metrics, routed_experts_draft_guard,
     draft_extend_kv_range, chunked_prefill_draft_chain, bonus_slot_accounting, accept_length_split,
-    seq_lens_helper, grammar_result_order, draft_decode_positions, grammar_run_end,
+    seq_lens_helper, grammar_result_order, draft_decode_positions, grammar_run_end, multi_token_finish,
 )]

@@ -1,0 +1,110 @@
+"""#23802 / #25980 / #28802 / #31738 / #33758 - the finish checks see the whole accepted run.
+
+Speculative decoding (spec v2, and dLLM blocks) appends a whole accepted run to ``Req.output_ids`` and then runs
+the request's finish check once (``Req.check_finished(new_accepted_len)`` on 0.5.11 / 0.5.12.x,
+``Req.update_finish_state(new_accepted_len)`` from 0.5.13). Those checks were written for one token per step:
+
+* A (0.5.11 … 0.5.13; upstream in 0.5.14 by #23802, #25980, #28802):
+  - ``Req.tail_str`` decodes only the last ``stop_str_max_len + 1`` tokens, so a stop string early in a long run is
+    never seen and the request runs past the user's ``stop``;
+  - a matched stop string (or regex) never sets ``finished_len``, so ``output_ids_through_stop`` (what the output
+    streamer sends, token ids and text) keeps every token accepted after it;
+  - EOS / stop tokens are checked before the stop string, so a run holding both finishes on the token and leaks the
+    stop string;
+  - ``_check_vocab_boundary_finish`` lets ``token_id == vocab_size`` through (``>`` for ``>=``).
+* B (0.5.11 … 0.5.17; upstream in 0.5.18 by #33758): the ``max_new_tokens`` check runs first, so a run that holds
+  EOS / a stop token / a stop string and crosses ``max_new_tokens`` finishes as ``length`` at the cap and emits the
+  tokens after the stop (``[..., <eos>, <junk>]``).
+
+The patches port upstream's own code, per release, into the release's functions:
+
+* 0.5.11 / 0.5.12.x / 0.5.13 (A and B): ``tail_str(new_accepted_len=1)`` widens its window by the run
+  (``stop_match_tail_len`` below, upstream's ``Req._stop_match_tail_len``);
+  ``_check_str_based_finish(new_accepted_len=1)`` sets ``finished_len`` at the first prefix of the run that holds the
+  match (``locate_str_stop_finished_len``, upstream's ``Req._locate_str_stop_finished_len``); both parameters are
+  new and defaulted as in 0.5.14, so ``check_match_stop_str_prefix`` (the streamer's hold-back, ``tail_str()``) keeps
+  the stock window; ``_check_vocab_boundary_finish`` uses ``>=`` and, as #33758, skips the upper bound when
+  ``vocab_size`` is None (prefill-only embedding / scoring requests, which now reach it); ``check_finished`` /
+  ``update_finish_state`` use 0.5.18's order.
+* 0.5.14 … 0.5.17 (B): ``update_finish_state`` in 0.5.18's order and the ``vocab_size`` None guard.
+
+0.5.18's order: pending abort; NaN / out-of-range ids; stop strings and regexes; EOS / stop tokens; a stop located
+past ``max_new_tokens`` is demoted to a length finish at the cap (upstream's ``_cap_finished_len_at_max_new_tokens``,
+inlined); then the length check; then grammar termination. Grammar termination keeps its place right after the
+length check. On 0.5.17 it is already the last check. On 0.5.11 … 0.5.16 it sat between the length check and the
+stop checks, so moving the length check behind the stops moves it too: the order #31738 gave 0.5.17, where a
+grammar-terminated run that holds EOS ends at the EOS instead of emitting the tokens after it. Leaving it in front
+of the stop checks would let a grammar-terminated run cross max_new_tokens uncapped, which stock's length-first
+order prevents.
+
+A patch file can only change functions the release has, so upstream's two new ``Req`` methods are the functions
+below (written once, the same on every release); the patched functions import them where they need them, never on a
+step without stop strings.
+
+One-token steps (non-spec decode, spec v1) keep stock's results, with upstream 0.5.18's exceptions: a stop that
+lands exactly on the ``max_new_tokens``-th token reports the stop instead of ``length``, a stop string reports the
+string where it coincides with EOS or grammar termination (same tokens either way), and ``token_id == vocab_size``
+is caught. Where a run differs from one-token decoding, it does so as upstream 0.5.18+ does: a stop string (or an
+out-of-range id) later in the same run beats an earlier EOS / stop token (tests/cpu/test_fix_multi_token_finish.py
+pins it).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..catalog import Fix
+
+FIX = Fix(
+    name="multi-token-finish",
+    upstream=("#23802", "#25980", "#28802", "#31738", "#33758"),
+    title="finish checks see the whole accepted run",
+    what=(
+        "Req.tail_str / Req._check_str_based_finish (0.5.11 … 0.5.13): the stop-string window covers the whole "
+        "accepted run and a matched stop string or regex sets finished_len at the stop; "
+        "Req._check_vocab_boundary_finish: >= vocab_size, no upper bound without a vocab size; Req.check_finished "
+        "(0.5.11 / 0.5.12.x) / Req.update_finish_state (0.5.13 … 0.5.17): 0.5.18's order (out-of-range ids, stop "
+        "strings, stop tokens, a stop past max_new_tokens capped to a length finish, then the length check, then "
+        "grammar termination)"
+    ),
+    why=(
+        "with speculative decoding a stop string early in an accepted run is missed (the request runs on) or leaks "
+        "the tokens accepted after it, a run holding a stop string and EOS leaks the stop string, and a run that "
+        "holds EOS / a stop and crosses max_new_tokens returns the tokens after the stop with finish_reason length"
+    ),
+    removal=(
+        "A is upstream from 0.5.14, B from 0.5.18: the 0.5.11 / 0.5.13 patch files go when 0.5.13 leaves the "
+        "supported releases, the fix when 0.5.17 does"
+    ),
+)
+
+
+# ------------------------------------------------------------------ code the patched functions call
+def stop_match_tail_len(req, new_accepted_len: int) -> int:
+    """Upstream 0.5.14's ``Req._stop_match_tail_len``: tokens ``tail_str`` decodes, widened by the run so the first
+    token accepted in this step is still covered (``new_accepted_len=1`` gives the stock window)."""
+    max_len_tail_str = max(
+        req.sampling_params.stop_str_max_len + 1,
+        req.sampling_params.stop_regex_max_len + 1,
+    )
+    return min(max_len_tail_str + max(new_accepted_len - 1, 0), len(req.output_ids))
+
+
+def locate_str_stop_finished_len(req, new_accepted_len: int, *, stop_str=None, stop_regex=None) -> int:
+    """Upstream 0.5.14's ``Req._locate_str_stop_finished_len``: the ``output_ids`` length (stop included) at which a
+    stop string / regex already known to be in the tail window first matches, scanning the prefixes that end at
+    each token accepted in this step (older prefixes were checked in earlier steps)."""
+
+    def matched(text: str) -> bool:
+        if stop_str is not None:
+            return stop_str in text
+        return re.search(stop_regex, text) is not None
+
+    tail_len = stop_match_tail_len(req, new_accepted_len)
+    start = len(req.output_ids) - tail_len
+    token_window = req.output_ids[start:]
+    for token_count in range(max(1, len(token_window) - new_accepted_len + 1), len(token_window)):
+        if matched(req.tokenizer.decode(token_window[:token_count])):
+            return start + token_count
+    # the caller found the match in the full window
+    return len(req.output_ids)
