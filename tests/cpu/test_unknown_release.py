@@ -150,6 +150,17 @@ def test_load_plugins_on_0_5_24_applies_by_fingerprint_only_when_opted_in():
 
 
 @requires_sglang
+def test_a_known_release_imports_neither_survey_nor_the_catalogue():
+    """Start-up cost: on a release of the table the plugin loads as before (survey.py only for an unknown release
+    with the opt-in set, known_bugs.py never)."""
+    code = ("import sys, json\nfrom sglang.srt.plugins import load_plugins\nload_plugins()\n"
+            "print('RESULT ' + json.dumps(sorted(m for m in sys.modules if m.startswith('sglang_specv2_fixes'))))")
+    mods = result_of(run_py(code, SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE="fingerprint"))
+    assert "sglang_specv2_fixes.plugin" in mods
+    assert "sglang_specv2_fixes.survey" not in mods and "sglang_specv2_fixes.known_bugs" not in mods, mods
+
+
+@requires_sglang
 @pytest.mark.parametrize("env", [dict(SGLANG_SPECV2_FIXES="grammar-result-order"),
                                  dict(SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE="fingerprints")])
 def test_startup_stops_on_an_explicit_selection_without_opt_in_or_a_bad_mode(env):
