@@ -159,7 +159,7 @@ BUGS: Tuple[Bug, ...] = (
         "verify after their slot and KV were released: hybrid Mamba/GDN targets crash, dense targets write KV into "
         "freed slots",
         since("0.5.11"), None, "open upstream: patched on every release (Scheduler.event_loop_overlap; the PD "
-        "decode loop is the record pd-decode-grammar-order)"),
+        "decode loop: records pd-decode-grammar-sync and pd-decode-grammar-order)"),
     _fix_record(
         "draft-decode-positions", ("#25015",),
         "EAGLE draft decode step i runs at RoPE position seq_lens + i + 1 while writing slot seq_lens + i: lower "
@@ -172,7 +172,8 @@ BUGS: Tuple[Bug, ...] = (
         symptom="a stop string early in a long accepted run is never seen (generation runs past `stop`); a matched "
         "stop string leaves the tokens after it in the output; EOS and a stop string in one run finish on EOS and "
         "leak the stop string; token id == vocab_size passes the range check",
-        affected=span("0.5.11", "0.5.13.post1"), fixed_in="0.5.14", answer=NOT_BACKPORTED, reason=IN_PROGRESS,
+        affected=span("0.5.11", "0.5.13.post1"), fixed_in="0.5.14", answer="multi-token-finish",
+        reason="patched on 0.5.11 … 0.5.13.post1 (with stop-beats-max-new-tokens); upstream from 0.5.14",
         verified="grep `def _stop_match_tail_len` in schedule_batch.py (Req): absent up to 0.5.13.post1, present "
         "from 0.5.14 (with `_locate_str_stop_finished_len` and the string check before the token check)",
         evidence=(Evidence(_SB, r"def _stop_match_tail_len\(", fixed=True),)),
@@ -181,7 +182,8 @@ BUGS: Tuple[Bug, ...] = (
         refs=("#33758", "#31599", "#31569", "#30291", "#33045"), found="survey B",
         symptom="the output is `[..., <eos>, <junk>]` with finish_reason 'length' instead of 'stop' when the step "
         "that reaches max_new_tokens also accepted EOS / a stop before the cap",
-        affected=span("0.5.11", "0.5.17"), fixed_in="0.5.18", answer=NOT_BACKPORTED, reason=IN_PROGRESS,
+        affected=span("0.5.11", "0.5.17"), fixed_in="0.5.18", answer="multi-token-finish",
+        reason="patched on 0.5.11 … 0.5.17; upstream from 0.5.18",
         verified="grep `def _cap_finished_len_at_max_new_tokens` in schedule_batch.py: absent up to 0.5.17 (the "
         "length check runs first in check_finished / update_finish_state), present from 0.5.18",
         evidence=(Evidence(_SB, r"def _cap_finished_len_at_max_new_tokens\(", fixed=True),)),
@@ -191,36 +193,45 @@ BUGS: Tuple[Bug, ...] = (
         symptom="disaggregated decode + EAGLE/MTP + constrained decoding: the verify mask comes from a stale grammar "
         "state ('Tokens not accepted' aborts, grammar-illegal tokens); with DP attention one rank diverges and the "
         "engine hangs",
-        affected=span("0.5.11", "0.5.13.post1"), fixed_in="0.5.14", answer=NOT_BACKPORTED,
-        reason="planned: issue 26; needs PD disaggregation (a prefill and a decode server with a KV transfer "
-        "backend) with EAGLE and grammar-constrained requests (+ DP attention for the hang), a setup no test here "
-        "runs yet",
+        affected=span("0.5.11", "0.5.13.post1"), fixed_in="0.5.14", answer="grammar-result-order",
+        reason="patched on 0.5.11 … 0.5.13.post1: the PD decode loop gets 0.5.14's sync together with the "
+        "result-first order; upstream from 0.5.14",
         verified="grep `is_disable_overlap_for_batch` in disaggregation/decode.py "
         "(event_loop_overlap_disagg_decode): absent up to 0.5.13.post1, present from 0.5.14",
         evidence=(Evidence("sglang/srt/disaggregation/decode.py", r"is_disable_overlap_for_batch", fixed=True),)),
     Bug(
-        id="pd-decode-grammar-double-accept", title="PD decode + EAGLE + grammar: double accept, tokens past the "
-        "grammar's end committed",
-        refs=("#29110", "#28682"), found="survey D",
-        symptom="disaggregated decode: every grammar-constrained request ends FINISH_ABORT ('Tokens not accepted'); "
-        "aggregated and PD: tokens accepted after the grammar terminated are committed to KV and kept in output_ids",
-        affected=span("0.5.11", "0.5.13.post1"), fixed_in="0.5.14", answer=NOT_BACKPORTED,
-        reason="planned: issue 26; needs PD disaggregation with EAGLE and a json_schema / tool-call request for the "
-        "abort; the truncation at the grammar's end moves the grammar accept into each release's spec-v2 resolve "
-        "step (0.5.14's _accept_grammar_tokens)",
+        id="grammar-run-past-end", title="spec v2 + grammar: tokens past the grammar's end committed and emitted",
+        refs=("#28682",), found="survey D",
+        symptom="the verify's vocab mask allows every token after the grammar's terminating token: tokens past the "
+        "grammar's end are accepted, committed to KV and appended to output_ids (sent to the client where no stop "
+        "token cuts them)",
+        affected=span("0.5.11", "0.5.13.post1"), fixed_in="0.5.14", answer="grammar-run-end",
+        reason="patched on 0.5.11 … 0.5.13.post1 (the accepted run is cut at the terminating token); upstream "
+        "from 0.5.14",
         verified="grep `_accept_grammar_tokens` under sglang/srt/managers/: absent up to 0.5.13.post1 (grammar "
         "tokens accepted in the result loop after the finish check, whole run), present from 0.5.14",
         evidence=(Evidence("sglang/srt/managers/**/*.py", r"_accept_grammar_tokens", fixed=True),)),
+    Bug(
+        id="pd-decode-grammar-double-accept", title="PD decode + EAGLE + grammar: the prefill token accepted twice",
+        refs=("#29110",), found="survey D",
+        symptom="disaggregated decode with EAGLE: every grammar-constrained request ends FINISH_ABORT ('Tokens not "
+        "accepted: <tok>', the token already accepted)",
+        affected=span("0.5.11", "0.5.13.post1"), fixed_in="0.5.14", answer=NOT_BACKPORTED,
+        reason="the double-accept site was not located in these releases' source (process_prebuilt_extend accepts "
+        "the prefill token only while current_token is None, as in 0.5.14; issue 26's reading), so there is "
+        "nothing known to patch; reproducing it needs PD disaggregation with EAGLE and a json_schema request",
+        verified="report only (#29110, against main of 2026-06-24, fixed there by #28682): the site is not located "
+        "in the code, so no release before the fix is ruled out"),
     Bug(
         id="pd-decode-grammar-order", title="#28986's ordering missing from the PD decode loop",
         refs=("#28986",), found="survey E",
         symptom="disaggregated decode with spec + grammar on the forced-sync path: requests finished by the pending "
         "result are launched in the next verify after their slot was released (EAGLE up to 0.5.16; NGRAM on every "
         "release from 0.5.14): crash on hybrid Mamba targets, KV written into freed slots",
-        affected=since("0.5.14"), fixed_in=None, answer=NOT_BACKPORTED,
-        reason="planned: issue 26; needs PD disaggregation (decode server) with spec + grammar; the rule is "
-        "grammar-result-order's, one more target (event_loop_overlap_disagg_decode) per code line. 0.5.11 … "
-        "0.5.13.post1 have no sync there at all (record pd-decode-grammar-sync)",
+        affected=since("0.5.14"), fixed_in=None, answer="grammar-result-order",
+        reason="patched on every release from 0.5.14 (event_loop_overlap_disagg_decode gets the result-first rule "
+        "of event_loop_overlap); open upstream. 0.5.11 … 0.5.13.post1 have no sync there at all (record "
+        "pd-decode-grammar-sync)",
         verified="regex in disaggregation/decode.py: get_next_disagg_decode_batch_to_run(), then "
         "is_disable_overlap_for_batch(), then pop_and_process() (next batch built before the pending result is "
         "processed): 0.5.14 … 0.5.23",
@@ -236,7 +247,8 @@ BUGS: Tuple[Bug, ...] = (
         "and the post-verify scatter can overwrite a slot reallocated to a live request (silent state corruption)",
         affected=span("0.5.11", "0.5.21"), fixed_in="0.5.22", answer=NOT_BACKPORTED,
         reason="planned: issue 27; needs a hybrid Mamba/GDN target with MTP on a GPU. The main trigger on the "
-        "aggregated overlap loop (a finished request launched in the next verify) is closed by grammar-result-order",
+        "overlap and PD decode loops (a finished request launched in the next verify) is closed by "
+        "grammar-result-order",
         verified="grep `freed_rows` in schedule_batch.py (set_mamba_track_indices_from_reqs writes -1 for freed "
         "rows): absent up to 0.5.21, present from 0.5.22 (the survey's 0.5.16-0.5.23 risk ends at 0.5.22); the None "
         "guard `is not None else 0` is there from 0.5.16 (prepare_for_v2_verify / set_mamba_track_indices_from_reqs "
@@ -258,8 +270,8 @@ BUGS: Tuple[Bug, ...] = (
         symptom="--enable-multi-layer-eagle with structured output: drafts are accepted unconstrained and the "
         "grammar rejects them at commit: FINISH_ABORT",
         affected=span("0.5.11", "0.5.15.post1"), fixed_in="0.5.16", answer=NOT_BACKPORTED,
-        reason="planned: issue 26; needs a multi-layer EAGLE (MTP) model with grammar-constrained requests on a GPU "
-        "(bitmask generation plus the tree-traversal kernel arguments in the multi-layer verify)",
+        reason="not among issue 26's fixes; needs a multi-layer EAGLE (MTP) model with grammar-constrained "
+        "requests on a GPU (bitmask generation plus the tree-traversal kernel arguments in the multi-layer verify)",
         verified="grep `run_eagle_verify` in multi_layer_eagle_worker_v2.py: absent up to 0.5.15.post1 (its verify "
         "calls eagle_sample without a vocab mask), present from 0.5.16 (eagle_worker_common.run_eagle_verify builds "
         "the bitmask)",

@@ -361,6 +361,18 @@ def draft_release(r: Result, line: str) -> List[str]:
     return [f"    _r({', '.join(args)}),"] + [f"    # {n}" for n in notes]
 
 
+def _chunks(text: str, width: int) -> List[str]:
+    """``text`` cut at spaces into pieces of about ``width`` characters that join back to it exactly."""
+    out, cur = [], ""
+    for word in text.split(" "):
+        if cur and len(cur) + len(word) > width:
+            out.append(cur)
+            cur = ""
+        cur += word + " "
+    out.append(cur[:-1])
+    return out
+
+
 def _comment(text: str) -> List[str]:
     return textwrap.wrap(text, 120, initial_indent="    # ", subsequent_indent="    #   ", break_on_hyphens=False,
                          break_long_words=False)
@@ -392,8 +404,11 @@ def draft_line(r: Result) -> List[str]:
                 out += _comment(f"{fix}: as on {line_releases(m.lines)}")
                 out.append(f'    "{fix}": note(')
                 out.append(f"        {n.state.upper().replace('-', '_')},")
-                out.append(f"        {n.reason!r},")
-                out.append(f"        check={n.check!r},")
+                out += [f"        {chunk!r}" for chunk in _chunks(n.reason, 100)]
+                out[-1] += ","
+                check = f"        check={n.check!r},"
+                out += [check] if len(check) <= 120 else ["        check=("] + [f"            {x!r}," for x in n.check] \
+                    + ["        ),"]
                 out.append("    ),")
         elif m.kind == "present":
             out += _comment(f"{fix}: the source already equals the after of patches/{fix}/{m.patch}.patch (applied "

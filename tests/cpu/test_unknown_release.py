@@ -85,9 +85,9 @@ def test_opt_in_present_and_disabled(tmp_path, monkeypatch):
     the other matched fixes disabled."""
     tree = synthetic_release(tmp_path / "t", "0.5.24")
     pf = patchfile.load("grammar-result-order", "0.5.22")
-    (rel,) = {t.rel_path for t in pf.targets}
-    path = tree / rel
-    path.write_text(patchfile.apply_text(pf, rel, path.read_text()))
+    for rel in {t.rel_path for t in pf.targets}:
+        path = tree / rel
+        path.write_text(patchfile.apply_text(pf, rel, path.read_text()))
     report = plan_on(tree, monkeypatch, "fingerprint", value="live-accept-metrics")
     states = {f.name: f.state for f in report.fixes}
     assert states["grammar-result-order"] == catalog.PRESENT
