@@ -51,7 +51,7 @@ def where(fix: Fix) -> List[str]:
 def index_text() -> str:
     out = []
     for fix in ALL_FIXES:
-        out.append(f"{fix.name}  [{', '.join(fix.upstream) or 'beyond upstream'}]  {fix.title}")
+        out.append(f"{fix.name}  [{fix.refs}]  {fix.title}")
         for label, text in (("What", fix.what), ("Why", fix.why)):
             out.append(textwrap.fill(text, 100, initial_indent=f"    {label}: ", subsequent_indent="        "))
         for w in where(fix):
