@@ -221,10 +221,11 @@ def _matrix(args) -> int:
         print("| fix | upstream | " + " | ".join(vers) + " |")
         print("|---|---|" + "---|" * len(vers))
         for fix, cells in rows:
-            print(f"| `{fix.name}` | {', '.join(fix.upstream) or '-'} | " + " | ".join(cells[v] for v in vers) + " |")
+            refs = fix.refs if fix.upstream or fix.related else "-"
+            print(f"| `{fix.name}` | {refs} | " + " | ".join(cells[v] for v in vers) + " |")
     else:
         for fix, cells in rows:
-            print(f"{fix.name} ({', '.join(fix.upstream) or 'beyond upstream'})")
+            print(f"{fix.name} ({fix.refs})")
             for state in dict.fromkeys(cells.values()):
                 print(_fill(_ranges([v for v in vers if cells[v] == state]), f"    {state:<15} "))
     return 0

@@ -26,6 +26,11 @@ is present (the table must then patch it, or say open). A wrong table entry fail
   every release  #28986 (grammar-result-order): event_loop_overlap builds the next batch before it processes
                 the pending result; the forced spec + grammar sync then finishes requests of a batch that is
                 launched next (EAGLE/EAGLE3 up to 0.5.16; from 0.5.17 only NGRAM, which has no grammar overlap)
+  up to 0.5.21   #35694 (radix-overshoot): the cached KV length of a finished request is kv_committed_len, past
+                finished_len (_cache_commit_len, then effective_kv_committed_len / owned_kv_len); 0.5.22's
+                owned_kv_len caps it at the prompt plus output_ids_through_stop (U from 0.5.22)
+  every release  #39826 (reasoning-tokens-through-stop): the decode loop adds the whole accepted run to
+                Req.reasoning_tokens before the finish check; the streamer sends that count unchanged
 """
 
 import os
@@ -72,6 +77,9 @@ EXPECTED = {
     **{v: _FROM_0_5_15 for v in ("0.5.15", "0.5.15.post1", "0.5.16", "0.5.17")},
     **{v: _FROM_0_5_18 for v in ("0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")},
 }
+for _v in EXPECTED:
+    EXPECTED[_v] = dict(EXPECTED[_v], **{"radix-overshoot": U if _v in ("0.5.22", "0.5.23") else B,
+                                         "reasoning-tokens-through-stop": B})
 # 0.5.11 and 0.5.12.x: the releases the CPU suite imports and runs (test_catalog, test_fix_*, ...)
 RUN_HERE = {"0.5.11", "0.5.12", "0.5.12.post1"}
 
