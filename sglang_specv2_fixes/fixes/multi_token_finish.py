@@ -108,3 +108,92 @@ def locate_str_stop_finished_len(req, new_accepted_len: int, *, stop_str=None, s
             return start + token_count
     # the caller found the match in the full window
     return len(req.output_ids)
+
+
+# The release's own one-token check order (stock ``check_finished`` / ``update_finish_state``), which decides a tie
+# at one token position: "length" (max_new_tokens), "grammar" (termination), "token" (EOS / stop token ids), "vocab"
+# (out-of-range / NaN ids), "str" (stop strings and regexes).
+ORDER_0_5_11 = ("length", "grammar", "token", "vocab", "str")  # 0.5.11 … 0.5.13
+ORDER_0_5_14 = ("length", "grammar", "vocab", "str", "token")  # 0.5.14 … 0.5.16
+ORDER_0_5_17 = ("length", "vocab", "str", "token", "grammar")  # 0.5.17 (#31738)
+ORDER_0_5_18 = ("vocab", "str", "token", "length", "grammar")  # 0.5.18 … 0.5.23 (#33758: a stop on the cap wins)
+
+_STATE = ("finished_reason", "finished_len")  # what the checks set on the request (vocab also rewrites an id)
+
+
+def first_finish(req, new_accepted_len: int, order) -> bool:
+    """Finish ``req`` at the first finish position within the accepted run (beyond upstream, which lets the check that
+    comes first in its order win wherever in the run it matches); a tie at one position goes to the check first in
+    ``order``, the release's own one-token order, so one-token steps give exactly stock's result. True if finished.
+
+    Each check runs on the request as it is, without committing: a check later in ``order`` runs on ``output_ids``
+    cut just before the best finish found so far (it wins only strictly earlier), a check that located its finish
+    runs again on the ids before it (a stop string listed later may complete earlier), and every run is undone
+    (``finished_reason``, ``finished_len``, the run's ids, which ``_check_vocab_boundary_finish`` rewrites). Only the
+    winner is committed. A decode never sees an out-of-range id: "vocab" precedes "str" in every release's order,
+    so the string check runs on the ids before it. ``max_new_tokens`` is a check at position max_new_tokens: a stop
+    past the cap becomes a length finish at the cap. Grammar termination is a finish at the end of the run."""
+    from sglang.srt.managers.schedule_batch import FINISH_LENGTH, FINISH_MATCHED_TOKEN
+
+    ids = req.output_ids
+    full = len(ids)
+    start = full - min(max(new_accepted_len, 1), full)
+    run_ids = ids[start:]
+    saved = tuple(getattr(req, name) for name in _STATE)
+    max_new_tokens = req.sampling_params.max_new_tokens
+
+    def evaluate(check, limit):
+        """(position, state, run ids) if ``check`` finishes ``output_ids[:limit]``, else None; nothing kept."""
+        if check == "length":
+            if limit < max_new_tokens:
+                return None
+            return max_new_tokens, (FINISH_LENGTH(length=max_new_tokens), max_new_tokens), None
+        if check == "grammar":
+            if limit < full or req.grammar is None or not req.grammar.is_terminated():
+                return None
+            return full, (FINISH_MATCHED_TOKEN(matched=ids[-1]), saved[1]), None
+        n = limit - start
+        cut, dirty = limit < full, True
+        if cut:
+            del ids[limit:]
+        try:
+            if check == "token":
+                fired = req._check_token_based_finish(ids[-n:])
+            elif check == "vocab":
+                fired = req._check_vocab_boundary_finish(ids[-n:])
+            else:
+                fired = req._check_str_based_finish(n)
+            state = tuple(getattr(req, name) for name in _STATE)
+            if not fired and state[0] is saved[0]:
+                dirty = False  # the common step: nothing set, nothing to undo
+                return None
+            # a located finish, or a reason without one (a stop string in decoded_text, an invalid regex's abort)
+            pos = state[1] if fired and state[1] is not None else limit
+            return pos, state, ids[start:pos]
+        finally:
+            if dirty:
+                for name, value in zip(_STATE, saved):
+                    setattr(req, name, value)
+            if dirty or cut:
+                del ids[start:]
+                ids.extend(run_ids)
+
+    best = None
+    for check in order:
+        limit = full if best is None else best[0] - 1
+        while limit >= (start + 1 if check not in ("length", "grammar") else 0):
+            found = evaluate(check, limit)
+            if found is None:
+                break
+            best = found
+            if check in ("length", "grammar") or found[1][1] is None:
+                break
+            limit = found[0] - 1  # the same check may finish earlier (another stop string)
+    if best is None:
+        return False
+    pos, (reason, finished_len), new_ids = best
+    req.finished_reason = reason
+    req.finished_len = pos if finished_len is None and pos < full else finished_len
+    if new_ids is not None:
+        ids[start:pos] = new_ids
+    return True
