@@ -17,6 +17,7 @@ is present (the table must then patch it, or say open). A wrong table entry fail
   0.5.16 … 0.5.23  as 0.5.15; tree compaction moved to eagle_worker_common, Req.kv holds the allocation;
                 live-accept-metrics still counts stale requests (0.5.22+ keeps length-finished ones out of
                 the next batch only)
+  up to 0.5.13   #28682 (grammar-run-end): a spec-v2 accepted run is not cut at the grammar's terminating token
   0.5.12 on      #25015 (draft-decode-positions): draft_forward advances the positions after each draft decode
                 forward (0.5.11 before it: patched there)
   every release  multi-token-finish: the check first in update_finish_state's order wins wherever in the
@@ -64,12 +65,14 @@ _0_5_13 = {
     "grammar-result-order": B,
     "draft-decode-positions": U,
     "multi-token-finish": B,
+    "grammar-run-end": B,
 }
-_FROM_0_5_15 = dict(_0_5_13, **{"bonus-slot-accounting": NA})
+_0_5_14 = dict(_0_5_13, **{"grammar-run-end": U})
+_FROM_0_5_15 = dict(_0_5_14, **{"bonus-slot-accounting": NA})
 EXPECTED = {
     "0.5.13": _0_5_13,
     "0.5.13.post1": _0_5_13,
-    "0.5.14": _0_5_13,
+    "0.5.14": _0_5_14,
     **{v: _FROM_0_5_15 for v in ("0.5.15", "0.5.15.post1", "0.5.16", "0.5.17")},
     **{v: _FROM_0_5_15 for v in ("0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")},
 }
