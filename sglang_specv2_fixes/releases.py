@@ -287,13 +287,7 @@ _FIXES["0.5.17"] = _derive("0.5.16", {
     "reasoning-tokens-through-stop": patch("0.5.17"),
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
-    "multi-token-finish": note(
-        UPSTREAM,
-        "#33758: update_finish_state checks stop strings and stop tokens before max_new_tokens and caps a stop "
-        "past it (_cap_finished_len_at_max_new_tokens); #23802/#25980/#28802 (0.5.14) widen the stop-string "
-        "window and locate finished_len",
-        check=('sglang.srt.managers.schedule_batch', 'Req.update_finish_state', 'ac20519c269e99ac'),
-    ),
+    "multi-token-finish": patch("0.5.18"),
     "draft-decode-positions": "c09f81690f3fea54",
     "grammar-result-order": patch("0.5.18"),
     "chunked-prefill-draft-chain": "6d8174b2ccc9cd62",

@@ -168,24 +168,30 @@ grammar-run-end  [#28682]  spec v2 + grammar: an accepted run ends at the token 
     - upstream (0.5.14 … 0.5.23)
     Removal: delete when 0.5.13.x leaves the supported releases (upstream from 0.5.14)
 
-multi-token-finish  [#23802, #25980, #28802, #31738, #33758]  finish checks see the whole accepted run
+multi-token-finish  [#23802, #25980, #28802, #31738, #33758]  finish checks see the whole accepted run; the first finish
+    in the run wins
     What: Req.tail_str / Req._check_str_based_finish (0.5.11 … 0.5.13): the stop-string window
         covers the whole accepted run and a matched stop string or regex sets finished_len at the
         stop; Req._check_vocab_boundary_finish: >= vocab_size, no upper bound without a vocab size;
-        Req.check_finished (0.5.11 / 0.5.12.x) / Req.update_finish_state (0.5.13 … 0.5.17): 0.5.18's
-        order (out-of-range ids, stop strings, stop tokens, a stop past max_new_tokens capped to a
-        length finish, then the length check, then grammar termination)
+        Req.check_finished (0.5.11 / 0.5.12.x) / Req.update_finish_state (0.5.13 … 0.5.23): every
+        check's finish position in the run is found without committing and the earliest wins (a tie:
+        the release's own one-token order; max_new_tokens a finish at the cap, so a stop past it is
+        a length finish there)
     Why: with speculative decoding a stop string early in an accepted run is missed (the request
-        runs on) or leaks the tokens accepted after it, a run holding a stop string and EOS leaks
-        the stop string, and a run that holds EOS / a stop and crosses max_new_tokens returns the
-        tokens after the stop with finish_reason length
+        runs on) or leaks the tokens accepted after it, a run that holds EOS / a stop and crosses
+        max_new_tokens returns the tokens after the stop with finish_reason length, and on every
+        release the check first in the order wins wherever in the run it matches (a stop string
+        after a stop token ends the run at the string, emitting the tokens after the stop token),
+        where one-token decoding stops at the first
     - applied: patches/multi-token-finish/0.5.11.patch (0.5.11 … 0.5.12.post1)
     - applied: patches/multi-token-finish/0.5.13.patch (0.5.13 … 0.5.13.post1)
     - applied: patches/multi-token-finish/0.5.14.patch (0.5.14 … 0.5.16)
     - applied: patches/multi-token-finish/0.5.17.patch (0.5.17)
-    - upstream (0.5.18 … 0.5.23)
-    Removal: A is upstream from 0.5.14, B from 0.5.18: the 0.5.11 / 0.5.13 patch files go when
-        0.5.13 leaves the supported releases, the fix when 0.5.17 does
+    - applied: patches/multi-token-finish/0.5.18.patch (0.5.18 … 0.5.23)
+    Removal: A is upstream from 0.5.14, B from 0.5.18; beyond upstream: the first finish in the run
+        wins — open upstream as of 0.5.23, so every release keeps its patch file until upstream
+        finishes a run at its first finish; then the 0.5.11 / 0.5.13 patch files go when 0.5.13
+        leaves the supported releases, the 0.5.14 / 0.5.17 ones when 0.5.17 does
 
 radix-overshoot  [#35694]  speculative overshoot past the stop kept out of the radix cache
     What: Req.pop_committed_kv_cache (0.5.11 … 0.5.15.post1), Req.effective_kv_committed_len (0.5.16
