@@ -53,8 +53,8 @@ class _FinishLine:
 
     def check_cases(self, earlier_token_later_string):
         """Every case of one group equals the non-speculative server. The group of a stop token followed by a stop
-        string (``stop token then stop string``) is apart: upstream's order lets the later string win inside one
-        accepted run (through 0.5.23), so it fails where the other cases pass."""
+        string (``stop token then stop string``) is apart: upstream's check order lets the later string win inside
+        one accepted run (stock fails it on 0.5.14-0.5.23; the plugin's first finish in the run wins)."""
         want = reference_responses(BODIES, keep=finish_line.received)
         mine = [i for i, (label, _) in enumerate(CASES)
                 if label.endswith("stop token then stop string") == earlier_token_later_string]
