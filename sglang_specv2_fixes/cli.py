@@ -184,8 +184,9 @@ def _status(args) -> int:
             return _error(f"fixes named explicitly ({_names(sel.canonical)}): a server would stop at startup")
         return 0
     print(f"code line: {report.code_line}\n")
+    width = max((len(f.name) for f in report.fixes), default=0)
     for f in report.fixes:
-        print(f"  {f.name:<28} {f.state:<15} {', '.join(f.upstream) or 'beyond upstream'}")
+        print(f"  {f.name:<{width}} {f.state:<15} {f.refs}")
         print(_fill(f.title, IND, wide=wide))
         if f.reason:
             print(_fill(f.reason if wide else _short_targets(f.reason), IND, wide=wide))
