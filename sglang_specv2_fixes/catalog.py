@@ -70,6 +70,15 @@ class Fix:
     what: str  # what is patched and how
     why: str  # the user-visible bug
     removal: str  # when this patch can be deleted
+    related: Tuple[str, ...] = ()  # a beyond-upstream fix: the upstream issues / open PRs about its bug
+
+    @property
+    def refs(self) -> str:
+        """Every reference, for tables: the upstream PRs ('#26651, #27545'), or 'beyond upstream' with the
+        related issues ('beyond upstream (#39826, #37450)')."""
+        if self.upstream:
+            return ", ".join(self.upstream)
+        return f"beyond upstream ({', '.join(self.related)})" if self.related else "beyond upstream"
 
     @property
     def ref(self) -> str:

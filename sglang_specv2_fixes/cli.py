@@ -203,8 +203,9 @@ def _status(args) -> int:
     else:
         print(_fill(f"none (not in the table; {selection.ENV_UNKNOWN_RELEASE}=fingerprint, closest known line: "
                     f"{report.fingerprint_match})", "code line: ", "  ", wide) + "\n")
+    width = max((len(f.name) for f in report.fixes), default=0)
     for f in report.fixes:
-        print(f"  {f.name:<28} {f.state:<15} {', '.join(f.upstream) or 'beyond upstream'}")
+        print(f"  {f.name:<{width}} {f.state:<15} {f.refs}")
         print(_fill(f.title, IND, wide=wide))
         if f.reason:
             print(_fill(f.reason if wide else _short_targets(f.reason), IND, wide=wide))
@@ -238,8 +239,9 @@ def _unknown_release_preview(sel, wide: bool) -> None:
 
     preview = plan_unknown(core.Report(__version__, installed.version(), None, sel.canonical, []), sel, ALL_FIXES)
     print(f"\nwith {selection.ENV_UNKNOWN_RELEASE}=fingerprint (closest known code line: {preview.fingerprint_match}):")
+    width = max((len(f.name) for f in preview.fixes), default=0)
     for f in preview.fixes:
-        print(f"  {f.name:<28} {f.state}")
+        print(f"  {f.name:<{width}} {f.state}")
         print(_fill(f.reason if wide else _short_targets(f.reason), IND, wide=wide))
 
 
@@ -251,10 +253,11 @@ def _matrix(args) -> int:
         print("| fix | upstream | " + " | ".join(vers) + " |")
         print("|---|---|" + "---|" * len(vers))
         for fix, cells in rows:
-            print(f"| `{fix.name}` | {', '.join(fix.upstream) or '-'} | " + " | ".join(cells[v] for v in vers) + " |")
+            refs = fix.refs if fix.upstream or fix.related else "-"
+            print(f"| `{fix.name}` | {refs} | " + " | ".join(cells[v] for v in vers) + " |")
     else:
         for fix, cells in rows:
-            print(f"{fix.name} ({', '.join(fix.upstream) or 'beyond upstream'})")
+            print(f"{fix.name} ({fix.refs})")
             for state in dict.fromkeys(cells.values()):
                 print(_fill(_ranges([v for v in vers if cells[v] == state]), f"    {state:<15} "))
     return 0

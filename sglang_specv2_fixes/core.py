@@ -46,10 +46,18 @@ class FixStatus:
     reason: str
     patch: Optional[str] = None  # patches/<fix>/<name>.patch used on this release
     targets: List[TargetCheck] = dataclasses.field(default_factory=list)
+    related: List[str] = dataclasses.field(default_factory=list)  # upstream issues of a fix beyond upstream
 
     @property
     def ref(self) -> str:
         return self.upstream[0] if self.upstream else "beyond upstream"
+
+    @property
+    def refs(self) -> str:
+        """As catalog.Fix.refs: the upstream PRs, or 'beyond upstream' with the related issues."""
+        if self.upstream:
+            return ", ".join(self.upstream)
+        return f"beyond upstream ({', '.join(self.related)})" if self.related else "beyond upstream"
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -174,7 +182,7 @@ def plan(selection: Selection, version: Optional[str] = None, fixes=None) -> Rep
 
         return plan_unknown(report, selection, fixes)
     for fix in fixes:
-        st = FixStatus(fix.name, list(fix.upstream), fix.title, catalog.UNSUPPORTED, "")
+        st = FixStatus(fix.name, list(fix.upstream), fix.title, catalog.UNSUPPORTED, "", related=list(fix.related))
         if line is None:
             st.reason = unsupported(version)
         else:

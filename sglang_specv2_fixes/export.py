@@ -51,7 +51,7 @@ def where(fix: Fix) -> List[str]:
 def index_text() -> str:
     out = []
     for fix in ALL_FIXES:
-        head = f"{fix.name}  [{', '.join(fix.upstream) or 'beyond upstream'}]  {fix.title}"
+        head = f"{fix.name}  [{fix.refs}]  {fix.title}"
         out.append(textwrap.fill(head, 120, subsequent_indent="    ", break_on_hyphens=False))  # the CLI width
         for label, text in (("What", fix.what), ("Why", fix.why)):
             out.append(textwrap.fill(text, 100, initial_indent=f"    {label}: ", subsequent_indent="        "))

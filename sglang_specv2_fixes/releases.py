@@ -108,6 +108,8 @@ _FIXES["0.5.11"] = {
     "live-accept-metrics": patch("0.5.11"),
     "routed-experts-draft-guard": patch("0.5.11"),
     "grammar-run-end": patch("0.5.11"),
+    "radix-overshoot": patch("0.5.11"),
+    "reasoning-tokens-through-stop": patch("0.5.11"),
     "bonus-slot-accounting": note(
         UPSTREAM,
         "pre-claim in prepare_for_decode",
@@ -145,6 +147,7 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
         "renamed num_correct_drafts / num_accept_tokens",
         check=('sglang.srt.speculative.eagle_info_v2', 'EagleVerifyInputV2Mixin.sample', '6e817b9a418683c9'),
     ),
+    "reasoning-tokens-through-stop": patch("0.5.12"),
 })
 _FIXES["0.5.13"] = _derive("0.5.12", {
     "multi-token-finish": patch("0.5.13"),
@@ -198,6 +201,7 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
         "snapshot",
         check=('sglang.srt.managers.overlap_utils', 'FutureMap.resolve_seq_lens_cpu', '0e06bbae78da2463'),
     ),
+    "reasoning-tokens-through-stop": patch("0.5.13"),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
     "multi-token-finish": patch("0.5.14"),
@@ -225,6 +229,7 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
         check=('sglang.srt.speculative.eagle_utils', 'eagle_sample', '5e49f3d99001edb5'),
     ),
     "seq-lens-helper": "03bc17e32f9094ff",
+    "reasoning-tokens-through-stop": patch("0.5.14"),
 })
 _FIXES["0.5.15"] = _derive("0.5.14", {
     "draft-decode-positions": "8a9134a65c6747d0",
@@ -247,6 +252,7 @@ _FIXES["0.5.15"] = _derive("0.5.14", {
     ),
     "accept-length-split": "a71fa4dd6851e3c0",
     "seq-lens-helper": "42648b6d836794f3",
+    "reasoning-tokens-through-stop": patch("0.5.15"),
 })
 _FIXES["0.5.16"] = _derive("0.5.15", {
     "draft-decode-positions": "c40e353048697ee2",
@@ -266,6 +272,8 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
     "bonus-slot-accounting": "8889cbb3fc0f55cd",
     "accept-length-split": "2e8d7fe3e06f453a",
     "seq-lens-helper": "0bc94a38081f5f9b",
+    "radix-overshoot": patch("0.5.16"),
+    "reasoning-tokens-through-stop": patch("0.5.16"),
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
     "multi-token-finish": patch("0.5.17"),
@@ -275,15 +283,11 @@ _FIXES["0.5.17"] = _derive("0.5.16", {
     "routed-experts-draft-guard": patch("0.5.17"),
     "bonus-slot-accounting": "a838c68eae04cb10",
     "accept-length-split": "140530ac2567d399",
+    "radix-overshoot": patch("0.5.17"),
+    "reasoning-tokens-through-stop": patch("0.5.17"),
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
-    "multi-token-finish": note(
-        UPSTREAM,
-        "#33758: update_finish_state checks stop strings and stop tokens before max_new_tokens and caps a stop "
-        "past it (_cap_finished_len_at_max_new_tokens); #23802/#25980/#28802 (0.5.14) widen the stop-string "
-        "window and locate finished_len",
-        check=('sglang.srt.managers.schedule_batch', 'Req.update_finish_state', 'ac20519c269e99ac'),
-    ),
+    "multi-token-finish": patch("0.5.18"),
     "draft-decode-positions": "c09f81690f3fea54",
     "grammar-result-order": patch("0.5.18"),
     "chunked-prefill-draft-chain": "6d8174b2ccc9cd62",
@@ -298,6 +302,8 @@ _FIXES["0.5.19"] = _derive("0.5.18", {
     "live-accept-metrics": patch("0.5.19"),
     "bonus-slot-accounting": "92107f907b9478f0",
     "accept-length-split": "a71354e818d059a4",
+    "radix-overshoot": patch("0.5.19"),
+    "reasoning-tokens-through-stop": patch("0.5.19"),
 })
 _FIXES["0.5.20"] = _derive("0.5.19", {
     "grammar-result-order": patch("0.5.20"),
@@ -312,6 +318,8 @@ _FIXES["0.5.21"] = _derive("0.5.20", {
     "grammar-result-order": patch("0.5.21"),
     "routed-experts-draft-guard": patch("0.5.21"),
     "accept-length-split": "93d1ca9cde811c58",
+    "radix-overshoot": patch("0.5.21"),
+    "reasoning-tokens-through-stop": patch("0.5.21"),
 })
 _FIXES["0.5.22"] = _derive("0.5.21", {
     "draft-decode-positions": "ec3e3bb28dda5c70",
@@ -321,6 +329,13 @@ _FIXES["0.5.22"] = _derive("0.5.21", {
     "routed-experts-draft-guard": patch("0.5.22"),
     "bonus-slot-accounting": "3aecac2a9354fc3a",
     "accept-length-split": "2af287281c12dd0d",
+    "radix-overshoot": note(
+        UPSTREAM,
+        "Req.owned_kv_len caps a finished request's cached KV at the prompt plus output_ids_through_stop "
+        "(equivalent of #35694; hybrid caches fall back to the previous mamba checkpoint)",
+        check=('sglang.srt.managers.schedule_batch', 'Req.owned_kv_len', '496ba1318b4ead14'),
+    ),
+    "reasoning-tokens-through-stop": patch("0.5.22"),
 })
 _FIXES["0.5.23"] = _derive("0.5.22", {
     "draft-decode-positions": "3cd7b89c0f5625e2",
@@ -330,6 +345,7 @@ _FIXES["0.5.23"] = _derive("0.5.22", {
     "bonus-slot-accounting": "9149bf599e4ff6f9",
     "accept-length-split": "61266326a73fcba5",
     "seq-lens-helper": "8d9a4a2634685aaa",
+    "reasoning-tokens-through-stop": patch("0.5.23"),
 })
 
 for _line, _fixes in _FIXES.items():

@@ -489,7 +489,7 @@ def plan_unknown(report, sel, fixes, fp_of: Optional[FpOf] = None):
     report.fingerprint_match = line or "none"
     matched = []
     for fix in fixes:
-        st = FixStatus(fix.name, list(fix.upstream), fix.title, catalog.UNSUPPORTED, "")
+        st = FixStatus(fix.name, list(fix.upstream), fix.title, catalog.UNSUPPORTED, "", related=list(fix.related))
         m = match_fix(fix.name, fp_of)
         if m.kind in ("patch", "present"):
             pf = patchfile.load(fix.name, m.patch)

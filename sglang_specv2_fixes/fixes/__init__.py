@@ -168,24 +168,68 @@ grammar-run-end  [#28682]  spec v2 + grammar: an accepted run ends at the token 
     - upstream (0.5.14 … 0.5.23)
     Removal: delete when 0.5.13.x leaves the supported releases (upstream from 0.5.14)
 
-multi-token-finish  [#23802, #25980, #28802, #31738, #33758]  finish checks see the whole accepted run
+multi-token-finish  [#23802, #25980, #28802, #31738, #33758]  finish checks see the whole accepted run; the first finish
+    in the run wins
     What: Req.tail_str / Req._check_str_based_finish (0.5.11 … 0.5.13): the stop-string window
         covers the whole accepted run and a matched stop string or regex sets finished_len at the
         stop; Req._check_vocab_boundary_finish: >= vocab_size, no upper bound without a vocab size;
-        Req.check_finished (0.5.11 / 0.5.12.x) / Req.update_finish_state (0.5.13 … 0.5.17): 0.5.18's
-        order (out-of-range ids, stop strings, stop tokens, a stop past max_new_tokens capped to a
-        length finish, then the length check, then grammar termination)
+        Req.check_finished (0.5.11 / 0.5.12.x) / Req.update_finish_state (0.5.13 … 0.5.23): every
+        check's finish position in the run is found without committing and the earliest wins (a tie:
+        the release's own one-token order; max_new_tokens a finish at the cap, so a stop past it is
+        a length finish there)
     Why: with speculative decoding a stop string early in an accepted run is missed (the request
-        runs on) or leaks the tokens accepted after it, a run holding a stop string and EOS leaks
-        the stop string, and a run that holds EOS / a stop and crosses max_new_tokens returns the
-        tokens after the stop with finish_reason length
+        runs on) or leaks the tokens accepted after it, a run that holds EOS / a stop and crosses
+        max_new_tokens returns the tokens after the stop with finish_reason length, and on every
+        release the check first in the order wins wherever in the run it matches (a stop string
+        after a stop token ends the run at the string, emitting the tokens after the stop token),
+        where one-token decoding stops at the first
     - applied: patches/multi-token-finish/0.5.11.patch (0.5.11 … 0.5.12.post1)
     - applied: patches/multi-token-finish/0.5.13.patch (0.5.13 … 0.5.13.post1)
     - applied: patches/multi-token-finish/0.5.14.patch (0.5.14 … 0.5.16)
     - applied: patches/multi-token-finish/0.5.17.patch (0.5.17)
-    - upstream (0.5.18 … 0.5.23)
-    Removal: A is upstream from 0.5.14, B from 0.5.18: the 0.5.11 / 0.5.13 patch files go when
-        0.5.13 leaves the supported releases, the fix when 0.5.17 does
+    - applied: patches/multi-token-finish/0.5.18.patch (0.5.18 … 0.5.23)
+    Removal: A is upstream from 0.5.14, B from 0.5.18; beyond upstream: the first finish in the run
+        wins — open upstream as of 0.5.23, so every release keeps its patch file until upstream
+        finishes a run at its first finish; then the 0.5.11 / 0.5.13 patch files go when 0.5.13
+        leaves the supported releases, the 0.5.14 / 0.5.17 ones when 0.5.17 does
+
+radix-overshoot  [#35694]  speculative overshoot past the stop kept out of the radix cache
+    What: Req.pop_committed_kv_cache (0.5.11 … 0.5.15.post1), Req.effective_kv_committed_len (0.5.16
+        … 0.5.20), Req.owned_kv_len (0.5.21): a finished speculative request's cached KV length is
+        the prompt plus output_ids_through_stop; the accepted tokens past the stop are freed with
+        the over-allocated range (hybrid mamba requests and non-speculative decoding unchanged)
+    Why: a verify step commits the whole accepted run, so the radix tree keyed and kept the tokens
+        past the stop that no follow-up turn reproduces: KV held by an unreachable suffix (hybrid
+        models: the follow-up misses the decode region)
+    - applied: patches/radix-overshoot/0.5.11.patch (0.5.11 … 0.5.15.post1)
+    - applied: patches/radix-overshoot/0.5.16.patch (0.5.16)
+    - applied: patches/radix-overshoot/0.5.17.patch (0.5.17 … 0.5.18)
+    - applied: patches/radix-overshoot/0.5.19.patch (0.5.19 … 0.5.20)
+    - applied: patches/radix-overshoot/0.5.21.patch (0.5.21)
+    - upstream (0.5.22 … 0.5.23)
+    Removal: delete when 0.5.21 leaves the supported releases (an equivalent change is upstream from
+        0.5.22)
+
+reasoning-tokens-through-stop  [beyond upstream (#39826, #37450)]  usage.reasoning_tokens counts only the tokens sent
+    What: SchedulerOutputProcessorMixin.stream_output_generation (0.5.11 / 0.5.12.x),
+        _GenerationStreamAccumulator.accept (0.5.13+): the reasoning token count sent with a request
+        is min(req.reasoning_tokens, len(output_ids_through_stop)), the reasoning tokens among the
+        tokens sent
+    Why: a verify step adds its whole accepted run to the reasoning count before the stop / length
+        trim, so usage.reasoning_tokens could exceed usage.completion_tokens
+    - applied: patches/reasoning-tokens-through-stop/0.5.11.patch (0.5.11)
+    - applied: patches/reasoning-tokens-through-stop/0.5.12.patch (0.5.12 … 0.5.12.post1)
+    - applied: patches/reasoning-tokens-through-stop/0.5.13.patch (0.5.13 … 0.5.13.post1)
+    - applied: patches/reasoning-tokens-through-stop/0.5.14.patch (0.5.14)
+    - applied: patches/reasoning-tokens-through-stop/0.5.15.patch (0.5.15 … 0.5.15.post1)
+    - applied: patches/reasoning-tokens-through-stop/0.5.16.patch (0.5.16)
+    - applied: patches/reasoning-tokens-through-stop/0.5.17.patch (0.5.17 … 0.5.18)
+    - applied: patches/reasoning-tokens-through-stop/0.5.19.patch (0.5.19 … 0.5.20)
+    - applied: patches/reasoning-tokens-through-stop/0.5.21.patch (0.5.21)
+    - applied: patches/reasoning-tokens-through-stop/0.5.22.patch (0.5.22)
+    - applied: patches/reasoning-tokens-through-stop/0.5.23.patch (0.5.23)
+    Removal: delete per release once upstream counts reasoning tokens through the stop (open as of
+        0.5.23)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -203,6 +247,8 @@ from . import (
     grammar_run_end,
     live_accept_metrics,
     multi_token_finish,
+    radix_overshoot,
+    reasoning_tokens_through_stop,
     routed_experts_draft_guard,
     seq_lens_helper,
     skip_stale_overlap_updates,
@@ -213,4 +259,5 @@ ALL_FIXES = [m.FIX for m in (
     skip_stale_overlap_updates, tree_drafting, live_accept_metrics, routed_experts_draft_guard,
     draft_extend_kv_range, chunked_prefill_draft_chain, bonus_slot_accounting, accept_length_split,
     seq_lens_helper, grammar_result_order, draft_decode_positions, grammar_run_end, multi_token_finish,
+    radix_overshoot, reasoning_tokens_through_stop,
 )]

@@ -67,7 +67,8 @@ def cases(prompts: List[List[int]], seed: int = 0) -> List[Tuple[str, dict]]:
                                                                      stop_token_ids=[w[k]]))]
             elif kind == 1:
                 out += [(f"{tag} regex stop", _body(p, OUTPUT_LEN, stop_regex=[rf"{tok(k)} t\d+"])),
-                        (f"{tag} stop string kept", _body(p, OUTPUT_LEN, stop=[tok(k)], include_stop_str_in_output=True))]
+                        (f"{tag} regex before a stop string", _body(p, OUTPUT_LEN, stop=[tok(k + 2)],
+                                                                   stop_regex=[rf"{tok(k)} t\d+"]))]
             elif kind == 2:
                 out += [(f"{tag} stop token untrimmed", _body(p, OUTPUT_LEN, stop_token_ids=[w[k]], no_stop_trim=True)),
                         (f"{tag} stop string untrimmed", _body(p, OUTPUT_LEN, stop=[tok(k)], no_stop_trim=True))]

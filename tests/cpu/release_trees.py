@@ -10,12 +10,22 @@ import zipfile
 from sglang_specv2_fixes import catalog, patchfile, releases
 from sglang_specv2_fixes.catalog import Patched
 
-# the fixes the table patches on 0.5.23 (open upstream), and the patch file each one gets there
+# the fixes the table patches on 0.5.23 (open upstream, or beyond upstream there), and the patch file each one gets
 OPEN_UPSTREAM = {"live-accept-metrics": "0.5.22", "grammar-result-order": "0.5.22",
-                 "routed-experts-draft-guard": "0.5.22"}
+                 "routed-experts-draft-guard": "0.5.22", "multi-token-finish": "0.5.18",
+                 "reasoning-tokens-through-stop": "0.5.23"}
 # a local edit of grammar-result-order's target (Scheduler.event_loop_overlap): a comment changes its fingerprint
 LOCAL_EDIT = {"sglang.srt.managers.scheduler": ("    def event_loop_overlap(self):\n",
                                                 "    def event_loop_overlap(self):\n        # a local edit\n")}
+
+
+def matched_as(fix):
+    """The releases whose table entry is OPEN_UPSTREAM[fix]'s patch file, as the unknown-release warning and reasons
+    name them ('0.5.22 … 0.5.23')."""
+    from sglang_specv2_fixes import survey
+
+    return survey.line_releases([line for line, L in releases.LINES.items()
+                                 if L.fixes[fix] == Patched(OPEN_UPSTREAM[fix])])
 
 
 def release_root(version):

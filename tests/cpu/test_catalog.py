@@ -33,6 +33,8 @@ def test_every_fix_has_an_entry_for_every_code_line():
             assert releases.entry(fix.name, line) is not None, (fix.name, line)
         assert fix.title and fix.what and fix.why and fix.removal, fix.name
         assert all(pr.startswith("#") and pr[1:].isdigit() for pr in fix.upstream), (fix.name, fix.upstream)
+        assert all(r.startswith("#") and r[1:].isdigit() for r in fix.related), (fix.name, fix.related)
+        assert not (fix.upstream and fix.related), fix.name  # related refs are for beyond-upstream fixes
         assert fix.ref == (fix.upstream[0] if fix.upstream else "beyond upstream")
 
 

@@ -30,7 +30,7 @@ def test_the_cases_cover_every_finish_kind_at_many_offsets():
     kinds = {label.split(" ", 2)[2] for label in labels}
     assert {"stop string", "stop string over two tokens", "stop token, cap after it", "stop token, cap at it",
             "stop token, cap before it", "stop string, cap after it", "max_new_tokens", "regex stop",
-            "stop string kept", "stop token untrimmed", "stop string untrimmed", "stop string then stop token",
+            "regex before a stop string", "stop token untrimmed", "stop string untrimmed", "stop string then stop token",
             "stop token then stop string", "stop string, streamed", "stop token near the cap, streamed"} <= kinds
     offsets = {int(label.split()[1][1:]) for label in labels}
     assert len({k % 4 for k in offsets}) == 4 and len(offsets) >= 20  # every position of a 4-token run

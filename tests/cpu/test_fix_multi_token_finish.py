@@ -4,15 +4,18 @@ word-level, ``t7`` … ``t1023``, decode joins tokens with spaces, EOS ``</s>`` 
 A step appends a run of accepted tokens to ``output_ids`` and calls the release's finish check
 (``check_finished`` / ``update_finish_state``) with the run's length, as the spec-v2 decode result processing does;
 non-speculative decoding is the same with runs of one token. Three bodies run: stock (the release's own ``Req``), the
-plugin body (the patch file compiled, on a ``Req`` subclass; on 0.5.18+, where the table says upstream, it is the
-stock one) and the oracle: the plugin body fed one token at a time (non-speculative semantics).
+plugin body (the patch file compiled, on a ``Req`` subclass; every release has one) and the oracle: the plugin body
+fed one token at a time, which is stock one-token decoding (test_one_token_steps_are_stock_results pins that, the
+``>= vocab_size`` bound on 0.5.11 … 0.5.13 aside).
 
-What the table claims is checked per release: A (stop-string window, finished_len at the stop string, stop string
-before EOS, ``>= vocab_size``) is in the release iff its patch file replaces ``Req.tail_str``; B (stops before the
-length cap) iff the table patches the fix at all. Each hand-written case names the bug it shows, and stock must
-differ from the expected result exactly on the releases that have that bug; the generated differential must find
-stock differing from the oracle on every patched release (and only B-shaped differences where only B is present),
-and never on 0.5.18+.
+What the table claims is checked per release: A (stop-string window, finished_len at the stop string, ``>=
+vocab_size``) is in the release iff its patch file replaces ``Req.tail_str``; B (stops before the length cap) iff the
+release's own finish check tests max_new_tokens before the stop checks; C (the check first in the release's order
+wins wherever in the run it matches, not the first finish in the run; open upstream as of 0.5.23) on every release.
+Each hand-written case names the bug it shows, and stock must differ from the expected result exactly on the releases
+that have that bug; the generated differential must find the plugin equal to the oracle in every case and stock
+differing from it on every release (only C-shaped differences on 0.5.18+, B- or C-shaped where only B and C are
+present).
 """
 
 import functools
@@ -31,10 +34,9 @@ pytestmark = [requires_sglang, pytest.mark.release_scoped]
 FIX = multi_token_finish.FIX
 ENTRY = releases.entry(FIX.name, LINE) if LINE else None
 PATCHED = isinstance(ENTRY, Patched)
-# A is in the release iff the line's patch file replaces tail_str (0.5.11 … 0.5.13); B iff the fix is patched at all
+# A is in the release iff the line's patch file replaces tail_str (0.5.11 … 0.5.13)
 BUG = {
     "A": PATCHED and any(t.qualname == "Req.tail_str" for t in patchfile.load(FIX.name, ENTRY.name).targets),
-    "B": PATCHED,
 }
 V, EOS, BOS = tm.V, tm.EOS, tm.BOS
 WORDS = range(len(tm.SPECIALS), V)  # t7 … t1023
@@ -59,6 +61,40 @@ def finish_name():
     from sglang.srt.managers.schedule_batch import Req
 
     return "update_finish_state" if hasattr(Req, "update_finish_state") else "check_finished"
+
+
+# where each check of the release's own finish method starts (its one-token order, which decides a tie)
+_MARKS = {"length": "self.sampling_params.max_new_tokens", "grammar": "self.grammar", "token":
+          "self._check_token_based_finish(", "vocab": "self._check_vocab_boundary_finish(", "str":
+          "self._check_str_based_finish("}
+
+
+@functools.lru_cache(maxsize=None)
+def stock_order():
+    """The release's one-token check order, read from its own ``check_finished`` / ``update_finish_state``."""
+    import inspect
+
+    from sglang.srt.managers.schedule_batch import Req
+
+    src = inspect.getsource(getattr(Req, finish_name()))
+    return tuple(sorted(_MARKS, key=lambda c: src.index(_MARKS[c])))
+
+
+def stock_checks_first(first, then):
+    """Stock checks ``first`` before ``then`` (so a ``first`` finish later in a run beats an earlier ``then``)."""
+    return stock_order().index(first) < stock_order().index(then)
+
+
+def bug(name):
+    """A (see BUG), B (stock checks max_new_tokens before EOS), or "C:x>y": stock checks x before y, so a run holding y
+    and then x ends at x (the tokens between are emitted)."""
+    if name == "C":  # in every release
+        return True
+    if name == "B":
+        return stock_checks_first("length", "token")
+    if name.startswith("C:"):
+        return stock_checks_first(*name[2:].split(">"))
+    return BUG[name]
 
 
 @functools.lru_cache(maxsize=None)
@@ -149,9 +185,10 @@ CASES = [
     # a run that ends exactly at max_new_tokens, no stop: length (every release)
     ("run-ends-at-max-new-tokens", t("t100"), [t("t101 t102 t103")],
      dict(max_new_tokens=4), (LEN, 4, 4, t("t100 t101 t102 t103")), None),
-    # EOS is the max_new_tokens-th token: the stop is reported (0.5.18's tie rule), same tokens as stock's length
+    # EOS is the max_new_tokens-th token: a tie, the release's own order decides (length first up to 0.5.17)
     ("eos-at-max-new-tokens", t("t100"), [t("t101 t102 eos")],
-     dict(max_new_tokens=4), (TOK, EOS, 4, t("t100 t101 t102 eos")), "B"),
+     dict(max_new_tokens=4),
+     {True: (LEN, 4, 4, t("t100 t101 t102 eos")), False: (TOK, EOS, 4, t("t100 t101 t102 eos"))}, None),
     # the stop lies past the cap: length at the cap (every release)
     ("eos-past-max-new-tokens", t("t100"), [t("t101 t102 t103 eos")],
      dict(max_new_tokens=3), (LEN, 3, 3, t("t100 t101 t102")), None),
@@ -162,10 +199,26 @@ CASES = [
     ("stop-regex-early-in-long-run", t("t100"), [t("t102 t500 t501 t103 t104 t105")],
      dict(stop_regex=["t50[0-9] t501"]), ("FINISHED_MATCHED_REGEX", "t50[0-9] t501", 4, t("t100 t102 t500 t501")),
      "A"),
+    # C, the first finish in the run wins: a stop token, then a stop string in the same run (0.5.14+ end at the string)
+    ("stop-token-then-stop-str-one-run", t("t100"), [t("t5 t500 t501 t103")],
+     dict(stop=["t500 t501"], stop_token_ids=[5]), (TOK, 5, 2, t("t100 t5")), "C:str>token"),
+    # EOS, then an out-of-range id in the same run (0.5.14+ sanitize the id and end there)
+    ("eos-then-negative-id-one-run", t("t100"), [t("t101 eos"), [-1], t("t102")],
+     dict(), (TOK, EOS, 3, t("t100 t101 eos")), None),
+    ("eos-then-negative-id-in-one-run", t("t100"), [t("t101 eos") + [-1] + t("t102")],
+     dict(), (TOK, EOS, 3, t("t100 t101 eos")), "C:vocab>token"),
+    # an out-of-range id, then a stop token in the same run (0.5.11 … 0.5.13 end at the stop token, id unsanitized)
+    ("negative-id-then-stop-token-one-run", t("t100"), [t("t101") + [-1] + t("t5 t102")],
+     dict(stop_token_ids=[5]), (STR, "NaN happened", 3, t("t100 t101 eos")), "C:token>vocab"),
+    # a stop string the stop list names second completes before the first one (one check, two finishes)
+    ("second-stop-str-first-in-run", t("t100"), [t("t102 t600 t103 t500 t104")],
+     dict(stop=["t500", "t600"]), (STR, "t600", 3, t("t100 t102 t600")), "C"),
 ]
 
 
 def expected_outcome(exp):
+    if isinstance(exp, dict):  # a tie: keyed by "the release checks max_new_tokens first"
+        exp = exp[stock_checks_first("length", "token")]
     cls, value, flen, tokens = exp
     as_json = {"type": "length", "length": value} if cls == LEN else {"type": "stop", "matched": value}
     return cls, as_json, flen, tokens
@@ -173,27 +226,87 @@ def expected_outcome(exp):
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_case(tok, case):
-    _, prefix, runs, params, exp, bug = case
+    _, prefix, runs, params, exp, shows = case
     want = expected_outcome(exp)
     assert oracle(tok, runs, prefix, **params) == want, "the expectation is non-speculative decoding's result"
     assert run(tok, True, runs, prefix, **params) == want
     stock = run(tok, False, runs, prefix, **params)
-    if bug and BUG[bug]:
-        assert emitted(stock) != emitted(want), f"stock {LINE} should show bug {bug} here: {stock}"
+    if shows and bug(shows):
+        assert emitted(stock) != emitted(want), f"stock {LINE} should show bug {shows} here: {stock}"
     else:
-        assert emitted(stock) == emitted(want), f"bug {bug} is upstream on {LINE}"
+        assert emitted(stock) == emitted(want), f"bug {shows} is not in stock {LINE}"
 
 
-def test_eos_before_stop_string_in_one_run_follows_upstream(tok):
-    """Upstream's rule (0.5.14+ and 0.5.18+, ported as is): a stop string beats EOS of the same run even when the EOS
-    comes first, so the tokens after the EOS up to the stop string are emitted; non-speculative decoding ends at the
-    EOS. Pinned here so a change of upstream's rule shows."""
-    runs, prefix, params = [t("eos t500 t501 t103")], t("t100"), dict(stop=["t500 t501"])
-    assert oracle(tok, runs, prefix, **params)[:3] == (TOK, {"type": "stop", "matched": EOS}, 2)
-    plugin = run(tok, True, runs, prefix, **params)
-    assert plugin == (STR, {"type": "stop", "matched": "t500 t501"}, 4, t("t100 eos t500 t501"))
-    if not BUG["A"]:  # stock has the same rule from 0.5.14
-        assert run(tok, False, runs, prefix, **params) == plugin
+def test_first_finish_in_the_run_wins_beyond_upstream(tok):
+    """Beyond upstream (open as of 0.5.23): a run holding a stop token and a stop string ends at whichever comes first,
+    as one-token decoding does. Stock lets the check first in its order win wherever in the run it matches: 0.5.14+
+    (strings before tokens) end ``[t5, t500, t501]`` at the string, 0.5.11 … 0.5.13 (tokens first) end
+    ``[t500, t501, t5]`` at the token; so stock fails one of the two shapes on every release."""
+    params = dict(stop=["t500 t501"], stop_token_ids=[5])
+    shapes = [  # (run, expected, stock's order picks the later finish)
+        (t("t5 t500 t501 t103"), (TOK, {"type": "stop", "matched": 5}, 2, t("t100 t5")),
+         stock_checks_first("str", "token")),
+        (t("t500 t501 t5 t103"), (STR, {"type": "stop", "matched": "t500 t501"}, 3, t("t100 t500 t501")),
+         stock_checks_first("token", "str")),
+    ]
+    for r, want, stock_wrong in shapes:
+        assert oracle(tok, [r], t("t100"), **params) == want
+        assert run(tok, True, [r], t("t100"), **params) == want
+        stock = run(tok, False, [r], t("t100"), **params)
+        assert (emitted(stock) != emitted(want)) == stock_wrong, (LINE, r, stock)
+    assert any(shape[2] for shape in shapes), f"stock {LINE} should fail one shape"
+
+
+def test_only_the_winner_is_committed(tok):
+    """The checks run without committing: an out-of-range id after the first finish is left as it is (the vocab
+    check's rewrite to EOS is undone), the stop token before it ends the request; where the id comes first its rewrite
+    is kept."""
+    req = make_req(tok, True, t("t100"), stop_token_ids=[5])
+    req.output_ids.extend(t("t101 t5") + [-1])
+    getattr(req, finish_name())(3)
+    assert outcome(req) == (TOK, {"type": "stop", "matched": 5}, 3, t("t100 t101 t5"))
+    assert list(req.output_ids) == t("t100 t101 t5") + [-1]
+    req = make_req(tok, True, t("t100"), stop_token_ids=[5])
+    req.output_ids.extend([-1] + t("t5 t102"))
+    getattr(req, finish_name())(3)
+    assert outcome(req) == (STR, {"type": "stop", "matched": "NaN happened"}, 2, t("t100 eos"))
+    assert list(req.output_ids) == t("t100 eos t5 t102")
+
+
+class _Terminated:
+    def is_terminated(self):
+        return True
+
+
+def test_grammar_termination_ties_follow_the_release_order(tok):
+    """A grammar-terminated run ends at an EOS inside it (the first finish); where termination and EOS land on the
+    same token, the release's own order picks the reason: grammar termination (finished_len unset) up to 0.5.16,
+    EOS from 0.5.17 (#31738). One-token steps and the tie give stock's result."""
+    def step(plugin, r):
+        req = make_req(tok, plugin, t("t100"))
+        req.grammar = _Terminated()
+        req.output_ids.extend(r)
+        getattr(req, finish_name())(len(r))
+        return outcome(req)
+
+    grammar_first = stock_checks_first("grammar", "token")
+    for r in (t("eos"), t("t101 eos")):
+        want = (TOK, {"type": "stop", "matched": EOS}, None if grammar_first else len(r) + 1, t("t100") + r)
+        assert step(True, r) == step(False, r) == want, r
+    r = t("eos t101")
+    assert step(True, r) == (TOK, {"type": "stop", "matched": EOS}, 2, t("t100 eos"))
+    assert (step(False, r)[3] != t("t100 eos")) == grammar_first  # stock up to 0.5.16: the whole run
+
+
+@PLUGIN_ONLY
+def test_tie_order_is_the_release_order():
+    """The order the patched body hands to first_finish is the one the release's own finish method runs."""
+    import inspect
+
+    fn = getattr(req_class(True), finish_name())
+    names = [n for n in dir(multi_token_finish) if n.startswith("ORDER_") and n in inspect.getsource(fn)]
+    assert len(names) == 1, names
+    assert getattr(multi_token_finish, names[0]) == stock_order()
 
 
 def test_emitted_text_with_and_without_stop_trim(tok):
@@ -295,78 +408,61 @@ def run_end(runs, pos):
     return end
 
 
-def upstream_rule_differs(tok, runs, params, want):
-    """The oracle's finish is a stop at position f, and a higher-priority cause of upstream's order (an id out of the
-    vocab; a stop string after a stop token) lies later in the same run: upstream's rule, which the plugin ports,
-    takes that one (test_eos_before_stop_string_in_one_run_follows_upstream)."""
-    cls, _, f, _ = want
-    if cls not in (STR, TOK, "FINISHED_MATCHED_REGEX"):
-        return False
-    seq = [x for r in runs for x in r]
-    end = run_end(runs, f)
-    if V in seq[f:end]:
-        return True
-    if cls == TOK and params.get("stop"):
-        strings_only = dict(params, stop_token_ids=None, ignore_eos=True, max_new_tokens=len(seq) + 1)
-        s = oracle(tok, runs, **strings_only)
-        return s[0] == STR and s[2] is not None and f < s[2] <= end
-    return False
-
-
 def length_masks_stop(stock, want):
     """B's shape: stock finished at the length cap where non-speculative decoding stops earlier or at the cap on a
     stop (EOS, stop token, stop string, out-of-vocab id) inside the run that reached the cap."""
     return stock[0] == LEN and want[0] != LEN
 
 
+def first_in_run_shaped(runs, stock, want):
+    """C's shape: stock finished later in the run that holds non-speculative decoding's finish, on a stop (or, where
+    stock checks the stops before max_new_tokens, on the cap that a later stop crossed)."""
+    f = len(want[3])
+    return (stock[0] != LEN or not bug("B")) and f < len(stock[3]) <= run_end(runs, f)
+
+
 def test_generated_multi_token_runs_match_one_token_decoding(tok):
     rng = random.Random(20261124)
     cases = generate(rng, tok, 500)
-    compared, upstream_rule, stock_diffs = 0, 0, []
+    stock_diffs = []
     kinds = set()
     for runs, params in cases:
         want = oracle(tok, runs, **params)
         plugin = run(tok, True, runs, **params)
         stock = run(tok, False, runs, **params)
-        if upstream_rule_differs(tok, runs, params, want):
-            upstream_rule += 1
-            assert plugin[0] != TOK and want[2] <= plugin[2] <= run_end(runs, want[2]), (runs, params, want, plugin)
-            continue
-        compared += 1
         kinds.add(want[0])
         assert plugin == want, (runs, params)
         if emitted(stock) != emitted(want):
             stock_diffs.append((runs, params, want, stock))
-    assert compared >= 400 and {STR, TOK, LEN} <= kinds, (compared, kinds)
-    assert upstream_rule > 0
-    if not BUG["B"]:
-        assert stock_diffs == [], f"{LINE}: the table says upstream, stock must be non-speculative decoding"
-        return
-    assert stock_diffs, f"{LINE}: the table patches {FIX.name}, stock should differ"
-    b_shaped = [d for d in stock_diffs if length_masks_stop(d[3], d[2])]
-    assert b_shaped, "a stop inside the run that reaches max_new_tokens"
-    if not BUG["A"]:  # 0.5.14 … 0.5.17: only B
-        assert b_shaped == stock_diffs, stock_diffs[:3]
+    assert {STR, TOK, LEN} <= kinds, kinds
+    b_shaped = [d for d in stock_diffs if bug("B") and length_masks_stop(d[3], d[2])]
+    c_shaped = [d for d in stock_diffs if first_in_run_shaped(d[0], d[3], d[2])]
+    assert c_shaped, f"{LINE}: stock should end a run at a later stop of its order (C, every release)"
+    assert bool(b_shaped) == bug("B"), "B: a stop inside the run that reaches max_new_tokens"
+    other = [d for d in stock_diffs if d not in b_shaped and d not in c_shaped]
+    if BUG["A"]:
+        assert other, "A: stop strings missed or leaked without the cap or a later stop"
     else:
-        assert len(b_shaped) < len(stock_diffs), "A: stop strings missed or leaked without the cap"
+        assert other == [], other[:3]
 
 
 @PLUGIN_ONLY
 def test_one_token_steps_are_stock_results(tok):
-    """Non-speculative decoding (and spec v1, which checks after each token): the plugin body emits exactly stock's
-    tokens; the finish reason differs only where upstream 0.5.18's order decides a tie differently (a stop on the
-    max_new_tokens-th token reports the stop; a token that completes a stop string and is a stop token reports the
-    string, 0.5.11 … 0.5.13)."""
+    """Non-speculative decoding (and spec v1, which checks after each token): the plugin body gives exactly stock's
+    result, the finish reason of a tie included (the release's own order decides it). On 0.5.11 … 0.5.13 the
+    plugin adds A's fixes: ``token_id == vocab_size`` is out of range, and a stop string's finished_len is set
+    (stock leaves it None; the same tokens are emitted)."""
     rng = random.Random(7)
-    cases = generate(rng, tok, 400, vocab_boundary=False)
-    ties = 0
+    cases = generate(rng, tok, 400)
+    same = 0
     for runs, params in cases:
         one = [[x] for r in runs for x in r]
         stock, plugin = run(tok, False, one, **params), run(tok, True, one, **params)
-        assert stock[3] == plugin[3], (runs, params, stock, plugin)
-        if stock[:2] != plugin[:2]:
-            ties += 1
-            at_cap = stock[0] == LEN and plugin[2] == params["max_new_tokens"]
-            str_over_token = BUG["A"] and (stock[0], plugin[0]) == (TOK, STR)
-            assert at_cap or str_over_token, (runs, params, stock, plugin)
-    assert ties > 0  # the tie rule is exercised, so the comparison above looks at real differences
+        if BUG["A"]:
+            stock, plugin = emitted(stock), emitted(plugin)
+            if V in [x for r in runs for x in r] and stock != plugin:
+                assert plugin[1] == {"type": "stop", "matched": "NaN happened"}, (runs, params, stock, plugin)
+                continue
+        assert stock == plugin, (runs, params, stock, plugin)
+        same += 1
+    assert same >= 300, same

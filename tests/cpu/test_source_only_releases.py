@@ -17,15 +17,23 @@ is present (the table must then patch it, or say open). A wrong table entry fail
   0.5.16 … 0.5.23  as 0.5.15; tree compaction moved to eagle_worker_common, Req.kv holds the allocation;
                 live-accept-metrics still counts stale requests (0.5.22+ keeps length-finished ones out of
                 the next batch only)
+  up to 0.5.13   #28682 (grammar-run-end): a spec-v2 accepted run is not cut at the grammar's terminating token
   0.5.12 on      #25015 (draft-decode-positions): draft_forward advances the positions after each draft decode
                 forward (0.5.11 before it: patched there)
-  up to 0.5.17   #33758 (multi-token-finish): update_finish_state checks max_new_tokens before the stops of an
-                accepted run (0.5.18 on: stops first, a stop past the cap capped); up to 0.5.13 also the stop-string
-                window of the last stop_str_max_len + 1 tokens, no finished_len at a stop string, EOS before the
-                stop string (#23802 / #25980 / #28802, upstream in 0.5.14)
+  every release  multi-token-finish: the check first in update_finish_state's order wins wherever in the
+                accepted run it matches, not the first finish in the run (0.5.18 on: a stop string after a stop
+                token ends the run at the string; open upstream as of 0.5.23); up to 0.5.17 also #33758:
+                max_new_tokens checked before the stops of the run; up to 0.5.13 also the stop-string window of
+                the last stop_str_max_len + 1 tokens, no finished_len at a stop string, EOS before the stop string
+                (#23802 / #25980 / #28802, upstream in 0.5.14)
   every release  #28986 (grammar-result-order): event_loop_overlap builds the next batch before it processes
                 the pending result; the forced spec + grammar sync then finishes requests of a batch that is
                 launched next (EAGLE/EAGLE3 up to 0.5.16; from 0.5.17 only NGRAM, which has no grammar overlap)
+  up to 0.5.21   #35694 (radix-overshoot): the cached KV length of a finished request is kv_committed_len, past
+                finished_len (_cache_commit_len, then effective_kv_committed_len / owned_kv_len); 0.5.22's
+                owned_kv_len caps it at the prompt plus output_ids_through_stop (U from 0.5.22)
+  every release  #39826 (reasoning-tokens-through-stop): the decode loop adds the whole accepted run to
+                Req.reasoning_tokens before the finish check; the streamer sends that count unchanged
 """
 
 import os
@@ -62,16 +70,20 @@ _0_5_13 = {
     "grammar-result-order": B,
     "draft-decode-positions": U,
     "multi-token-finish": B,
+    "grammar-run-end": B,
 }
-_FROM_0_5_15 = dict(_0_5_13, **{"bonus-slot-accounting": NA})
-_FROM_0_5_18 = dict(_FROM_0_5_15, **{"multi-token-finish": U})
+_0_5_14 = dict(_0_5_13, **{"grammar-run-end": U})
+_FROM_0_5_15 = dict(_0_5_14, **{"bonus-slot-accounting": NA})
 EXPECTED = {
     "0.5.13": _0_5_13,
     "0.5.13.post1": _0_5_13,
-    "0.5.14": _0_5_13,
+    "0.5.14": _0_5_14,
     **{v: _FROM_0_5_15 for v in ("0.5.15", "0.5.15.post1", "0.5.16", "0.5.17")},
-    **{v: _FROM_0_5_18 for v in ("0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")},
+    **{v: _FROM_0_5_15 for v in ("0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")},
 }
+for _v in EXPECTED:
+    EXPECTED[_v] = dict(EXPECTED[_v], **{"radix-overshoot": U if _v in ("0.5.22", "0.5.23") else B,
+                                         "reasoning-tokens-through-stop": B})
 # 0.5.11 and 0.5.12.x: the releases the CPU suite imports and runs (test_catalog, test_fix_*, ...)
 RUN_HERE = {"0.5.11", "0.5.12", "0.5.12.post1"}
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 from conftest import ROOT, child_env, requires_sglang, run_py
-from release_trees import LOCAL_EDIT, OPEN_UPSTREAM, release_root, synthetic_release
+from release_trees import LOCAL_EDIT, OPEN_UPSTREAM, matched_as, release_root, synthetic_release
 
 from sglang_specv2_fixes import catalog, core, installed, patchfile, releases, selection
 from sglang_specv2_fixes.catalog import Note
@@ -19,6 +19,7 @@ from sglang_specv2_fixes.fixes import ALL_FIXES
 pytestmark = pytest.mark.skipif(release_root("0.5.23") is None, reason="no sglang 0.5.23 source tree here "
                                 "(ci/setup_cpu_env.sh)")
 MODE = selection.ENV_UNKNOWN_RELEASE
+WIDTH = max(len(f.name) for f in ALL_FIXES)  # status's name column
 MATCH_LINE = ("sglang 0.5.24 is not a known release; SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE=fingerprint: fixes are "
               "patched only where their functions equal a known release's: ")
 
@@ -55,12 +56,12 @@ def test_opt_in_patches_the_open_upstream_fixes_on_synthetic_0_5_24(tmp_path, mo
         st = states[fix]
         assert st.state == catalog.READY and st.patch == f"patches/{fix}/{name}.patch", (fix, st.reason)
         assert st.targets and all(t.ok for t in st.targets)
-        assert "unknown release: its targets equal those of 0.5.22 … 0.5.23" in st.reason
+        assert f"unknown release: its targets equal those of {matched_as(fix)})" in st.reason
     for fix, state in expected_notes().items():
         assert states[fix].state == state and "source verified: as on" in states[fix].reason, states[fix].reason
     assert set(OPEN_UPSTREAM) | set(expected_notes()) == set(states)
     # one warning, naming the releases every applied fix was matched against
-    assert report.warnings == [MATCH_LINE + ", ".join(f"{f} as 0.5.22 … 0.5.23" for f in states
+    assert report.warnings == [MATCH_LINE + ", ".join(f"{f} as {matched_as(f)}" for f in states
                                                       if f in OPEN_UPSTREAM) + "; closest code line: 0.5.23"]
     assert "(not in the table; by fingerprint, closest 0.5.23)" in report.summary()
     assert report.as_dict()["fingerprint_match"] == "0.5.23" and report.layout_line == "0.5.23"
@@ -189,16 +190,16 @@ def test_status_on_an_unknown_release_shows_what_the_opt_in_would_apply(tmp_path
     preview = p.stdout.split("with SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE=fingerprint (closest known code line: "
                              "0.5.23):", 1)[1]
     for fix in OPEN_UPSTREAM:
-        assert f"  {fix:<28} ready\n" in preview, preview
+        assert f"  {fix:<{WIDTH}} ready\n" in preview, preview
     p = status_on(tree, SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE="fingerprint")
     assert p.returncode == 0, p.stderr
     assert "code line: none (not in the table; SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE=fingerprint, closest known " \
            "line: 0.5.23)" in p.stdout
     for fix in OPEN_UPSTREAM:
-        assert f"  {fix:<28} ready " in p.stdout
+        assert f"  {fix:<{WIDTH}} ready " in p.stdout
     assert p.stderr.count("is not a known release; SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE=fingerprint") == 1
     edited = synthetic_release(tmp_path / "e", "0.5.24", edit=LOCAL_EDIT)
     p = status_on(edited, SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE="fingerprint")
-    assert p.returncode == 1 and "grammar-result-order         refused" in p.stdout, p.stdout
+    assert p.returncode == 1 and f"  {'grammar-result-order':<{WIDTH}} refused" in p.stdout, p.stdout
     p = status_on(tree, SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE="bogus")
     assert p.returncode == 2 and "invalid SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE value 'bogus'" in p.stderr
