@@ -41,7 +41,6 @@ UPSTREAM = catalog.UPSTREAM  # "upstream"
 NOT_AFFECTED = "not-affected"
 NOT_BACKPORTED = "not-backported"
 ANSWERS = (UPSTREAM, NOT_AFFECTED, NOT_BACKPORTED)  # or the name of a fix of the release table
-IN_PROGRESS = "in progress (issue 25)"
 
 ORDER = list(releases.RELEASES)
 
@@ -183,10 +182,29 @@ BUGS: Tuple[Bug, ...] = (
         symptom="the output is `[..., <eos>, <junk>]` with finish_reason 'length' instead of 'stop' when the step "
         "that reaches max_new_tokens also accepted EOS / a stop before the cap",
         affected=span("0.5.11", "0.5.17"), fixed_in="0.5.18", answer="multi-token-finish",
-        reason="patched on 0.5.11 … 0.5.17; upstream from 0.5.18",
+        reason="patched on 0.5.11 … 0.5.17; upstream from 0.5.18 (multi-token-finish stays patched there for "
+        "record first-finish-in-run)",
         verified="grep `def _cap_finished_len_at_max_new_tokens` in schedule_batch.py: absent up to 0.5.17 (the "
         "length check runs first in check_finished / update_finish_state), present from 0.5.18",
         evidence=(Evidence(_SB, r"def _cap_finished_len_at_max_new_tokens\(", fixed=True),)),
+    Bug(
+        id="first-finish-in-run", title="multi-token finish: the check first in the release's order wins, not the "
+        "first finish in the run",
+        refs=(), found="found here: multi-token-finish C, issue 25, beyond upstream",
+        symptom="an accepted run holding two finishes ends at the one the release checks first, wherever in the run "
+        "it is: from 0.5.14 a stop token followed by a stop string in the same run ends at the string and emits "
+        "the tokens after the stop token (and an EOS followed by an out-of-range id ends at the id); on 0.5.11 … "
+        "0.5.13.post1 a stop string (or an out-of-range id) followed by a stop token ends at the token; of two stop "
+        "strings the one listed first wins. One-token decoding stops at the first finish",
+        affected=since("0.5.11"), fixed_in=None, answer="multi-token-finish",
+        reason="patched on every release, beyond upstream (open as of 0.5.23): each release's finish check calls "
+        "first_finish, the earliest finish position in the run wins and a tie goes to the release's own "
+        "one-token order; 0.5.18 … 0.5.23 get patches/multi-token-finish/0.5.18.patch for this alone",
+        verified="release table: multi-token-finish's patch files replace check_finished / update_finish_state on "
+        "every release (0.5.18 … 0.5.23: update_finish_state byte-identical, ac20519c269e99ac); "
+        "tests/cpu/test_fix_multi_token_finish.py runs each release's own finish check on a stop token then a stop "
+        "string in one run and on the reverse, and requires stock to end one of the two at the later finish on "
+        "every release"),
     Bug(
         id="pd-decode-grammar-sync", title="PD-disaggregation decode loop has no spec + grammar overlap guard",
         refs=("#28039",), found="survey C",
@@ -257,13 +275,35 @@ BUGS: Tuple[Bug, ...] = (
     Bug(
         id="radix-overshoot", title="speculative overshoot past the stop inserted into the radix cache",
         refs=("#35694",), found="survey G",
-        symptom="tokens accepted past the stop (never sent to the client) become part of the cached key: lower "
-        "prefix-cache hits on the next turn; on hybrid models the whole decode region misses",
-        affected=span("0.5.11", "0.5.21"), fixed_in="0.5.22", answer=NOT_BACKPORTED, reason=IN_PROGRESS,
+        symptom="tokens accepted past the stop (never sent to the client) are inserted into the radix tree: KV held "
+        "until eviction by a suffix no follow-up turn reproduces (dense models: the follow-up's hit length is the "
+        "same, the tree splits at the divergence); hybrid models: record radix-overshoot-hybrid",
+        affected=span("0.5.11", "0.5.21"), fixed_in="0.5.22", answer="radix-overshoot",
+        reason="patched on 0.5.11 … 0.5.21 for speculative requests on dense (non-mamba) caches: the cached KV "
+        "ends at the prompt plus output_ids_through_stop (Req.pop_committed_kv_cache up to 0.5.15.post1, "
+        "effective_kv_committed_len 0.5.16 … 0.5.20, owned_kv_len 0.5.21); upstream from 0.5.22. Needs "
+        "finished_len, which a stop string sets on 0.5.11 … 0.5.13.post1 only with multi-token-finish. Hybrid "
+        "(mamba) requests: record radix-overshoot-hybrid",
         verified="grep `the client never sees those tokens` in schedule_batch.py (owned_kv_len trims at "
         "output_ids_through_stop): absent up to 0.5.21 (_cache_commit_len / effective length = kv_committed_len), "
         "present from 0.5.22",
         evidence=(Evidence(_SB, r"the client never sees those tokens", fixed=True),)),
+    Bug(
+        id="radix-overshoot-hybrid", title="speculative overshoot past the stop in the radix cache: hybrid (mamba) "
+        "requests",
+        refs=("#35694",), found="survey G",
+        symptom="hybrid Mamba/GDN targets with speculative decoding and the radix cache: the mamba checkpoint the "
+        "finished request caches lies past the stop (tokens the client never saw), so a follow-up turn built from "
+        "the returned text misses the whole decode region",
+        affected=span("0.5.11", "0.5.21"), fixed_in="0.5.22", answer=NOT_BACKPORTED,
+        reason="radix-overshoot leaves requests holding mamba state at the stock length on purpose: a key shorter "
+        "than the tracked state trips MambaRadixCache's page-aligned length assertion or pairs the key with a "
+        "state that has seen the overshoot; 0.5.22's fallback to the previous checkpoint (mamba_prev_track_seqlen "
+        "tracked in the decode loop, chosen by the cache) is not backported, and showing it needs a hybrid "
+        "target with MTP/EAGLE on a GPU",
+        verified="grep `mamba_prev_track_seqlen` under sglang/srt/: absent up to 0.5.21, present from 0.5.22 "
+        "(schedule_batch.py, the batch result processor, the mamba cache components)",
+        evidence=(Evidence("sglang/srt/**/*.py", r"mamba_prev_track_seqlen", fixed=True),)),
     Bug(
         id="multi-layer-verify-grammar", title="multi-layer EAGLE v2 verify ignores the grammar vocab mask",
         refs=("#31978", "#31979"), found="survey H",
@@ -347,15 +387,19 @@ BUGS: Tuple[Bug, ...] = (
         refs=("#32459", "#32574"), found="survey watch list (N)",
         symptom="multi-turn prefix reuse drops from ~97% to 40-53% with EAGLE (GLM-DSA NVFP4, reported on 0.5.16)",
         affected=since("0.5.11"), fixed_in=None, answer=NOT_BACKPORTED,
-        reason="cause not identified upstream (#32574's reserve theory is unconfirmed); radix-overshoot (in "
-        "progress, issue 25) removes one contributor",
+        reason="cause not identified upstream (#32574's reserve theory is unconfirmed); radix-overshoot (patched "
+        "on 0.5.11 … 0.5.21 for dense caches, upstream from 0.5.22) removes one contributor",
         verified="report only: the cause is not located in the code, so no release is ruled out"),
     Bug(
         id="reasoning-tokens-overcount", title="usage.reasoning_tokens counted past the stop / length trim",
         refs=("#39826", "#37450"), found="survey watch list (N)",
         symptom="reasoning_tokens counts the whole accepted run before the stop / length trim: reasoning_tokens > "
         "completion_tokens in usage",
-        affected=since("0.5.11"), fixed_in=None, answer=NOT_BACKPORTED, reason=IN_PROGRESS,
+        affected=since("0.5.11"), fixed_in=None, answer="reasoning-tokens-through-stop",
+        reason="patched on every release, beyond upstream (open as of 0.5.23; #37450 is an open PR): the count "
+        "sent with a request is min(req.reasoning_tokens, len(output_ids_through_stop)) "
+        "(SchedulerOutputProcessorMixin.stream_output_generation on 0.5.11 / 0.5.12.x, "
+        "_GenerationStreamAccumulator.accept from 0.5.13); req.reasoning_tokens itself is left as counted",
         verified="grep `self.reasoning_tokens += len(token_id)` in schedule_batch.py (Req.update_reasoning_tokens, "
         "called with the whole run before check_finished / update_finish_state trims it): every release",
         evidence=(Evidence(_SB, r"self\.reasoning_tokens \+= len\(token_id\)", fixed=False),)),
@@ -487,7 +531,8 @@ def problems() -> List[str]:
       affects anything affects the newest release;
     * ``upstream`` / ``not-affected``: nothing affected (``upstream``: fixed_in is the table's first release);
       ``not-backported``: something affected, and a reason;
-    * a fix name: the fix exists in the table; when it has upstream PRs, the record's refs name one of them; and
+    * a fix name: the fix exists in the table; when it has upstream PRs, a record with refs names one of them (a
+      record without refs is a bug found here that the fix covers beyond upstream); and
       for each fix the union of its records' affected releases equals the releases where the table patches it or
       says ``open`` (a release the table calls ``upstream`` or ``not-applicable`` has no bug in its stock source);
     * every fix of the table has at least one record, and record ids are unique.
@@ -530,7 +575,7 @@ def problems() -> List[str]:
             if fix is None:
                 out.append(f"{where} answer {b.answer!r} is neither a fix of the release table nor one of {ANSWERS}")
                 continue
-            if fix.upstream and not set(fix.upstream) & set(b.refs):
+            if fix.upstream and b.refs and not set(fix.upstream) & set(b.refs):
                 out.append(f"{where} refs {list(b.refs)} name none of {fix.name}'s upstream PRs {list(fix.upstream)}")
     for name in fixes:
         recs = [b for b in BUGS if b.answer == name]

@@ -51,7 +51,7 @@ def test_the_check_fails_where_catalogue_and_table_disagree(monkeypatch):
     one = ("0.5.11",)
     # a record names a fix the table does not have (e.g. one still being written): fails, never tolerated
     assert any("neither a fix of the release table" in p for p in _with(
-        monkeypatch, ("radix-overshoot", dict(answer="radix-overshoot"))))
+        monkeypatch, ("hicache-eagle-hang", dict(answer="hicache-eagle-hang"))))
     # a fix's records call fewer / more releases affected than the table patches
     assert any("fix tree-drafting: its records call 0.5.11 affected" in p for p in _with(
         monkeypatch, ("tree-drafting", dict(affected=one))))
@@ -60,9 +60,10 @@ def test_the_check_fails_where_catalogue_and_table_disagree(monkeypatch):
     # a fix the table calls upstream on a release cannot be affected there (that is the patched set too)
     assert any("fix bonus-slot-accounting" in p for p in _with(
         monkeypatch, ("bonus-slot-accounting", dict(affected=one, fixed_in=None))))
-    # refs that name none of the fix's upstream PRs
+    # refs that name none of the fix's upstream PRs; no refs at all is a bug found here (covered beyond upstream)
     assert any("name none of tree-drafting's upstream PRs" in p for p in _with(
         monkeypatch, ("tree-drafting", dict(refs=("#1",)))))
+    assert not any("upstream PRs" in p for p in _with(monkeypatch, ("tree-drafting", dict(refs=()))))
     # a fix without a record; a duplicate id
     assert any("fix seq-lens-helper of the release table has no record" in p for p in _with(
         monkeypatch, ("seq-lens-helper", dict(answer=NOT_AFFECTED))))
@@ -74,9 +75,11 @@ def test_the_check_fails_where_catalogue_and_table_disagree(monkeypatch):
         monkeypatch, ("overlap-war-barrier", dict(affected=()))))
     assert any("fixed upstream in 0.5.13 but affected on" in p for p in _with(
         monkeypatch, ("overlap-war-barrier", dict(affected=known_bugs.span("0.5.11", "0.5.13")))))
-    # two records answer multi-token-finish: their union must be the patched set, each may cover part of it
+    # three records answer multi-token-finish: their union must be the patched set, each may cover part of it
     assert any("fix multi-token-finish" in p for p in _with(
-        monkeypatch, ("stop-beats-max-new-tokens", dict(affected=known_bugs.span("0.5.11", "0.5.16")))))
+        monkeypatch, ("first-finish-in-run", dict(affected=known_bugs.span("0.5.11", "0.5.22"), fixed_in="0.5.23"))))
+    assert any("fix radix-overshoot" in p for p in _with(
+        monkeypatch, ("radix-overshoot", dict(answer=NOT_BACKPORTED))))
     assert any("open upstream (fixed_in None) but the newest release" in p for p in _with(
         monkeypatch, ("hicache-eagle-hang", dict(affected=one))))
     assert any("not a release of the table" in p for p in _with(
