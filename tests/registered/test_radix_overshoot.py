@@ -69,8 +69,11 @@ class TestRadixOvershoot(CustomTestCase):
             out = post(body)
             turn = body["input_ids"] + out["output_ids"] + [20, 21, 22]
             follow = post({"input_ids": turn, "sampling_params": dict(temperature=0, max_new_tokens=4)})
-            # the last returned token's KV is computed by no server (spec or not) before the next turn
-            want = len(body["input_ids"]) + len(out["output_ids"]) - 1
+            # The last returned token's KV is computed by no server (spec or not) before the next turn, and an
+            # EAGLE server keys its radix tree by bigrams (RadixKey is_bigram, every release): the last computed
+            # slot's key needs that next token, so a run that ends on its bonus token caches one slot less (seen
+            # on 0.5.15, stock and plugin alike: 53 of prompt + answer 55). Over-trimming would show below this.
+            want = len(body["input_ids"]) + len(out["output_ids"]) - 2
             self.assertGreaterEqual(follow["meta_info"]["cached_tokens"], want, label)
 
 
