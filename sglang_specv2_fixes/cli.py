@@ -8,6 +8,8 @@
     diff FIX [--release V]    the patch file a release gets for FIX (default: the installed release)
     series [--release V]      the packagers' series of release V (default: the installed release)
     series --write patches    regenerate patches/series/<release> for every patched release
+    survey [PATH] [--as-new]  a release tree, a wheel or the installed sglang read fix by fix against every known
+                              fingerprint, with a draft release-table entry (adding a release starts here)
 
 Text output fits in 120 columns (``status --wide`` and ``status --json`` carry the full target names and
 fingerprints); every error is ``error: ...`` on stderr with exit status 2.
@@ -70,6 +72,13 @@ COMMANDS = {  # name: (one line for the command list, the command's own --help d
         "the packagers' patch series of a release (paths under patches/)",
         "The patch files, in order, that make up a release's series (default: the installed sglang), or, with "
         "--write, patches/series/<release> for every patched release.",
+    ),
+    "survey": (
+        "a release (tree, wheel or the installed one) read against every known fingerprint",
+        "For every fix, each function the release table knows for it, its fingerprint in PATH (an unpacked "
+        "release, the sglang package folder, or a wheel read as a zip; default: the installed sglang) and which "
+        "known patch file's before / after or note it equals; then the code line the release matches and a draft "
+        "release-table entry for a maintainer to review. Nothing is installed or imported.",
     ),
 }
 
@@ -159,6 +168,10 @@ def _status(args) -> int:
         sel = selection.parse(os.environ.get(selection.ENV), ALL_FIXES)
     except selection.SelectionError as e:
         return _selection_error(e, f"${selection.ENV}")
+    try:
+        selection.unknown_release_mode()
+    except selection.SelectionError as e:
+        return _error(str(e).replace("sglang-specv2-fixes: ", ""))
     report = core.plan(sel)
     skipped = installed.plugin_skipped()
     if skipped:
@@ -180,10 +193,16 @@ def _status(args) -> int:
         what = "no sglang" if v is None else f"sglang {v} is not a release this plugin knows"
         print()
         print(_fill(f"{what}: nothing would be patched. Known releases: {_list(releases.RELEASES)}", "", "  ", wide))
+        if v is not None:
+            _unknown_release_preview(sel, wide)
         if stops:
             return _error(f"fixes named explicitly ({_names(sel.canonical)}): a server would stop at startup")
         return 0
-    print(f"code line: {report.code_line}\n")
+    if report.code_line:
+        print(f"code line: {report.code_line}\n")
+    else:
+        print(_fill(f"none (not in the table; {selection.ENV_UNKNOWN_RELEASE}=fingerprint, closest known line: "
+                    f"{report.fingerprint_match})", "code line: ", "  ", wide) + "\n")
     width = max((len(f.name) for f in report.fixes), default=0)
     for f in report.fixes:
         print(f"  {f.name:<{width}} {f.state:<15} {f.refs}")
@@ -206,12 +225,24 @@ def _status(args) -> int:
         print(_fill(f"nothing would be patched: SGLang would not load this plugin ({skipped}); add "
                     f"{installed.ENTRY_POINT} to ${installed.PLUGINS_ENV} or unset it.", wide=wide))
     else:
-        if sel.explicit and not _patchable_here(sel, report.code_line):
+        if sel.explicit and report.code_line and not _patchable_here(sel, report.code_line):
             print(_fill(f"note: none of the selected fixes ({_names(sel.canonical)}) is patched on this release: "
                         f"nothing would be patched", wide=wide) + "\n")
         print("'ready' becomes 'applied' in each SGLang process that loads the plugin; the running server's own")
         print("view is in GET /server_info -> specv2_fixes.")
     return 1 if any(f.state in (catalog.REFUSED, catalog.FAILED) for f in report.fixes) else 0
+
+
+def _unknown_release_preview(sel, wide: bool) -> None:
+    """What SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE=fingerprint would do on this unknown release."""
+    from .survey import plan_unknown
+
+    preview = plan_unknown(core.Report(__version__, installed.version(), None, sel.canonical, []), sel, ALL_FIXES)
+    print(f"\nwith {selection.ENV_UNKNOWN_RELEASE}=fingerprint (closest known code line: {preview.fingerprint_match}):")
+    width = max((len(f.name) for f in preview.fixes), default=0)
+    for f in preview.fixes:
+        print(f"  {f.name:<{width}} {f.state}")
+        print(_fill(f.reason if wide else _short_targets(f.reason), IND, wide=wide))
 
 
 # ------------------------------------------------------------------------------------- the tables
@@ -353,6 +384,17 @@ def _series(args) -> int:
     return 0
 
 
+def _survey(args) -> int:
+    from . import survey
+
+    try:
+        tree = survey.Tree.open(args.path)
+    except (OSError, ValueError) as e:
+        return _error(str(e))
+    sys.stdout.write(survey.render(survey.survey(tree, as_new=args.as_new)))
+    return 0
+
+
 # ------------------------------------------------------------------------------------------- parser
 class _Help(argparse.HelpFormatter):
     """argparse's help, but a fix state ('not-applicable') or option is never split at its hyphen."""
@@ -428,6 +470,10 @@ def _parser() -> argparse.ArgumentParser:
     e = command("series", _series)
     e.add_argument("--release", metavar="VERSION", type=_release_arg("patched"), help="default: the installed sglang")
     e.add_argument("--write", metavar="PATCH_DIR", help="write PATCH_DIR/series/<release> for every patched release")
+    v = command("survey", _survey)
+    v.add_argument("path", nargs="?", metavar="PATH", help="a release tree or a wheel (default: the installed sglang)")
+    v.add_argument("--as-new", action="store_true",
+                   help="a release of the table read as if the table lacked its code line (the draft it would need)")
     return p
 
 

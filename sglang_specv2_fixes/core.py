@@ -24,7 +24,7 @@ from . import __version__, catalog, installed, patchfile, releases
 from .catalog import Fix, Note, Patched
 from .fingerprint import fingerprint_in_file
 from .fixes import ALL_FIXES
-from .selection import Selection
+from .selection import Selection, unknown_release_mode
 
 logger = logging.getLogger("sglang_specv2_fixes")
 
@@ -71,10 +71,18 @@ class Report:
     selection: str
     fixes: List[FixStatus]
     warnings: List[str] = dataclasses.field(default_factory=list)
+    # a release the table does not know, planned by fingerprint (SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE=fingerprint):
+    # the closest known code line ("none" when nothing matched); None otherwise
+    fingerprint_match: Optional[str] = None
 
     @property
     def supported(self) -> bool:
-        return self.code_line is not None
+        return self.code_line is not None or self.fingerprint_match is not None
+
+    @property
+    def layout_line(self) -> Optional[str]:
+        """The known code line whose layout this release has (its own, or the fingerprint match)."""
+        return self.code_line or (self.fingerprint_match if self.fingerprint_match != "none" else None)
 
     def get(self, name: str) -> FixStatus:
         for f in self.fixes:
@@ -88,6 +96,7 @@ class Report:
             "sglang_version": self.sglang_version,
             "code_line": self.code_line,
             "supported": self.supported,
+            "fingerprint_match": self.fingerprint_match,
             "selection": self.selection,
             "fixes": {f.name: f.as_dict() for f in self.fixes},
             "warnings": list(self.warnings),
@@ -102,8 +111,9 @@ class Report:
         for f in self.fixes:
             groups.setdefault(f.state, []).append(f"{f.name}({f.ref})" if f.upstream else f.name)
         parts = "; ".join(f"{state}: {', '.join(names)}" for state, names in groups.items())
+        unknown = "" if self.code_line else f" (not in the table; by fingerprint, closest {self.fingerprint_match})"
         return (
-            f"sglang-specv2-fixes {self.plugin_version} on sglang {self.sglang_version} "
+            f"sglang-specv2-fixes {self.plugin_version} on sglang {self.sglang_version}{unknown} "
             f"[selection={self.selection}, pid={os.getpid()}]: {parts}"
         )
 
@@ -167,6 +177,10 @@ def plan(selection: Selection, version: Optional[str] = None, fixes=None) -> Rep
     version = installed.version() if version is None else version
     line = releases.code_line(version)
     report = Report(__version__, version, line, selection.canonical, [])
+    if line is None and version is not None and unknown_release_mode() == "fingerprint":
+        from .survey import plan_unknown  # only here: an unknown release, opted in
+
+        return plan_unknown(report, selection, fixes)
     for fix in fixes:
         st = FixStatus(fix.name, list(fix.upstream), fix.title, catalog.UNSUPPORTED, "", related=list(fix.related))
         if line is None:
@@ -210,9 +224,9 @@ def register(report: Report) -> None:
     for st in report.fixes:
         if st.state != catalog.READY or st.name in STATE.built:
             continue
-        entry = releases.entry(st.name, report.code_line)
+        name = os.path.basename(st.patch)[: -len(".patch")]  # the patch file plan() checked
         try:
-            built = patchfile.build(patchfile.load(st.name, entry.name), root)
+            built = patchfile.build(patchfile.load(st.name, name), root)
         except Exception as e:  # a patch that does not apply/compile here: that fix is not applied
             st.state, st.reason = catalog.FAILED, f"{st.patch} could not be built: {type(e).__name__}: {e}"
             report.warnings.append(f"{st.name} failed: {st.reason}")

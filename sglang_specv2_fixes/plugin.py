@@ -11,7 +11,9 @@ parsing), in ``Engine`` and again in every scheduler subprocess (spawn start met
 4. verifies, once the hooks are applied, that each target really runs our function, and logs one line.
 
 A bad selection stops startup with the list of valid names (``SystemExit``: ``load_plugins`` logs and
-swallows ordinary exceptions). An unknown release gives one warning and patches nothing.
+swallows ordinary exceptions). An unknown release gives one warning and patches nothing, unless
+``SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE=fingerprint``: then a fix is patched where every target equals a known
+release's ``before`` fingerprint (``survey.plan_unknown``; its first warning names the releases matched).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ def register() -> None:
     value = _argv_selection(sys.argv)
     try:
         sel = selection.parse(value if value is not None else os.environ.get(selection.ENV), ALL_FIXES)
+        selection.unknown_release_mode()  # a bad SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE stops startup too
     except selection.SelectionError as e:
         raise SpecV2FixesConfigError(str(e)) from None
     if value is not None:
@@ -75,7 +78,7 @@ def register() -> None:
     core.register(report)
     _register_reporting()
     if selection.probe_enabled():
-        STATE.ours.update(id(f) for f in probe.register(report.code_line, strict=selection.check_enabled()))
+        STATE.ours.update(id(f) for f in probe.register(report.layout_line, strict=selection.check_enabled()))
     if STATE.ours:
         _install_fast_propagate()
 
@@ -102,7 +105,7 @@ def serving_facts(server_args) -> dict:
     algo = getattr(server_args, "speculative_algorithm", None)
     topk = getattr(server_args, "speculative_eagle_topk", None)
     overlap = not getattr(server_args, "disable_overlap_schedule", False)
-    line = releases.LINES.get(STATE.report.code_line) if STATE.report and STATE.report.code_line else None
+    line = releases.LINES.get(STATE.report.layout_line) if STATE.report and STATE.report.layout_line else None
     if algo is None:
         spec = "none"
     elif not overlap and not (line and line.spec_v2_only):

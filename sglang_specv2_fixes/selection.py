@@ -24,6 +24,10 @@ ENV_TREE_GRAPH = "SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH"
 FLAG = "--specv2-fixes"
 AUTO_VALUES = ("", "auto", "default")  # the selection's spellings of auto (empty: as unset), case-insensitive
 OFF_VALUES = ("off", "none", "0", "false")
+# a release the table does not know: "skip" (default: one warning, nothing patched) or "fingerprint" (patch a fix only
+# where every target equals a known release's `before` exactly; survey.plan_unknown)
+ENV_UNKNOWN_RELEASE = "SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE"
+UNKNOWN_RELEASE_MODES = ("skip", "fingerprint")
 
 
 class SelectionError(ValueError):
@@ -98,6 +102,16 @@ def _message(problem: str, fixes) -> str:
         f"sglang-specv2-fixes: invalid {ENV} / {FLAG} value: {problem}. "
         f"Use 'auto', 'off' or a comma list of: {valid}."
     )
+
+
+def unknown_release_mode() -> str:
+    """``SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE``: "skip" (unset, empty) or "fingerprint"; another value raises
+    SelectionError (it stops startup like a bad selection)."""
+    value = os.environ.get(ENV_UNKNOWN_RELEASE, "").strip().lower() or "skip"
+    if value not in UNKNOWN_RELEASE_MODES:
+        raise SelectionError(f"sglang-specv2-fixes: invalid {ENV_UNKNOWN_RELEASE} value {value!r}: use "
+                             f"{' or '.join(UNKNOWN_RELEASE_MODES)}")
+    return value
 
 
 def from_env(fixes) -> Selection:
