@@ -109,7 +109,9 @@ if [ ! -f "$VENV/.deps-ok" ] || ! cmp -s "$HERE/cpu-deps.txt" "$VENV/.deps-ok"; 
   cp "$HERE/cpu-deps.txt" "$VENV/.deps-ok"
 fi
 if [ "$("$VPY" -I -c 'import os, sglang_specv2_fixes as m; print(os.path.dirname(os.path.dirname(os.path.realpath(m.__file__))))' 2>/dev/null)" != "$(realpath "$ROOT")" ] \
-   || [ ! -x "$VENV/bin/sglang-specv2-fixes" ]; then
+   || [ ! -x "$VENV/bin/sglang-specv2-fixes" ] \
+   || [ ! -x "$(head -1 "$VENV/bin/sglang-specv2-fixes" | sed 's/^#!//')" ]; then
+  # (the last: a console script written through another path to this venv, e.g. a clone's symlink since removed)
   step "installing the plugin (editable) from $ROOT"
   "$VPY" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e "$ROOT"
 fi
