@@ -83,14 +83,115 @@ def _block_end(lines, start: int) -> int:
     return start + len(inspect.getblock(lines[start:])) - 1
 
 
+@functools.lru_cache(maxsize=16)
+def _lines(text: str):
+    return text.splitlines(keepends=True)
+
+
+_DEF_LINE = re.compile(r"^(\s*)(?:async\s+def|def|class)\s+(\w+)")
+_BRACKETS = str.maketrans("", "", "()[]{}")
+
+
+@functools.lru_cache(maxsize=16)
+def _defs(text: str):
+    """Every def/class line of a module text: (0-based line, indentation, name), in order; one scan per text."""
+    out = []
+    for i, line in enumerate(_lines(text)):
+        if "def" in line or "class" in line:
+            m = _DEF_LINE.match(line)
+            if m:
+                out.append((i, len(m.group(1)), m.group(2)))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=256)
+def _leaves(text: str, start: int, indent: int) -> Tuple[int, bool]:
+    """(0-based first line after ``start`` that leaves the block of the def/class at ``start``, the number of lines
+    if none does; whether a line at ``indent`` or less that starts with a quote was taken for the tail of a multi-line
+    string on the way). Leaving: a non-blank, non-comment line at ``indent`` or less that does not look like such a tail."""
+    lines = _lines(text)
+    guessed = False
+    for i in range(start + 1, len(lines)):
+        stripped = lines[i].lstrip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if len(lines[i]) - len(stripped) <= indent:
+            if not _in_string_guess(stripped):
+                return i, guessed
+            guessed = guessed or stripped[:1] in "\"'"  # a closing bracket is checked by the balance instead
+    return len(lines), guessed
+
+
+def _locate_indexed(text: str, qualname: str) -> Tuple[int, int]:
+    """``_locate`` on the def index: the same answer (tests/cpu/test_fingerprint.py compares both on every def of
+    the release trees), without a regex match per line per target."""
+    defs = _defs(text)
+    pos, parent_indent, end = 0, -1, len(_lines(text))
+    for part in qualname.split("."):
+        found = None
+        for i, ind, name in defs:
+            if i < pos or (parent_indent >= 0 and i == pos):
+                continue
+            if i >= end:
+                break
+            if name == part and ind > parent_indent:
+                found = (i, ind)
+                break
+        if found is None:
+            raise SourceNotFound(qualname)
+        pos, parent_indent = found
+        end = _leaves(text, pos, parent_indent)[0]
+    return pos, parent_indent
+
+
+def _block_end_fast(text: str, start: int, indent: int) -> Optional[int]:
+    """Last line of the block by indentation (``_leaves``), or None where that is not safe to trust: an odd
+    number of triple quotes or unbalanced brackets in it (a multi-line string or expression cut short). The
+    caller then tokenizes (``_block_end``)."""
+    lines = _lines(text)
+    stop, guessed = _leaves(text, start, indent)
+    if guessed:
+        return None
+    end = stop - 1
+    while end > start and (not lines[end].strip() or lines[end].lstrip().startswith("#")):
+        end -= 1
+    block = "".join(lines[start:end + 1])
+    if block.count('"""') % 2 or block.count("'''") % 2:
+        return None
+    if len(block) - len(block.translate(_BRACKETS)) and (
+            block.count("(") != block.count(")") or block.count("[") != block.count("]")
+            or block.count("{") != block.count("}")):
+        return None
+    if stop < len(lines) and lines[stop].lstrip()[:1] in ")]}":
+        return None
+    return end
+
+
 @functools.lru_cache(maxsize=256)
 def function_source(text: str, qualname: str) -> Tuple[str, int, int]:
     """(source, first line, last line) of ``qualname`` in module text; decorators included, 1-based.
 
     The block ends at its last non-blank line (trailing comment-only lines are not part of it). Cached: at
     start-up every target is located in the installed file by plan() (its fingerprint) and again by
-    patchfile.apply_text() (where its hunks go), the same text object from read_source() both times; locating
-    means tokenizing the block, a third of the plugin's own start cost before this cache."""
+    patchfile.apply_text() (where its hunks go), the same text object from read_source() both times. Located on a
+    per-text index of def lines and ended by indentation, with the tokenizer (``inspect.getblock``, as before)
+    only where a block's text is not balanced: start-up cost, checked equal to the tokenizer on every def of every
+    release (tests/cpu/test_fingerprint.py)."""
+    lines = _lines(text)
+    start, indent = _locate_indexed(text, qualname)
+    end = _block_end_fast(text, start, indent)
+    if end is None:
+        end = _block_end(lines, start)
+        while end > start and (not lines[end].strip() or lines[end].lstrip().startswith("#")):
+            end -= 1
+    first = start
+    while first > 0 and lines[first - 1].lstrip().startswith("@") and len(lines[first - 1]) - len(lines[first - 1].lstrip()) == indent:
+        first -= 1
+    return "".join(lines[first : end + 1]), first + 1, end + 1
+
+
+def function_source_tokenized(text: str, qualname: str) -> Tuple[str, int, int]:
+    """The reference ``function_source``: a regex match per line (``_locate``) and the tokenizer for every block."""
     lines = text.splitlines(keepends=True)
     start, indent = _locate(lines, qualname)
     end = _block_end(lines, start)
