@@ -4,7 +4,8 @@
                             nothing from sglang): upstream / open / not-applicable / disabled / refused /
                             present / ready
     register(r)             apply each READY fix's patch file to the installed source, compile the patched
-                            functions and hand them to SGLang's HookRegistry (REPLACE)
+                            functions and hand them to SGLang's HookRegistry (REPLACE); an ``on_import`` fix
+                            whose modules are not imported yet is built, applied and verified when they are
     verify(r)               after HookRegistry.apply_hooks(): check each target really runs our function
                             now; READY -> applied, or failed with the reason (HookRegistry only logs failures)
 
@@ -15,9 +16,12 @@ as SGLang's ``HookRegistry.reset()``). plugin.py calls them from SGLang's plugin
 from __future__ import annotations
 
 import dataclasses
+import importlib.abc
+import importlib.machinery
 import logging
 import os
 import pkgutil
+import sys
 from typing import Callable, Dict, List, Optional
 
 from . import __version__, catalog, installed, patchfile, releases
@@ -210,6 +214,7 @@ class State:
         self.built: Dict[str, Dict[str, Callable]] = {}  # fix name -> target -> our compiled function
         self.announced: set = set()  # roles already logged in this process
         self.ours: set = set()  # id() of every function we registered (see plugin._fast_propagate)
+        self.on_import: Dict[str, str] = {}  # module not imported yet -> the on_import fix waiting for it
 
 
 STATE = State()
@@ -217,24 +222,82 @@ STATE = State()
 
 # ---------------------------------------------------------------------- registration and verification
 def register(report: Report) -> None:
-    """Compile each READY fix's patched functions and register them as REPLACE hooks (once per process)."""
-    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
-
+    """Compile each READY fix's patched functions and register them as REPLACE hooks (once per process). An
+    ``on_import`` fix whose target modules are not imported yet is registered when SGLang imports them
+    (:class:`_OnImport`); until then it stays READY."""
     root = os.path.dirname(installed.sglang_root())
+    on_import = {f.name for f in ALL_FIXES if f.on_import}
     for st in report.fixes:
-        if st.state != catalog.READY or st.name in STATE.built:
+        if st.state != catalog.READY or st.name in STATE.built or st.name in STATE.on_import.values():
             continue
         name = os.path.basename(st.patch)[: -len(".patch")]  # the patch file plan() checked
-        try:
-            built = patchfile.build(patchfile.load(st.name, name), root)
-        except Exception as e:  # a patch that does not apply/compile here: that fix is not applied
-            st.state, st.reason = catalog.FAILED, f"{st.patch} could not be built: {type(e).__name__}: {e}"
-            report.warnings.append(f"{st.name} failed: {st.reason}")
+        pf = patchfile.load(st.name, name)
+        waiting = sorted({t.module for t in pf.targets} - set(sys.modules)) if st.name in on_import else []
+        if waiting:
+            for module in waiting:
+                STATE.on_import[module] = st.name
+            st.reason = f"fingerprints match {st.patch}; applied when SGLang imports {', '.join(waiting)}"
             continue
-        STATE.built[st.name] = built
-        for target, fn in built.items():
-            STATE.ours.add(id(fn))
-            HookRegistry.register(target, fn, HookType.REPLACE)
+        _build_and_register(report, st, pf, root)
+    if STATE.on_import and not any(isinstance(f, _OnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _OnImport())
+
+
+def _build_and_register(report: Report, st: FixStatus, pf, root: str) -> bool:
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    try:
+        built = patchfile.build(pf, root)
+    except Exception as e:  # a patch that does not apply/compile here: that fix is not applied
+        st.state, st.reason = catalog.FAILED, f"{st.patch} could not be built: {type(e).__name__}: {e}"
+        report.warnings.append(f"{st.name} failed: {st.reason}")
+        return False
+    STATE.built[st.name] = built
+    for target, fn in built.items():
+        STATE.ours.add(id(fn))
+        HookRegistry.register(target, fn, HookType.REPLACE)
+    return True
+
+
+class _OnImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: for a module an ``on_import`` fix waits for, it wraps the real loader so that, once the
+    module has executed, the fix is built, handed to HookRegistry, applied and verified (and logged)."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in STATE.on_import:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        execute = spec.loader.exec_module
+
+        def exec_module(module):
+            execute(module)
+            _imported(fullname)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _imported(module: str) -> None:
+    """``module`` has executed: register, apply and verify the fix that waited for it (errors are the fix's, never
+    the import's)."""
+    name = STATE.on_import.pop(module, None)
+    report = STATE.report
+    st = next((f for f in report.fixes if f.name == name), None) if report and name else None
+    if st is None or st.state != catalog.READY or name in STATE.on_import.values():
+        return  # not waiting any more, or another of its modules is still to come
+    try:
+        from sglang.srt.plugins.hook_registry import HookRegistry
+
+        root = os.path.dirname(installed.sglang_root())
+        if _build_and_register(report, st, patchfile.load(name, os.path.basename(st.patch)[: -len(".patch")]), root):
+            HookRegistry.apply_hooks()
+            verify(report)
+    except Exception as e:  # pragma: no cover - reported, never raised into SGLang's import
+        st.state, st.reason = catalog.FAILED, f"{st.patch} could not be applied on import: {type(e).__name__}: {e}"
+    (logger.info if st.state == catalog.APPLIED else logger.error)(
+        "sglang-specv2-fixes: %s %s on import of %s: %s", name, st.state, module, st.reason)
 
 
 def _chain(obj):
@@ -267,6 +330,8 @@ def verify(report: Report) -> None:
         if st.state not in (catalog.READY, catalog.APPLIED):
             continue
         built = STATE.built.get(st.name)
+        if not built and st.name in STATE.on_import.values():
+            continue  # an on_import fix whose module SGLang has not imported in this process: stays READY
         if not built:
             st.state, st.reason = catalog.FAILED, "never registered in this process"
             continue

@@ -309,9 +309,9 @@ BUGS: Tuple[Bug, ...] = (
         refs=("#31978", "#31979"), found="survey H",
         symptom="--enable-multi-layer-eagle with structured output: drafts are accepted unconstrained and the "
         "grammar rejects them at commit: FINISH_ABORT",
-        affected=span("0.5.11", "0.5.15.post1"), fixed_in="0.5.16", answer=NOT_BACKPORTED,
-        reason="not among issue 26's fixes; needs a multi-layer EAGLE (MTP) model with grammar-constrained "
-        "requests on a GPU (bitmask generation plus the tree-traversal kernel arguments in the multi-layer verify)",
+        affected=span("0.5.11", "0.5.15.post1"), fixed_in="0.5.16", answer="multi-layer-grammar-mask",
+        reason="patched on 0.5.11 … 0.5.15.post1 (the release's EAGLEWorkerV2.verify grammar block in the "
+        "multi-layer verify); upstream from 0.5.16 (run_eagle_verify)",
         verified="grep `run_eagle_verify` in multi_layer_eagle_worker_v2.py: absent up to 0.5.15.post1 (its verify "
         "calls eagle_sample without a vocab mask), present from 0.5.16 (eagle_worker_common.run_eagle_verify builds "
         "the bitmask)",

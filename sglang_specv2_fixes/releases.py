@@ -110,6 +110,7 @@ _FIXES["0.5.11"] = {
     "grammar-run-end": patch("0.5.11"),
     "radix-overshoot": patch("0.5.11"),
     "reasoning-tokens-through-stop": patch("0.5.11"),
+    "multi-layer-grammar-mask": patch("0.5.11"),
     "bonus-slot-accounting": note(
         UPSTREAM,
         "pre-claim in prepare_for_decode",
@@ -148,6 +149,7 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
         check=('sglang.srt.speculative.eagle_info_v2', 'EagleVerifyInputV2Mixin.sample', '6e817b9a418683c9'),
     ),
     "reasoning-tokens-through-stop": patch("0.5.12"),
+    "multi-layer-grammar-mask": patch("0.5.12"),
 })
 _FIXES["0.5.13"] = _derive("0.5.12", {
     "multi-token-finish": patch("0.5.13"),
@@ -202,6 +204,7 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
         check=('sglang.srt.managers.overlap_utils', 'FutureMap.resolve_seq_lens_cpu', '0e06bbae78da2463'),
     ),
     "reasoning-tokens-through-stop": patch("0.5.13"),
+    "multi-layer-grammar-mask": patch("0.5.13"),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
     "multi-token-finish": patch("0.5.14"),
@@ -230,6 +233,7 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
     ),
     "seq-lens-helper": "03bc17e32f9094ff",
     "reasoning-tokens-through-stop": patch("0.5.14"),
+    "multi-layer-grammar-mask": patch("0.5.14"),
 })
 _FIXES["0.5.15"] = _derive("0.5.14", {
     "draft-decode-positions": "8a9134a65c6747d0",
@@ -274,6 +278,12 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
     "seq-lens-helper": "0bc94a38081f5f9b",
     "radix-overshoot": patch("0.5.16"),
     "reasoning-tokens-through-stop": patch("0.5.16"),
+    "multi-layer-grammar-mask": note(
+        UPSTREAM,
+        "#31380: MultiLayerEagleWorkerV2.verify is eagle_worker_common.run_eagle_verify, which builds the grammar "
+        "bitmask (generate_token_bitmask) and passes it to eagle_sample",
+        check=('sglang.srt.speculative.eagle_worker_common', 'run_eagle_verify', 'bf9e41acc5759953'),
+    ),
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
     "multi-token-finish": patch("0.5.17"),
@@ -285,6 +295,12 @@ _FIXES["0.5.17"] = _derive("0.5.16", {
     "accept-length-split": "140530ac2567d399",
     "radix-overshoot": patch("0.5.17"),
     "reasoning-tokens-through-stop": patch("0.5.17"),
+    "multi-layer-grammar-mask": note(
+        UPSTREAM,
+        "MultiLayerEagleWorkerV2.verify is eagle_worker_common.run_eagle_verify, which builds the grammar mask "
+        "(build_grammar_vocab_mask) and passes it to eagle_sample",
+        check=('sglang.srt.speculative.eagle_worker_common', 'run_eagle_verify', 'b28934fac7cbc4ce'),
+    ),
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
     "multi-token-finish": patch("0.5.18"),
@@ -293,6 +309,7 @@ _FIXES["0.5.18"] = _derive("0.5.17", {
     "chunked-prefill-draft-chain": "6d8174b2ccc9cd62",
     "routed-experts-draft-guard": patch("0.5.18"),
     "accept-length-split": "8dd1c176a3cab4e3",
+    "multi-layer-grammar-mask": "528ea3df035482fa",
 })
 _FIXES["0.5.19"] = _derive("0.5.18", {
     "draft-decode-positions": "ca3661c7f59d4063",
@@ -312,6 +329,7 @@ _FIXES["0.5.20"] = _derive("0.5.19", {
     "live-accept-metrics": patch("0.5.20"),
     "routed-experts-draft-guard": patch("0.5.20"),
     "accept-length-split": "55d7626f9ed09a40",
+    "multi-layer-grammar-mask": "107574408fdb6f11",
 })
 _FIXES["0.5.21"] = _derive("0.5.20", {
     "draft-decode-positions": "1db04a9b1887b395",
@@ -320,6 +338,7 @@ _FIXES["0.5.21"] = _derive("0.5.20", {
     "accept-length-split": "93d1ca9cde811c58",
     "radix-overshoot": patch("0.5.21"),
     "reasoning-tokens-through-stop": patch("0.5.21"),
+    "multi-layer-grammar-mask": "c13dbd37177caa08",
 })
 _FIXES["0.5.22"] = _derive("0.5.21", {
     "draft-decode-positions": "ec3e3bb28dda5c70",
@@ -336,6 +355,7 @@ _FIXES["0.5.22"] = _derive("0.5.21", {
         check=('sglang.srt.managers.schedule_batch', 'Req.owned_kv_len', '496ba1318b4ead14'),
     ),
     "reasoning-tokens-through-stop": patch("0.5.22"),
+    "multi-layer-grammar-mask": "65dfae7bd3c395ed",
 })
 _FIXES["0.5.23"] = _derive("0.5.22", {
     "draft-decode-positions": "3cd7b89c0f5625e2",

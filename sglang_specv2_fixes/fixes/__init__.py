@@ -230,6 +230,21 @@ reasoning-tokens-through-stop  [beyond upstream (#39826, #37450)]  usage.reasoni
     - applied: patches/reasoning-tokens-through-stop/0.5.23.patch (0.5.23)
     Removal: delete per release once upstream counts reasoning tokens through the stop (open as of
         0.5.23)
+
+multi-layer-grammar-mask  [#31978]  multi-layer EAGLE v2: the verify samples under the grammar's vocab mask
+    What: MultiLayerEagleWorkerV2.verify: for a batch with grammar the draft tree is copied to the
+        CPU before the target forward and the release's generate_token_bitmask mask is passed to the
+        sampler, as the release's EAGLEWorkerV2.verify does
+    Why: with --enable-multi-layer-eagle (MiMo-V2, Step-3.5) the verify ignores the grammar: draft
+        and bonus tokens the grammar forbids are accepted, the grammar rejects them and every
+        constrained request is aborted
+    - applied: patches/multi-layer-grammar-mask/0.5.11.patch (0.5.11)
+    - applied: patches/multi-layer-grammar-mask/0.5.12.patch (0.5.12 … 0.5.12.post1)
+    - applied: patches/multi-layer-grammar-mask/0.5.13.patch (0.5.13 … 0.5.13.post1)
+    - applied: patches/multi-layer-grammar-mask/0.5.14.patch (0.5.14 … 0.5.15.post1)
+    - upstream (0.5.16 … 0.5.23)
+    Removal: delete when 0.5.15.x leaves the supported releases (upstream from 0.5.16:
+        run_eagle_verify)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -246,6 +261,7 @@ from . import (
     grammar_result_order,
     grammar_run_end,
     live_accept_metrics,
+    multi_layer_grammar_mask,
     multi_token_finish,
     radix_overshoot,
     reasoning_tokens_through_stop,
@@ -259,5 +275,5 @@ ALL_FIXES = [m.FIX for m in (
     skip_stale_overlap_updates, tree_drafting, live_accept_metrics, routed_experts_draft_guard,
     draft_extend_kv_range, chunked_prefill_draft_chain, bonus_slot_accounting, accept_length_split,
     seq_lens_helper, grammar_result_order, draft_decode_positions, grammar_run_end, multi_token_finish,
-    radix_overshoot, reasoning_tokens_through_stop,
+    radix_overshoot, reasoning_tokens_through_stop, multi_layer_grammar_mask,
 )]

@@ -13,6 +13,13 @@ pytestmark = requires_sglang
 # every fix the table patches on the release under test, with the targets of its patch file
 PATCHED_HERE = {f.name: [t.dotted for t in patchfile.load(f.name, releases.entry(f.name, LINE).name).targets]
                 for f in ALL_FIXES if LINE and isinstance(releases.entry(f.name, LINE), Patched)}
+# patched when SGLang imports their modules, which a process that only imports the scheduler never does: READY there
+ON_IMPORT = {f.name for f in ALL_FIXES if f.on_import and f.name in PATCHED_HERE}
+
+
+def loaded_state(fix):
+    """A patched fix's state after load_plugins() in a process that imported the scheduler only."""
+    return "ready" if fix in ON_IMPORT else "applied"
 
 PRELUDE = """
 import json, sys, logging
@@ -48,8 +55,8 @@ def test_auto_applies_and_is_idempotent():
     fixes = r["report"]["fixes"]
     assert r["hooks"] and all(n == 1 for n in r["hooks"].values()), r["hooks"]  # each target hooked exactly once
     for f, targets in PATCHED_HERE.items():
-        assert fixes[f]["state"] == "applied", (f, fixes[f]["reason"])
-        assert set(targets) <= set(r["hooks"])
+        assert fixes[f]["state"] == loaded_state(f), (f, fixes[f]["reason"])
+        assert set(targets) <= set(r["hooks"]) or f in ON_IMPORT
     assert PATCHED_HERE  # live-accept-metrics at least: every release has something to apply
     stale = releases.entry("skip-stale-overlap-updates", LINE)
     if isinstance(stale, Patched):
@@ -61,7 +68,7 @@ def test_auto_applies_and_is_idempotent():
         assert r["patched"] is False
     for f in ALL_FIXES:  # every fix's reported state is the table's
         entry = releases.entry(f.name, LINE)
-        assert fixes[f.name]["state"] == ("applied" if isinstance(entry, Patched) else entry.state), f.name
+        assert fixes[f.name]["state"] == (loaded_state(f.name) if isinstance(entry, Patched) else entry.state), f.name
 
 
 EVERY_PATCHED_FIX = PRELUDE + """
@@ -70,9 +77,17 @@ from sglang.srt.plugins.hook_registry import HookRegistry
 load_plugins()
 HookRegistry.apply_hooks()  # load_plugins() applies them already; a second call must change nothing
 from sglang_specv2_fixes import plugin, core
+first = plugin.announce('scheduler').as_dict()
+waiting = dict(core.STATE.on_import)  # modules not imported yet -> the on_import fix that waits for them
+imported_before = [m for m in waiting if m in sys.modules]
+import importlib
+for module in waiting:
+    importlib.import_module(module)  # as SGLang does for the path the fix is about
 report = plugin.announce('scheduler').as_dict()
 targets = json.loads(sys.argv[1])
 print('RESULT ' + json.dumps(dict(
+    first={f: first['fixes'][f]['state'] for f in targets}, waiting=waiting, imported_before=imported_before,
+    still_waiting=dict(core.STATE.on_import),
     states={f: report['fixes'][f]['state'] for f in targets},
     reasons={f: report['fixes'][f]['reason'] for f in targets},
     patched={t: core.is_patched(t) for ts in targets.values() for t in ts},
@@ -98,6 +113,9 @@ def test_every_patched_fix_is_applied_through_load_plugins():
                           text=True, timeout=240, env=child_env(), cwd=ROOT)
     r = result_of(proc)
     assert r["warnings"] == []
+    # an on_import fix waits for its module, then is applied when it is imported
+    assert r["first"] == {f: loaded_state(f) for f in PATCHED_HERE}
+    assert set(r["waiting"].values()) == ON_IMPORT and r["imported_before"] == [] and r["still_waiting"] == {}
     assert r["states"] == {f: "applied" for f in PATCHED_HERE}, r["reasons"]
     for f in PATCHED_HERE:
         assert r["reasons"][f] == f"patches/{f}/{releases.entry(f, LINE).name}.patch applied (fingerprints match)"
@@ -203,8 +221,8 @@ if __name__ == '__main__':
                           timeout=400, env=child_env(SGLANG_SPECV2_FIXES="auto"))
     got = result_of(proc)
     assert PATCHED_HERE and set(got) == set(PATCHED_HERE)
-    for f, targets in PATCHED_HERE.items():
-        assert got[f] == ["applied", [True] * len(targets)], (f, got[f])
+    for f, targets in PATCHED_HERE.items():  # is_patched imports an on_import fix's module: patched then
+        assert got[f] == [loaded_state(f), [True] * len(targets)], (f, got[f])
 
 
 def test_init_info_carries_the_scheduler_view():
@@ -225,7 +243,7 @@ print('RESULT ' + json.dumps(info))
     info = result_of(proc)
     assert info["status"] == "ready" and info["max_total_num_tokens"] == 1
     states = {f: v["state"] for f, v in info["specv2_fixes"]["fixes"].items()}
-    assert states == {f.name: ("applied" if f.name in PATCHED_HERE else releases.entry(f.name, LINE).state)
+    assert states == {f.name: (loaded_state(f.name) if f.name in PATCHED_HERE else releases.entry(f.name, LINE).state)
                       for f in ALL_FIXES}
     assert "[scheduler] sglang-specv2-fixes" in proc.stderr
 
@@ -245,3 +263,43 @@ print('RESULT ' + json.dumps([probe._around in hooks and probe._around_run_batch
     hooked, strict = result_of(run_py(code, **env))
     assert hooked is expected
     assert strict is ("SGLANG_SPECV2_FIXES_CHECK" in env)
+
+
+ON_IMPORT_SCRIPT = PRELUDE + """
+from sglang.srt.plugins import load_plugins
+load_plugins()
+from sglang_specv2_fixes import core, plugin
+import sglang.srt.managers.scheduler, sglang.srt.speculative.eagle_worker_v2  # what a scheduler has imported
+fixes = json.loads(sys.argv[1])
+waiting = dict(core.STATE.on_import)
+before = {m: m in sys.modules for m in waiting}
+report = plugin.announce('scheduler')
+states_before = {f: report.fixes[[x.name for x in report.fixes].index(f)].state for f in fixes}
+import importlib
+for m in waiting:
+    importlib.import_module(m)
+states_after = {f: s.state for s in core.STATE.report.fixes for f in fixes if s.name == f}
+print('RESULT ' + json.dumps(dict(waiting=waiting, before=before, states_before=states_before,
+      states_after=states_after, patched={t: core.is_patched(t) for ts in fixes.values() for t in ts})))
+"""
+
+
+@pytest.mark.release_scoped
+@pytest.mark.skipif(not ON_IMPORT, reason=f"no on_import fix is patched on sglang {VERSION}")
+def test_on_import_fix_waits_for_its_module_and_is_applied_when_sglang_imports_it():
+    """A scheduler that does not use the path an on_import fix is about never imports its module (no start cost);
+    when SGLang imports it, the fix is built, applied, verified and logged there."""
+    from conftest import ROOT, child_env
+    import subprocess
+    import sys
+
+    wanted = {f: PATCHED_HERE[f] for f in ON_IMPORT}
+    proc = subprocess.run([sys.executable, "-c", ON_IMPORT_SCRIPT, json.dumps(wanted)], capture_output=True,
+                          text=True, timeout=240, env=child_env(), cwd=ROOT)
+    r = result_of(proc)
+    assert set(r["waiting"].values()) == ON_IMPORT and not any(r["before"].values()), r
+    assert r["states_before"] == {f: "ready" for f in ON_IMPORT}
+    assert r["states_after"] == {f: "applied" for f in ON_IMPORT}
+    assert r["patched"] and all(r["patched"].values())
+    for f in ON_IMPORT:
+        assert f"sglang-specv2-fixes: {f} applied on import of " in proc.stderr

@@ -34,6 +34,9 @@ is present (the table must then patch it, or say open). A wrong table entry fail
                 owned_kv_len caps it at the prompt plus output_ids_through_stop (U from 0.5.22)
   every release  #39826 (reasoning-tokens-through-stop): the decode loop adds the whole accepted run to
                 Req.reasoning_tokens before the finish check; the streamer sends that count unchanged
+  up to 0.5.15.post1  #31978 (multi-layer-grammar-mask): MultiLayerEagleWorkerV2.verify calls the sampler without
+                a vocab mask and never calls generate_token_bitmask; from 0.5.16 it is run_eagle_verify, which
+                builds the grammar mask (U)
 """
 
 import os
@@ -83,7 +86,9 @@ EXPECTED = {
 }
 for _v in EXPECTED:
     EXPECTED[_v] = dict(EXPECTED[_v], **{"radix-overshoot": U if _v in ("0.5.22", "0.5.23") else B,
-                                         "reasoning-tokens-through-stop": B})
+                                         "reasoning-tokens-through-stop": B,
+                                         "multi-layer-grammar-mask": B if _v in releases.release_set(
+                                             "up-to:0.5.15.post1") else U})
 # 0.5.11 and 0.5.12.x: the releases the CPU suite imports and runs (test_catalog, test_fix_*, ...)
 RUN_HERE = {"0.5.11", "0.5.12", "0.5.12.post1"}
 
