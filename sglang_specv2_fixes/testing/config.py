@@ -26,6 +26,11 @@ def common_without(flag):
     return COMMON[:i] + COMMON[i + 2:]
 
 
+def common_with_grammar(backend="xgrammar"):
+    """COMMON with a real grammar backend instead of ``--grammar-backend none`` (the structured-output rows)."""
+    return common_without("--grammar-backend") + ["--grammar-backend", backend]
+
+
 def common_without_backend():
     """COMMON with no --attention-backend: SGLang chooses (on Hopper: fa3 before the spec params are known)."""
     return common_without("--attention-backend")

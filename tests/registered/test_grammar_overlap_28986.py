@@ -29,7 +29,7 @@ import requests
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.server import TIMEOUT, URL, eagle3_args, launch, stop
 from sglang_specv2_fixes.testing.client import health_ok, server_info, specv2_state
-from sglang_specv2_fixes.testing.config import common_without, prompts
+from sglang_specv2_fixes.testing.config import common_with_grammar, prompts
 from sglang.test.test_utils import CustomTestCase
 
 # where the sync path exists for EAGLE (need_grammar_sync without supports_grammar_overlap): 0.5.11 ... 0.5.16
@@ -52,10 +52,6 @@ def generate_regex(input_ids, k, max_new_tokens):
     r = requests.post(URL + "/generate", json=payload, timeout=TIMEOUT)
     r.raise_for_status()
     return r.json()
-
-
-def common_with_grammar():
-    return common_without("--grammar-backend") + ["--grammar-backend", "xgrammar"]
 
 
 class TestGrammarOverlap28986(CustomTestCase):

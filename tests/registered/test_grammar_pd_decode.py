@@ -33,7 +33,7 @@ import requests
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.server import TIMEOUT, URL, eagle3_args, launch, stop
 from sglang_specv2_fixes.testing.client import health_ok, server_info, specv2_state
-from sglang_specv2_fixes.testing.config import common_without, prompts
+from sglang_specv2_fixes.testing.config import common_with_grammar, prompts
 from sglang.test.test_utils import CustomTestCase
 
 # the sync path exists for EAGLE up to 0.5.16 (0.5.17 advances the grammar inside verify: no sync, no hazard, both
@@ -87,7 +87,7 @@ class TestGrammarPDDecode(CustomTestCase):
                                                       "--disaggregation-mode", "decode",
                                                       "--disaggregation-transfer-backend", "fake"],
                              env={"SGLANG_SPECV2_FIXES_PROBE": "1"},
-                             common=common_without("--grammar-backend") + ["--grammar-backend", "xgrammar"])
+                             common=common_with_grammar())
 
     @classmethod
     def tearDownClass(cls):
