@@ -17,9 +17,10 @@ step's). Batches without grammar are unchanged (no copy, ``vocab_mask`` None). B
 proposes for 0.5.16+): the draft tokens are reshaped with ``reshape``, not ``view``, so a non-contiguous
 ``draft_token`` cannot make the mask raise.
 
-SGLang imports ``multi_layer_eagle_worker_v2`` only when multi-layer EAGLE is on (``SpeculativeAlgorithm.create_worker``),
-so the fix is ``on_import``: the plugin compiles and installs the patched ``verify`` when that module is imported
-(``core.register``), and every other server pays neither the import (~10-25 ms) nor the patch.
+SGLang imports ``multi_layer_eagle_worker_v2`` only when multi-layer EAGLE is on
+(``SpeculativeAlgorithm.create_worker``), so the fix is ``on_import``: the plugin compiles and installs the patched
+``verify`` when that module is imported (``core.register``), and every other server pays neither the import (~10-25
+ms) nor the patch.
 """
 
 from __future__ import annotations
