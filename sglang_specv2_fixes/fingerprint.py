@@ -152,9 +152,7 @@ def _block_end_fast(text: str, start: int, indent: int) -> Optional[int]:
     stop, guessed = _leaves(text, start, indent)
     if guessed:
         return None
-    end = stop - 1
-    while end > start and (not lines[end].strip() or lines[end].lstrip().startswith("#")):
-        end -= 1
+    end = _last_code_line(lines, start, stop - 1)
     block = "".join(lines[start:end + 1])
     if block.count('"""') % 2 or block.count("'''") % 2:
         return None
@@ -181,22 +179,27 @@ def function_source(text: str, qualname: str) -> Tuple[str, int, int]:
     start, indent = _locate_indexed(text, qualname)
     end = _block_end_fast(text, start, indent)
     if end is None:
-        end = _block_end(lines, start)
-        while end > start and (not lines[end].strip() or lines[end].lstrip().startswith("#")):
-            end -= 1
-    first = start
-    while first > 0 and lines[first - 1].lstrip().startswith("@") and len(lines[first - 1]) - len(lines[first - 1].lstrip()) == indent:
-        first -= 1
-    return "".join(lines[first : end + 1]), first + 1, end + 1
+        end = _last_code_line(lines, start, _block_end(lines, start))
+    return _with_decorators(lines, start, indent, end)
 
 
 def function_source_tokenized(text: str, qualname: str) -> Tuple[str, int, int]:
     """The reference ``function_source``: a regex match per line (``_locate``) and the tokenizer for every block."""
     lines = text.splitlines(keepends=True)
     start, indent = _locate(lines, qualname)
-    end = _block_end(lines, start)
+    return _with_decorators(lines, start, indent, _last_code_line(lines, start, _block_end(lines, start)))
+
+
+def _last_code_line(lines, start: int, end: int) -> int:
+    """``end`` moved up past blank and comment-only lines (not below ``start``): where a block's code ends."""
     while end > start and (not lines[end].strip() or lines[end].lstrip().startswith("#")):
         end -= 1
+    return end
+
+
+def _with_decorators(lines, start: int, indent: int, end: int) -> Tuple[str, int, int]:
+    """(source, first line, last line), 1-based, of the block ``start`` .. ``end`` with the decorator lines above it
+    at its indentation."""
     first = start
     while first > 0 and lines[first - 1].lstrip().startswith("@") and len(lines[first - 1]) - len(lines[first - 1].lstrip()) == indent:
         first -= 1
