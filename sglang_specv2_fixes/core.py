@@ -230,8 +230,7 @@ def register(report: Report) -> None:
     for st in report.fixes:
         if st.state != catalog.READY or st.name in STATE.built or st.name in STATE.on_import.values():
             continue
-        name = os.path.basename(st.patch)[: -len(".patch")]  # the patch file plan() checked
-        pf = patchfile.load(st.name, name)
+        pf = _patch_file(st)
         waiting = sorted({t.module for t in pf.targets} - set(sys.modules)) if st.name in on_import else []
         if waiting:
             for module in waiting:
@@ -241,6 +240,11 @@ def register(report: Report) -> None:
         _build_and_register(report, st, pf, root)
     if STATE.on_import and not any(isinstance(f, _OnImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _OnImport())
+
+
+def _patch_file(st: FixStatus):
+    """The patch file plan() checked for ``st`` (``st.patch``)."""
+    return patchfile.load(st.name, os.path.basename(st.patch)[: -len(".patch")])
 
 
 def _build_and_register(report: Report, st: FixStatus, pf, root: str) -> bool:
@@ -291,7 +295,7 @@ def _imported(module: str) -> None:
         from sglang.srt.plugins.hook_registry import HookRegistry
 
         root = os.path.dirname(installed.sglang_root())
-        if _build_and_register(report, st, patchfile.load(name, os.path.basename(st.patch)[: -len(".patch")]), root):
+        if _build_and_register(report, st, _patch_file(st), root):
             HookRegistry.apply_hooks()
             verify(report)
     except Exception as e:  # pragma: no cover - reported, never raised into SGLang's import
