@@ -28,11 +28,9 @@ import os
 import re
 import unittest
 
-import requests
-
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
-from sglang_specv2_fixes.testing.server import TIMEOUT, URL, eagle3_args, launch, stop
-from sglang_specv2_fixes.testing.client import health_ok, server_info, specv2_state
+from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
+from sglang_specv2_fixes.testing.client import health_ok, post, server_info, specv2_state
 from sglang_specv2_fixes.testing.config import common_with_grammar, prompts
 from sglang.test.test_utils import CustomTestCase
 
@@ -59,9 +57,7 @@ def generate_regex(input_ids, k, max_new_tokens, room):
     payload = {"input_ids": input_ids, "bootstrap_host": FAKE_BOOTSTRAP_HOST, "bootstrap_room": room,
                "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens,
                                    "regex": f"(<unk>)?(t[0-9]+){{{k}}}"}}
-    r = requests.post(URL + "/generate", json=payload, timeout=TIMEOUT)
-    r.raise_for_status()
-    return r.json()
+    return post(payload)
 
 
 def wrong_ending(k, max_new, out):
