@@ -236,6 +236,32 @@ def derived_eagle3_draft(path, transform, stamp_file):
     return path
 
 
+def derived_target(path, stamp_file, **config_changes):
+    """The tiny target under another ``config.json`` (``config_changes`` over its own: e.g. more ``eos_token_id``),
+    written once to ``path`` beside the tiny models (weights and tokenizer files linked, not copied; rebuilt when
+    ``stamp_file`` or this module changes); returns ``path``. The registered rows use it for a target whose
+    config, not weights, sets up a bug (tests/registered/test_grammar_run_end.py)."""
+    base = build_all(os.path.dirname(os.path.abspath(path)))["target"]
+
+    def write():
+        os.makedirs(path, exist_ok=True)
+        for name in os.listdir(base):
+            if name != "config.json" and not name.startswith("."):
+                link = os.path.join(path, name)
+                if os.path.lexists(link):
+                    os.remove(link)
+                os.symlink(os.path.join(base, name), link)
+        with open(os.path.join(base, "config.json")) as f:
+            cfg = json.load(f)
+        cfg.update(config_changes)
+        with open(os.path.join(path, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=1)
+
+    stamp = file_stamp(os.path.abspath(stamp_file), __file__) + json.dumps(config_changes, sort_keys=True)
+    build_once(path, stamp, write, [os.path.join(path, "model.safetensors")])
+    return path
+
+
 def build_all(out_dir):
     """Build (once per stamp) and return the model paths: OUT_DIR/{target,eagle3,eagle}."""
     out_dir = os.path.abspath(out_dir)

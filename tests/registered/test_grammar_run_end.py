@@ -1,0 +1,116 @@
+"""#28682 on the real server: with spec v2 and a grammar, an accepted run ends at the token that terminates the
+grammar. Up to 0.5.13.post1 the verify's vocab mask allows every token after the grammar's terminal token, so the
+target accepts the draft's tokens past it; the result processor appends the whole run, and the request then
+finishes on ``grammar.is_terminated()`` with ``matched`` = the run's last token and no cut: the client gets tokens
+after the grammar's end (CPU: tests/cpu/test_issue_28682_grammar_run_end.py on the release's real objects).
+
+xgrammar ends a grammar only on a stop token (the model's ``eos_token_id``), which the tiny walk never proposes.
+The row therefore serves the tiny target under a config whose ``eos_token_id`` also lists one walk token, X
+(``tiny_models.llama.derived_target``: same weights; xgrammar's stop tokens are ``model_config.hf_eos_token_id``).
+Each request's prompt ends on the walk token J steps before X and asks for the regex ``(t[0-9]+){J}``: J walk tokens
+match it, then the mask allows only stop tokens, X is the walk's own next token, so the grammar terminates on X
+inside an accepted run wherever X is not the run's last token (EAGLE3 chain 3/1/4, the walk drafts and accepts
+runs of 4). J runs over 1 ... 24 so X falls at every position of a run.
+
+Oracle: the same target (same config) served without speculation, with xgrammar. Every case must equal it: text,
+output ids, finish reason (``matched`` X) and completion tokens; and the oracle must end on X after exactly J
+tokens (the premise). Stock fails on 0.5.11-0.5.13.post1 (tokens past X, finish matched on the run's last token).
+"""
+
+import concurrent.futures
+import os
+import unittest
+
+from sglang_specv2_fixes.testing import finish_line
+from sglang_specv2_fixes.testing.client import send, server_info
+from sglang_specv2_fixes.testing.config import MODELS_DIR, common_with_grammar, prompts
+from sglang_specv2_fixes.testing.reference import prefetch_responses, reference_responses
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
+from sglang_specv2_fixes.testing.tiny_models import llama as tiny
+from sglang.test.test_utils import CustomTestCase
+
+register_specv2_ci(est_time=200, suite="specv2-gpu", releases="gpu&fix:grammar-run-end",
+                   bug_in="gpu&fix:grammar-run-end")
+
+EOS = 2  # the tiny models' </s>
+J_MAX, PREFIXES = 24, 4
+
+
+def stop_token():
+    """X: the walk token that the derived target's config adds to ``eos_token_id`` (the first of the walk)."""
+    return int(tiny.plan()[1][0])
+
+
+def start_for(j, x):
+    """The walk token whose greedy continuation has X at index ``j`` (``j`` tokens before it)."""
+    _, walk_ids, _, _, _ = tiny.plan()
+    for w in walk_ids.tolist():
+        if finish_line.walk([w], j + 1)[j] == x and x not in finish_line.walk([w], j):
+            return w
+    raise AssertionError(f"no walk token reaches {x} after {j} tokens")
+
+
+def cases():
+    """(J, /generate body): prompts of the usual random prefix ending on the start token for J; max_new_tokens
+    leaves room for a whole run after X."""
+    x, out = stop_token(), []
+    for j in range(1, J_MAX + 1):
+        w = start_for(j, x)
+        for n, p in enumerate(prompts(PREFIXES, seed=100 + j)):
+            body = {"input_ids": p + [w],
+                    "sampling_params": {"temperature": 0, "max_new_tokens": j + 9, "regex": f"(t[0-9]+){{{j}}}"}}
+            out.append((j, body))
+    return out
+
+
+CASES = cases()
+BODIES = [b for _, b in CASES]
+GRAMMAR = ["--grammar-backend", "xgrammar"]  # the reference server's COMMON has `--grammar-backend none` first
+
+
+def target():
+    return tiny.derived_target(os.path.join(MODELS_DIR, f"target-eos-{stop_token()}"), __file__,
+                               eos_token_id=[EOS, stop_token()])
+
+
+class TestGrammarRunEnd(CustomTestCase):
+    @classmethod
+    def setUpClass(cls):
+        prefetch_responses(BODIES, target=target(), extra_args=GRAMMAR, keep=finish_line.received)
+        cls.process = launch(eagle3_args(3, 1, 4) + ["--max-running-requests", "32"], target=target(),
+                             common=common_with_grammar())
+
+    @classmethod
+    def tearDownClass(cls):
+        stop(cls.process)
+
+    def test_1_config_and_premise(self):
+        """Overlap and xgrammar on; the oracle ends every case on X after exactly J tokens."""
+        info = server_info()
+        self.assertFalse(info["disable_overlap_schedule"], "overlap off: no spec v2")
+        self.assertEqual(info["grammar_backend"], "xgrammar")
+        want = reference_responses(BODIES, target=target(), extra_args=GRAMMAR, keep=finish_line.received)
+        self.assertEqual(len(want), J_MAX * PREFIXES)
+        x = stop_token()
+        for (j, body), w in zip(CASES, want):
+            self.assertEqual(w["output_ids"], finish_line.walk(body["input_ids"], j + 1), f"J {j}")
+            self.assertEqual((w["finish_reason"]["type"], w["finish_reason"].get("matched")), ("stop", x), f"J {j}")
+
+    def test_2_every_output_ends_at_the_grammar_end(self):
+        want = reference_responses(BODIES, target=target(), extra_args=GRAMMAR, keep=finish_line.received)
+        with concurrent.futures.ThreadPoolExecutor(32) as ex:
+            got = list(ex.map(lambda b: finish_line.received(send(b)), BODIES))
+        wrong = [f"J {j}: got {g} want {w}" for (j, _), g, w in zip(CASES, got, want) if g != w]
+        past = sum(1 for g, w in zip(got, want) if len(g["output_ids"] or []) > len(w["output_ids"]))
+        print(f"#28682 ({os.environ.get('SPECV2_AB', 'auto')}): {len(wrong)} of {len(CASES)} differ from the "
+              f"non-speculative server, {past} with tokens past the grammar's end; {wrong[:3]}")
+        accept = server_info()["internal_states"][0].get("avg_spec_accept_length")
+        print(f"avg_spec_accept_length {accept}")
+        self.assertEqual(len(got), len(CASES))
+        self.assertEqual(wrong, [])
+        self.assertIsNone(self.process.poll())
+
+
+if __name__ == "__main__":
+    unittest.main()
