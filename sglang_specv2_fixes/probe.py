@@ -73,6 +73,8 @@ def reset() -> None:
             seq_lens_sum_mismatch=0,
             launch_checks=0,
             finished_in_launch=0,
+            grammar_finishes=0,
+            grammar_past_end=0,
             examples=[],
         )
 
@@ -112,9 +114,18 @@ def _around(original, self, batch, result, *args, **kwargs):
         for req in batch.reqs
         if req.is_retracted or req.finished()
     ]
+    grammar_live = [req for req in batch.reqs if req.grammar is not None and not req.finished() and not req.is_retracted]
     out = original(self, batch, result, *args, **kwargs)
     with _lock:
         STATS["spec_v2_results"] += 1
+        for req in grammar_live:
+            if req.finished():
+                STATS["grammar_finishes"] += 1
+                n, end = len(req.output_ids), req.finished_len
+                if type(req.finished_reason).__name__ == "FINISH_MATCHED_TOKEN" and end is not None and n > end:
+                    STATS["grammar_past_end"] += 1
+                    _record(f"grammar rid={req.rid}: finished on a matched token with {n} output ids, finished_len "
+                            f"{end} (kv_committed_len {_committed(req)})")
         for req, committed0, verify0, retracted in before:
             kind = "retracted" if retracted else "finished"
             STATS[f"stale_{kind}_seen"] += 1

@@ -5,6 +5,8 @@ the KV counters are set to what ``prepare_for_decode`` leaves behind (allocation
 pre-claimed), which needs a GPU pool to produce for real.
 """
 
+import contextlib
+import dataclasses
 import functools
 import sys
 import types
@@ -316,3 +318,41 @@ def decode_counters(sched):
     accepted = rep.spec_num_accepted_tokens if _line() == "0.5.11" else rep.spec_num_accept_tokens  # renamed in 0.5.12
     return dict(accepted=accepted, forward=rep.spec_num_forward_ct, generated=rep.num_generated_tokens,
                 reported=hasattr(rep, "reported"))
+
+
+def server_args(**fields):
+    """ServerArgs field defaults without __post_init__ (no model to resolve) plus ``fields``."""
+    from sglang.srt.server_args import ServerArgs
+
+    sa = object.__new__(ServerArgs)
+    for f in dataclasses.fields(ServerArgs):
+        if f.default is not dataclasses.MISSING:
+            setattr(sa, f.name, f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            setattr(sa, f.name, f.default_factory())
+    for k, v in fields.items():
+        setattr(sa, k, v)
+    return sa
+
+
+@contextlib.contextmanager
+def published_server_args(monkeypatch, **fields):
+    """The server flags scheduler-side code reads (``get_global_server_args()``), as a launch with ``fields``
+    publishes them, for one test only: the scoped override (0.5.16+), the module global (0.5.11 … 0.5.14), the
+    runtime context's slot (0.5.15)."""
+    try:
+        import sglang.srt.runtime_context as rc
+    except ImportError:
+        rc = None
+    if rc is not None and hasattr(rc.get_context(), "override_server_args"):
+        with rc.get_context().override_server_args(**fields):
+            yield
+        return
+    import sglang.srt.server_args as mod
+
+    sa = server_args(**fields)
+    if hasattr(mod, "_global_server_args"):
+        monkeypatch.setattr(mod, "_global_server_args", sa)
+    else:
+        monkeypatch.setattr(rc.get_context(), "_server_args", sa)
+    yield

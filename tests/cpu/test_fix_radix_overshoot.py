@@ -18,7 +18,6 @@ sequence nobody sends can reach.
 """
 
 import contextlib
-import dataclasses
 import inspect
 from array import array
 
@@ -29,6 +28,7 @@ from conftest import LINE, requires_sglang, where_patched
 from sglang_specv2_fixes import core, releases
 from sglang_specv2_fixes.catalog import Patched
 from sglang_specv2_fixes.fixes import radix_overshoot as fix_module
+from sglang_specv2_fixes.testing import scenarios
 
 pytestmark = [requires_sglang, pytest.mark.release_scoped]
 
@@ -48,43 +48,6 @@ POOL = 256
 
 
 # ------------------------------------------------------------------------------ the release's objects
-def _server_args(**fields):
-    """ServerArgs field defaults without __post_init__ (no model to resolve) plus ``fields``."""
-    from sglang.srt.server_args import ServerArgs
-
-    sa = object.__new__(ServerArgs)
-    for f in dataclasses.fields(ServerArgs):
-        if f.default is not dataclasses.MISSING:
-            setattr(sa, f.name, f.default)
-        elif f.default_factory is not dataclasses.MISSING:
-            setattr(sa, f.name, f.default_factory())
-    for k, v in fields.items():
-        setattr(sa, k, v)
-    return sa
-
-
-@contextlib.contextmanager
-def published(monkeypatch, **fields):
-    """The server flags the cache path reads, as a launch with ``fields`` publishes them, for this test only:
-    the scoped override (0.5.16+), the module global (0.5.11 … 0.5.14), the runtime context's slot (0.5.15)."""
-    try:
-        import sglang.srt.runtime_context as rc
-    except ImportError:
-        rc = None
-    if rc is not None and hasattr(rc.get_context(), "override_server_args"):
-        with rc.get_context().override_server_args(**fields):
-            yield
-        return
-    import sglang.srt.server_args as mod
-
-    sa = _server_args(**fields)
-    if hasattr(mod, "_global_server_args"):
-        monkeypatch.setattr(mod, "_global_server_args", sa)
-    else:
-        monkeypatch.setattr(rc.get_context(), "_server_args", sa)
-    yield
-
-
 SPEC = dict(speculative_algorithm="EAGLE3", page_size=1)
 
 
@@ -203,7 +166,7 @@ def plugin(monkeypatch, on):
 
 
 def run_case(monkeypatch, kind, bigram, use_plugin, max_new_tokens=64, run=RUN, **flags):
-    with plugin(monkeypatch, use_plugin), published(monkeypatch, **dict(SPEC, **flags)):
+    with plugin(monkeypatch, use_plugin), scenarios.published_server_args(monkeypatch, **dict(SPEC, **flags)):
         alloc, cache = build_cache(kind, bigram)
         req = finished_request(cache, alloc, max_new_tokens, run)
         assert alloc.available_size() == POOL - ALLOCATED
@@ -263,7 +226,7 @@ def test_length_finish(monkeypatch, use_plugin):
 @pytest.mark.parametrize("kind", CACHES)
 def test_strip_thinking_cache_keeps_the_prompt_only(monkeypatch, kind, use_plugin):
     """--strip-thinking-cache with reasoning: the prompt is cached, everything after it freed (both sides)."""
-    with plugin(monkeypatch, use_plugin), published(monkeypatch, strip_thinking_cache=True, **SPEC):
+    with plugin(monkeypatch, use_plugin), scenarios.published_server_args(monkeypatch, strip_thinking_cache=True, **SPEC):
         alloc, cache = build_cache(kind)
         req = finished_request(cache, alloc)
         req.reasoning_tokens = 3
@@ -283,7 +246,7 @@ def test_gates(monkeypatch):
     name = target.rsplit(".", 1)[1]
 
     def length(flags, tweak=lambda r: None):
-        with published(monkeypatch, **flags):
+        with scenarios.published_server_args(monkeypatch, **flags):
             alloc, cache = build_cache("radix")
             req = finished_request(cache, alloc)
             tweak(req)
@@ -317,7 +280,7 @@ def test_streaming_session_keeps_its_own_boundary(monkeypatch, kind, use_plugin)
 
     session = types.SimpleNamespace(session_id="s", streaming=True, finish_req=lambda req: None,
                                     abort_req=lambda: None)
-    with plugin(monkeypatch, use_plugin), published(monkeypatch, **SPEC):
+    with plugin(monkeypatch, use_plugin), scenarios.published_server_args(monkeypatch, **SPEC):
         alloc, cache = build_cache(kind, session=True)
         req = finished_request(cache, alloc, session=session)
         release(req, cache)

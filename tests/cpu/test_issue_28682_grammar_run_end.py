@@ -14,7 +14,7 @@ From 0.5.14 the release's own resolve cuts the run (``_accept_grammar_tokens``);
 """
 
 import pytest
-from conftest import VERSION, requires_sglang, where_patched
+from conftest import MIXIN_ONLY, VERSION, requires_sglang, where_patched
 
 from sglang_specv2_fixes import releases
 from sglang_specv2_fixes.fixes import grammar_run_end
@@ -48,7 +48,10 @@ class Grammar:
         return self.terminal in self.accepted
 
 
-def run(plugin, grammar):
+def run(plugin, grammar, probe=False, eos=None):
+    """The release's dispatch of a spec-v2 decode result whose live request has ``grammar``; ``probe``: the decode step
+    runs inside the probe's observer (``probe._around``), ``eos``: the request's stop tokens (xgrammar's terminal token
+    is one: it also finishes the request in ``check_finished``)."""
     import types
 
     from sglang.srt.managers.scheduler import Scheduler
@@ -60,6 +63,8 @@ def run(plugin, grammar):
     step, dsched, batch, result, live = scenarios.decode_case(False)
     batch.forward_mode = ForwardMode.DECODE
     live.grammar = grammar
+    if eos is not None:
+        live.eos_token_ids = set(eos)
     committed = live.kv_committed_len
     if not callable(getattr(dsched, "abort_request", None)):  # aborting a rejected request: plumbing here
         object.__setattr__(dsched, "abort_request", lambda *a, **k: None)  # 0.5.13: a frozen dataclass's field
@@ -70,7 +75,12 @@ def run(plugin, grammar):
         draft_worker = dsched.draft_worker if hasattr(dsched, "draft_worker") else None
 
         def process_batch_result_decode(self, b, r):
-            step(dsched, b, r)
+            if probe:
+                from sglang_specv2_fixes import probe as observer
+
+                observer._around(lambda s, b, r: step(s, b, r), dsched, b, r)
+            else:
+                step(dsched, b, r)
 
     sched = Sched()
     sched.batch_result_processor = types.SimpleNamespace(process_batch_result_decode=sched.process_batch_result_decode)
@@ -97,6 +107,27 @@ def test_plugin_cuts_the_run_at_the_grammar_end():
     assert live.output_ids == [0, 1]
     assert committed == 1
     assert live.grammar.accepted == [0, 1] and live.grammar.is_terminated()  # accepted once, by the decode step
+
+
+@MIXIN_ONLY  # 0.5.13's finish path frees KV through the tree cache, a stand-in here
+@pytest.mark.skipif(not BUGGY, reason=f"sglang {VERSION}: the resolve step cuts the run (#28682)")
+@pytest.mark.parametrize("plugin", [False, True], ids=["stock", "plugin"])
+def test_probe_counts_output_past_the_grammar_end(plugin, monkeypatch):
+    """The probe's ``grammar_past_end`` (what the GPU row tests/registered/test_grammar_run_end.py reads): the terminal
+    token is also a stop token, so the request finishes on it (``finished_len``) while stock's ``output_ids`` keep the
+    token after it."""
+    from sglang_specv2_fixes import probe
+    from sglang_specv2_fixes.testing.scenarios import published_server_args
+
+    probe.reset()
+    with published_server_args(monkeypatch, speculative_algorithm="EAGLE3", page_size=1):  # the finish path reads them
+        live, _ = run(plugin, Grammar(), probe=True, eos={TERMINAL})
+    s = probe.snapshot()
+    assert type(live.finished_reason).__name__ == "FINISH_MATCHED_TOKEN" and live.finished_len == 2
+    assert s["grammar_finishes"] == 1, s
+    assert s["grammar_past_end"] == (0 if plugin else 1), s
+    assert len(live.output_ids) == (2 if plugin else 3)
+    probe.reset()
 
 
 @FIXED_HERE

@@ -1,8 +1,7 @@
 """#28682 on the real server: with spec v2 and a grammar, an accepted run ends at the token that terminates the
 grammar. Up to 0.5.13.post1 the verify's vocab mask allows every token after the grammar's terminal token, so the
-target accepts the draft's tokens past it; the result processor appends the whole run, and the request then
-finishes on ``grammar.is_terminated()`` with ``matched`` = the run's last token and no cut: the client gets tokens
-after the grammar's end (CPU: tests/cpu/test_issue_28682_grammar_run_end.py on the release's real objects).
+target accepts the draft's tokens past it, and the result processor appends the whole run to ``output_ids`` and
+commits it to KV (CPU: tests/cpu/test_issue_28682_grammar_run_end.py on the release's real objects).
 
 xgrammar ends a grammar only on a stop token (the model's ``eos_token_id``), which the tiny walk never proposes.
 The row therefore serves the tiny target under a config whose ``eos_token_id`` also lists one walk token, X
@@ -12,17 +11,27 @@ match it, then the mask allows only stop tokens, X is the walk's own next token,
 inside an accepted run wherever X is not the run's last token (EAGLE3 chain 3/1/4, the walk drafts and accepts
 runs of 4). J runs over 1 ... 24 so X falls at every position of a run.
 
-Oracle: the same target (same config) served without speculation, with xgrammar. Every case must equal it: text,
-output ids, finish reason (``matched`` X) and completion tokens; and the oracle must end on X after exactly J
-tokens (the premise). Stock fails on 0.5.11-0.5.13.post1 (tokens past X, finish matched on the run's last token).
-"""
+What the client receives is the same on stock (first GPU run, 2026-11-24, 0.5.11-0.5.13.post1: 0 of 96 differ):
+X is also a stop token, and ``check_finished`` runs before the grammar accepts the run, so the token check sets
+``finished_len`` at X and the answer is cut there. The bug is in the scheduler's state: ``output_ids`` (and the
+committed KV, the acceptance counters) keep the run past X. The probe (``SGLANG_SPECV2_FIXES_PROBE=1``) counts a
+request with a grammar that finishes on a matched token with ``output_ids`` past ``finished_len``
+(``grammar_past_end`` over ``grammar_finishes``); with ``ignore_eos`` the grammar is the only end and the tokens
+past it would reach the client, but then the non-speculative server, too, appends one unconstrained token after
+the grammar's end (its mask skips a terminated grammar), so there is no oracle for that case and the row does not
+use it.
 
+A/B: every case equals the same target (same config) served without speculation, with xgrammar (text, output ids,
+finish reason with ``matched`` X, completion tokens; the oracle ends on X after exactly J tokens, the premise),
+and ``grammar_past_end == 0`` after checking that grammar requests finished. Stock fails the probe check on
+0.5.11-0.5.13.post1; with the plugin in check mode such a finish would stop the scheduler.
+"""
 import concurrent.futures
 import os
 import unittest
 
 from sglang_specv2_fixes.testing import finish_line
-from sglang_specv2_fixes.testing.client import send, server_info
+from sglang_specv2_fixes.testing.client import send, server_info, specv2_state
 from sglang_specv2_fixes.testing.config import MODELS_DIR, common_with_grammar, prompts
 from sglang_specv2_fixes.testing.reference import prefetch_responses, reference_responses
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
@@ -79,7 +88,7 @@ class TestGrammarRunEnd(CustomTestCase):
     def setUpClass(cls):
         prefetch_responses(BODIES, target=target(), extra_args=GRAMMAR, keep=finish_line.received)
         cls.process = launch(eagle3_args(3, 1, 4) + ["--max-running-requests", "32"], target=target(),
-                             common=common_with_grammar())
+                             env={"SGLANG_SPECV2_FIXES_PROBE": "1"}, common=common_with_grammar())
 
     @classmethod
     def tearDownClass(cls):
@@ -105,10 +114,15 @@ class TestGrammarRunEnd(CustomTestCase):
         past = sum(1 for g, w in zip(got, want) if len(g["output_ids"] or []) > len(w["output_ids"]))
         print(f"#28682 ({os.environ.get('SPECV2_AB', 'auto')}): {len(wrong)} of {len(CASES)} differ from the "
               f"non-speculative server, {past} with tokens past the grammar's end; {wrong[:3]}")
-        accept = server_info()["internal_states"][0].get("avg_spec_accept_length")
-        print(f"avg_spec_accept_length {accept}")
+        info = server_info()
+        probe = specv2_state(info)["probe"]
+        print(f"probe: grammar_finishes={probe['grammar_finishes']} grammar_past_end={probe['grammar_past_end']} "
+              f"examples={probe['examples']}; avg_spec_accept_length "
+              f"{info['internal_states'][0].get('avg_spec_accept_length')}")
         self.assertEqual(len(got), len(CASES))
         self.assertEqual(wrong, [])
+        self.assertGreaterEqual(probe["grammar_finishes"], len(CASES) // 2, "grammar requests did not finish in decode")
+        self.assertEqual(probe["grammar_past_end"], 0, f"output_ids past the grammar's end: {probe['examples']}")
         self.assertIsNone(self.process.poll())
 
 
