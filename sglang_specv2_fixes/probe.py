@@ -114,7 +114,8 @@ def _around(original, self, batch, result, *args, **kwargs):
         for req in batch.reqs
         if req.is_retracted or req.finished()
     ]
-    grammar_live = [req for req in batch.reqs if req.grammar is not None and not req.finished() and not req.is_retracted]
+    grammar_live = [req for req in batch.reqs
+                    if getattr(req, "grammar", None) is not None and not req.finished() and not req.is_retracted]
     out = original(self, batch, result, *args, **kwargs)
     with _lock:
         STATS["spec_v2_results"] += 1
