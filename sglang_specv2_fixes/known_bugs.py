@@ -410,13 +410,34 @@ BUGS: Tuple[Bug, ...] = (
         "intermittent illegal memory access (the SWA layers run the draft extend without window indices)",
         affected=span("0.5.11", "0.5.22"), fixed_in="0.5.23", answer=NOT_BACKPORTED,
         reason="needs a hybrid-SWA model with a smaller SWA pool and multi-layer EAGLE on a GPU; #29858 is still "
-        "open, 0.5.23 ships the same change",
+        "open, 0.5.23 ships the same change. Seen 2026-11-24 on 0.5.14 with a tiny MiMo-V2-Flash shape (its MTP "
+        "layer is sliding-window): a triton CompilationError on the None kv_indices while capturing the graph",
         verified="regex in layers/attention/triton_backend.py: the is_draft_extend_v2() graph metadata passes "
         "`window_kv_indices=self.cuda_graph_window_kv_indices if swa`: only 0.5.23 (0.5.11 … 0.5.22 leave "
         "window_kv_indices None on the draft-extend graph path)",
         evidence=(Evidence("sglang/srt/layers/attention/triton_backend.py",
                            r"elif forward_mode\.is_draft_extend_v2\(\):\n\s+return ForwardMetadata\((?:.|\n){0,1500}?"
                            r"window_kv_indices=self\.cuda_graph_window_kv_indices if swa", fixed=True),)),
+    Bug(
+        id="multi-layer-tree-mask-seq-lens-sum",
+        title="multi-layer EAGLE v2 draft sizes its tree mask from a seq_lens_sum of None",
+        refs=(), found="GPU try of the multi-layer grammar row (docs/gpu-runs/2026-11-24-s13/)",
+        symptom="multi-layer EAGLE (MiMo-V2, Step-3.5 MTP) on an attention backend without a preallocated verify "
+        "mask buffer (triton without CUDA graphs; every backend that keeps the base get_verify_buffers_to_fill_after_"
+        "draft): the first decode stops the scheduler with `TypeError: unsupported operand type(s) for *: "
+        "'NoneType' and 'int'` in build_tree_kernel_efficient (FULL_MASK)",
+        affected=span("0.5.13", "0.5.15.post1"), fixed_in="0.5.16", answer=NOT_BACKPORTED,
+        reason="seen on 0.5.14 (tiny MiMo-V2-Flash shape, triton, --disable-cuda-graph, 2026-11-24); 0.5.13 made "
+        "seq_lens_sum lazy (None after prepare_for_decode) and guarded EagleWorkerV2.draft only; 0.5.16 moved both "
+        "workers onto one guarded helper (eagle_worker_common). Not backported yet: no GPU row can reach the path "
+        "with a fix on (the same servers then need fa3, absent from the device bundle, or stop at "
+        "triton-draft-extend-swa with CUDA graphs)",
+        verified="regex in speculative/multi_layer_eagle_worker_v2.py: MultiLayerEagleDraftWorker.draft passes "
+        "batch.seq_lens_sum straight to build_tree_kernel_efficient on 0.5.13 … 0.5.15.post1 (0.5.11 … 0.5.12.post1 "
+        "pass model_worker_batch.seq_lens_sum, which is set there; 0.5.16+ call the guarded helper)",
+        evidence=(Evidence("sglang/srt/speculative/multi_layer_eagle_worker_v2.py",
+                           r"build_tree_kernel_efficient\(\n(?:\s+[\w.]+,\n){5}\s+batch\.seq_lens_sum,",
+                           fixed=False),)),
     Bug(
         id="gpt-oss-eagle3-draft-graph-ima", title="gpt-oss-120b + EAGLE3: draft CUDA graph IMA as the batch shrinks",
         refs=("#28569",), found="survey watch list (N)",
