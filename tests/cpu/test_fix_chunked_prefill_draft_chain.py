@@ -54,18 +54,9 @@ def patch_file():
 def _server_args():
     """ServerArgs field defaults without __post_init__ (there is no model to resolve here): what the
     scheduler-side code reads through get_global_server_args()."""
-    import dataclasses
+    from sglang_specv2_fixes.testing.scenarios import server_args
 
-    from sglang.srt.server_args import ServerArgs
-
-    sa = object.__new__(ServerArgs)
-    for f in dataclasses.fields(ServerArgs):
-        if f.default is not dataclasses.MISSING:
-            setattr(sa, f.name, f.default)
-        elif f.default_factory is not dataclasses.MISSING:
-            setattr(sa, f.name, f.default_factory())
-    sa.speculative_algorithm, sa.chunked_prefill_size, sa.page_size = "EAGLE3", CHUNK, 1
-    return sa
+    return server_args(speculative_algorithm="EAGLE3", chunked_prefill_size=CHUNK, page_size=1)
 
 
 def _worker_batches():
