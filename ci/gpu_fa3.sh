@@ -24,5 +24,5 @@ case "$CMD" in
     (cd "$T" && grep sgl_kernel/flash_ops.abi3.so "$D/SHA256SUMS" | sha256sum -c -)
     rm -f "$D/flash_ops.abi3.so.xz"
     python3 -c "from sgl_kernel.flash_attn import flash_attn_with_kvcache; print('[gpu_fa3] sgl_kernel.flash_attn imports')" ;;
-  *) echo "usage: gpu_fa3.sh add|install RELEASE"; exit 2 ;;
+  *) echo "usage: gpu_fa3.sh add|install RELEASE [PARTS_RELEASE]"; exit 2 ;;
 esac

@@ -27,6 +27,7 @@ and ``grammar_past_end == 0`` after checking that grammar requests finished. Sto
 0.5.11-0.5.13.post1; with the plugin in check mode such a finish would stop the scheduler.
 """
 import concurrent.futures
+import functools
 import os
 import unittest
 
@@ -35,7 +36,7 @@ from sglang_specv2_fixes.testing.client import send, server_info, specv2_state
 from sglang_specv2_fixes.testing.config import MODELS_DIR, common_with_grammar, prompts
 from sglang_specv2_fixes.testing.reference import prefetch_responses, reference_responses
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
-from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
+from sglang_specv2_fixes.testing.server import AB, eagle3_args, launch, stop
 from sglang_specv2_fixes.testing.tiny_models import llama as tiny
 from sglang.test.test_utils import CustomTestCase
 
@@ -46,27 +47,23 @@ EOS = 2  # the tiny models' </s>
 J_MAX, PREFIXES = 24, 4
 
 
-def stop_token():
-    """X: the walk token that the derived target's config adds to ``eos_token_id`` (the first of the walk)."""
-    return int(tiny.plan()[1][0])
+X = int(tiny.plan()[1][0])  # the walk token the derived target's config adds to ``eos_token_id`` (the first of the walk)
+CYCLE = finish_line.walk([X], len(tiny.plan()[1]))  # the walk after X, once round its cycle (ends on X)
 
 
-def start_for(j, x):
-    """The walk token whose greedy continuation has X at index ``j`` (``j`` tokens before it)."""
-    _, walk_ids, _, _, _ = tiny.plan()
-    for w in walk_ids.tolist():
-        if finish_line.walk([w], j + 1)[j] == x and x not in finish_line.walk([w], j):
-            return w
-    raise AssertionError(f"no walk token reaches {x} after {j} tokens")
+def start_for(j):
+    """The walk token whose greedy continuation has X at index ``j`` (``j`` tokens before it): ``j + 1`` steps
+    before X on the cycle (``j`` < the cycle's length, so X is not among the ``j``)."""
+    return CYCLE[len(CYCLE) - 2 - j]
 
 
 def cases():
     """(J, /generate body): prompts of the usual random prefix ending on the start token for J; max_new_tokens
     leaves room for a whole run after X."""
-    x, out = stop_token(), []
+    out = []
     for j in range(1, J_MAX + 1):
-        w = start_for(j, x)
-        for n, p in enumerate(prompts(PREFIXES, seed=100 + j)):
+        w = start_for(j)
+        for p in prompts(PREFIXES, seed=100 + j):
             body = {"input_ids": p + [w],
                     "sampling_params": {"temperature": 0, "max_new_tokens": j + 9, "regex": f"(t[0-9]+){{{j}}}"}}
             out.append((j, body))
@@ -78,9 +75,9 @@ BODIES = [b for _, b in CASES]
 GRAMMAR = ["--grammar-backend", "xgrammar"]  # the reference server's COMMON has `--grammar-backend none` first
 
 
+@functools.cache
 def target():
-    return tiny.derived_target(os.path.join(MODELS_DIR, f"target-eos-{stop_token()}"), __file__,
-                               eos_token_id=[EOS, stop_token()])
+    return tiny.derived_target(os.path.join(MODELS_DIR, f"target-eos-{X}"), __file__, eos_token_id=[EOS, X])
 
 
 class TestGrammarRunEnd(CustomTestCase):
@@ -101,10 +98,9 @@ class TestGrammarRunEnd(CustomTestCase):
         self.assertEqual(info["grammar_backend"], "xgrammar")
         want = reference_responses(BODIES, target=target(), extra_args=GRAMMAR, keep=finish_line.received)
         self.assertEqual(len(want), J_MAX * PREFIXES)
-        x = stop_token()
         for (j, body), w in zip(CASES, want):
             self.assertEqual(w["output_ids"], finish_line.walk(body["input_ids"], j + 1), f"J {j}")
-            self.assertEqual((w["finish_reason"]["type"], w["finish_reason"].get("matched")), ("stop", x), f"J {j}")
+            self.assertEqual((w["finish_reason"]["type"], w["finish_reason"].get("matched")), ("stop", X), f"J {j}")
 
     def test_2_every_output_ends_at_the_grammar_end(self):
         want = reference_responses(BODIES, target=target(), extra_args=GRAMMAR, keep=finish_line.received)
@@ -112,7 +108,7 @@ class TestGrammarRunEnd(CustomTestCase):
             got = list(ex.map(lambda b: finish_line.received(send(b)), BODIES))
         wrong = [f"J {j}: got {g} want {w}" for (j, _), g, w in zip(CASES, got, want) if g != w]
         past = sum(1 for g, w in zip(got, want) if len(g["output_ids"] or []) > len(w["output_ids"]))
-        print(f"#28682 ({os.environ.get('SPECV2_AB', 'auto')}): {len(wrong)} of {len(CASES)} differ from the "
+        print(f"#28682 ({AB}): {len(wrong)} of {len(CASES)} differ from the "
               f"non-speculative server, {past} with tokens past the grammar's end; {wrong[:3]}")
         info = server_info()
         probe = specv2_state(info)["probe"]
