@@ -214,7 +214,7 @@ class State:
         self.built: Dict[str, Dict[str, Callable]] = {}  # fix name -> target -> our compiled function
         self.announced: set = set()  # roles already logged in this process
         self.ours: set = set()  # id() of every function we registered (see plugin._fast_propagate)
-        self.on_import: Dict[str, str] = {}  # module not imported yet -> the on_import fix waiting for it
+        self.on_import: Dict[str, List[str]] = {}  # module not imported yet -> the on_import fixes waiting for it
 
 
 STATE = State()
@@ -228,18 +228,23 @@ def register(report: Report) -> None:
     root = os.path.dirname(installed.sglang_root())
     on_import = {f.name for f in ALL_FIXES if f.on_import}
     for st in report.fixes:
-        if st.state != catalog.READY or st.name in STATE.built or st.name in STATE.on_import.values():
+        if st.state != catalog.READY or st.name in STATE.built or _waiting(st.name):
             continue
         pf = _patch_file(st)
         waiting = sorted({t.module for t in pf.targets} - set(sys.modules)) if st.name in on_import else []
         if waiting:
             for module in waiting:
-                STATE.on_import[module] = st.name
+                STATE.on_import.setdefault(module, []).append(st.name)
             st.reason = f"fingerprints match {st.patch}; applied when SGLang imports {', '.join(waiting)}"
             continue
         _build_and_register(report, st, pf, root)
     if STATE.on_import and not any(isinstance(f, _OnImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _OnImport())
+
+
+def _waiting(name: str) -> bool:
+    """``name`` is an on_import fix still waiting for one of its modules."""
+    return any(name in names for names in STATE.on_import.values())
 
 
 def _patch_file(st: FixStatus):
@@ -284,24 +289,28 @@ class _OnImport(importlib.abc.MetaPathFinder):
 
 
 def _imported(module: str) -> None:
-    """``module`` has executed: register, apply and verify the fix that waited for it (errors are the fix's, never
-    the import's)."""
-    name = STATE.on_import.pop(module, None)
+    """``module`` has executed: register every fix that waited for it, then apply and verify them together (a fix
+    verified before its neighbour is registered would find that one unregistered), and log each (errors are the
+    fixes', never the import's)."""
     report = STATE.report
-    st = next((f for f in report.fixes if f.name == name), None) if report and name else None
-    if st is None or st.state != catalog.READY or name in STATE.on_import.values():
-        return  # not waiting any more, or another of its modules is still to come
+    names = [n for n in STATE.on_import.pop(module, ()) if not _waiting(n)]  # not: another module still to come
+    ready = [st for st in (report.fixes if report else ()) if st.name in names and st.state == catalog.READY]
+    if not ready:
+        return
     try:
         from sglang.srt.plugins.hook_registry import HookRegistry
 
         root = os.path.dirname(installed.sglang_root())
-        if _build_and_register(report, st, _patch_file(st), root):
+        if sum(_build_and_register(report, st, _patch_file(st), root) for st in ready):
             HookRegistry.apply_hooks()
             verify(report)
     except Exception as e:  # pragma: no cover - reported, never raised into SGLang's import
-        st.state, st.reason = catalog.FAILED, f"{st.patch} could not be applied on import: {type(e).__name__}: {e}"
-    (logger.info if st.state == catalog.APPLIED else logger.error)(
-        "sglang-specv2-fixes: %s %s on import of %s: %s", name, st.state, module, st.reason)
+        for st in ready:
+            if st.state == catalog.READY:
+                st.state, st.reason = catalog.FAILED, f"{st.patch} could not be applied on import: {type(e).__name__}: {e}"
+    for st in ready:
+        (logger.info if st.state == catalog.APPLIED else logger.error)(
+            "sglang-specv2-fixes: %s %s on import of %s: %s", st.name, st.state, module, st.reason)
 
 
 def _chain(obj):
@@ -334,7 +343,7 @@ def verify(report: Report) -> None:
         if st.state not in (catalog.READY, catalog.APPLIED):
             continue
         built = STATE.built.get(st.name)
-        if not built and st.name in STATE.on_import.values():
+        if not built and _waiting(st.name):
             continue  # an on_import fix whose module SGLang has not imported in this process: stays READY
         if not built:
             st.state, st.reason = catalog.FAILED, "never registered in this process"

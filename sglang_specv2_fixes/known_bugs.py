@@ -426,12 +426,11 @@ BUGS: Tuple[Bug, ...] = (
         "mask buffer (triton without CUDA graphs; every backend that keeps the base get_verify_buffers_to_fill_after_"
         "draft): the first decode stops the scheduler with `TypeError: unsupported operand type(s) for *: "
         "'NoneType' and 'int'` in build_tree_kernel_efficient (FULL_MASK)",
-        affected=span("0.5.13", "0.5.15.post1"), fixed_in="0.5.16", answer=NOT_BACKPORTED,
+        affected=span("0.5.13", "0.5.15.post1"), fixed_in="0.5.16", answer="multi-layer-tree-mask-size",
         reason="seen on 0.5.14 (tiny MiMo-V2-Flash shape, triton, --disable-cuda-graph, 2026-11-24); 0.5.13 made "
         "seq_lens_sum lazy (None after prepare_for_decode) and guarded EagleWorkerV2.draft only; 0.5.16 moved both "
-        "workers onto one guarded helper (eagle_worker_common). Not backported yet (found at the end of session "
-        "13): tests/registered/test_grammar_multi_layer.py on fa3 (carried in parts) is the GPU row that would show "
-        "it on 0.5.13 … 0.5.15.post1",
+        "workers onto one guarded helper (eagle_worker_common.build_eagle_verify_input). Patched on 0.5.13 … "
+        "0.5.15.post1 with the rule of the release's EagleWorkerV2.draft",
         verified="regex in speculative/multi_layer_eagle_worker_v2.py: MultiLayerEagleDraftWorker.draft passes "
         "batch.seq_lens_sum straight to build_tree_kernel_efficient on 0.5.13 … 0.5.15.post1 (0.5.11 … 0.5.12.post1 "
         "pass model_worker_batch.seq_lens_sum, which is set there; 0.5.16+ call the guarded helper)",

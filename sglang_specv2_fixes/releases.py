@@ -111,6 +111,12 @@ _FIXES["0.5.11"] = {
     "radix-overshoot": patch("0.5.11"),
     "reasoning-tokens-through-stop": patch("0.5.11"),
     "multi-layer-grammar-mask": patch("0.5.11"),
+    "multi-layer-tree-mask-size": note(
+        NOT_APPLICABLE,
+        "seq_lens_sum is not lazy before 0.5.13: MultiLayerEagleDraftWorker.draft passes model_worker_batch.seq_lens_sum, "
+        "which is set",
+        check=('sglang.srt.speculative.multi_layer_eagle_worker_v2', 'MultiLayerEagleDraftWorker.draft', '40166fce88e3b99f'),
+    ),
     "bonus-slot-accounting": note(
         UPSTREAM,
         "pre-claim in prepare_for_decode",
@@ -150,6 +156,7 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
     ),
     "reasoning-tokens-through-stop": patch("0.5.12"),
     "multi-layer-grammar-mask": patch("0.5.12"),
+    "multi-layer-tree-mask-size": "1d177ec71f7aa8e0",
 })
 _FIXES["0.5.13"] = _derive("0.5.12", {
     "multi-token-finish": patch("0.5.13"),
@@ -205,6 +212,7 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     ),
     "reasoning-tokens-through-stop": patch("0.5.13"),
     "multi-layer-grammar-mask": patch("0.5.13"),
+    "multi-layer-tree-mask-size": patch("0.5.13"),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
     "multi-token-finish": patch("0.5.14"),
@@ -234,6 +242,7 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
     "seq-lens-helper": "03bc17e32f9094ff",
     "reasoning-tokens-through-stop": patch("0.5.14"),
     "multi-layer-grammar-mask": patch("0.5.14"),
+    "multi-layer-tree-mask-size": patch("0.5.14"),
 })
 _FIXES["0.5.15"] = _derive("0.5.14", {
     "draft-decode-positions": "8a9134a65c6747d0",
@@ -284,6 +293,12 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
         "bitmask (generate_token_bitmask) and passes it to eagle_sample",
         check=('sglang.srt.speculative.eagle_worker_common', 'run_eagle_verify', 'bf9e41acc5759953'),
     ),
+    "multi-layer-tree-mask-size": note(
+        UPSTREAM,
+        "MultiLayerEagleDraftWorker.draft calls eagle_worker_common.build_eagle_verify_input, which sizes the tree mask "
+        "without seq_lens_sum when it is None (as EagleWorkerV2.draft)",
+        check=('sglang.srt.speculative.multi_layer_eagle_worker_v2', 'MultiLayerEagleDraftWorker.draft', '4f3d16e7c13a01ac'),
+    ),
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
     "multi-token-finish": patch("0.5.17"),
@@ -301,6 +316,7 @@ _FIXES["0.5.17"] = _derive("0.5.16", {
         "(build_grammar_vocab_mask) and passes it to eagle_sample",
         check=('sglang.srt.speculative.eagle_worker_common', 'run_eagle_verify', 'b28934fac7cbc4ce'),
     ),
+    "multi-layer-tree-mask-size": "3055b1fb988bc08c",
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
     "multi-token-finish": patch("0.5.18"),
@@ -356,6 +372,7 @@ _FIXES["0.5.22"] = _derive("0.5.21", {
     ),
     "reasoning-tokens-through-stop": patch("0.5.22"),
     "multi-layer-grammar-mask": "65dfae7bd3c395ed",
+    "multi-layer-tree-mask-size": "7865913c60043735",
 })
 _FIXES["0.5.23"] = _derive("0.5.22", {
     "draft-decode-positions": "3cd7b89c0f5625e2",

@@ -245,6 +245,21 @@ multi-layer-grammar-mask  [#31978]  multi-layer EAGLE v2: the verify samples und
     - upstream (0.5.16 … 0.5.23)
     Removal: delete when 0.5.15.x leaves the supported releases (upstream from 0.5.16:
         run_eagle_verify)
+
+multi-layer-tree-mask-size  [beyond upstream]  multi-layer EAGLE v2: the draft sizes the verify tree mask without a
+    seq_lens_sum
+    What: MultiLayerEagleDraftWorker.draft: build_tree_kernel_efficient gets the sum the release's
+        EagleWorkerV2.draft uses when batch.seq_lens_sum is None (0 with a preallocated mask, else
+        batch size x max_context_len)
+    Why: batch.seq_lens_sum is None after the decode preparation (lazy since 0.5.13): with --enable-
+        multi-layer-eagle on a backend without a preallocated verify mask the first decode stops the
+        scheduler with a TypeError
+    - not-applicable (0.5.11 … 0.5.12.post1)
+    - applied: patches/multi-layer-tree-mask-size/0.5.13.patch (0.5.13 … 0.5.13.post1)
+    - applied: patches/multi-layer-tree-mask-size/0.5.14.patch (0.5.14 … 0.5.15.post1)
+    - upstream (0.5.16 … 0.5.23)
+    Removal: delete when 0.5.15.x leaves the supported releases (upstream from 0.5.16:
+        build_eagle_verify_input)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -262,6 +277,7 @@ from . import (
     grammar_run_end,
     live_accept_metrics,
     multi_layer_grammar_mask,
+    multi_layer_tree_mask_size,
     multi_token_finish,
     radix_overshoot,
     reasoning_tokens_through_stop,
@@ -275,5 +291,5 @@ ALL_FIXES = [m.FIX for m in (
     skip_stale_overlap_updates, tree_drafting, live_accept_metrics, routed_experts_draft_guard,
     draft_extend_kv_range, chunked_prefill_draft_chain, bonus_slot_accounting, accept_length_split,
     seq_lens_helper, grammar_result_order, draft_decode_positions, grammar_run_end, multi_token_finish,
-    radix_overshoot, reasoning_tokens_through_stop, multi_layer_grammar_mask,
+    radix_overshoot, reasoning_tokens_through_stop, multi_layer_grammar_mask, multi_layer_tree_mask_size,
 )]

@@ -34,9 +34,9 @@ def eagle3_args(steps=3, topk=1, tokens=4, algorithm="EAGLE3", draft="eagle3"):
     return args
 
 
-def launch(extra_args, env=None, target=None, common=None):
+def launch(extra_args, env=None, target=None, common=None, fixes=None):
     """Start the server under test (``target``: a model dir, default the tiny Llama target; ``common``: the
-    shared flags, default COMMON)."""
+    shared flags, default COMMON; ``fixes``: the ``--specv2-fixes`` selection, default ``AB``)."""
     m = models()
     full_env = {"SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_BUSY": "1"}
     full_env.update(env or {})
@@ -46,7 +46,7 @@ def launch(extra_args, env=None, target=None, common=None):
     return popen_launch_server(target or m["target"], URL, timeout=600,
                                other_args=(COMMON if common is None else common) + nccl_args(URL, extra_args)
                                + ["--decode-log-interval", "1"] + list(extra_args)
-                               + ["--specv2-fixes", AB],
+                               + ["--specv2-fixes", fixes or AB],
                                env=full_env)
 
 

@@ -1,0 +1,135 @@
+"""multi-layer-tree-mask-size on the release's real multi-layer draft (0.5.13 … 0.5.15.post1): after the decode
+preparation ``batch.seq_lens_sum`` is None (lazy since 0.5.13), and the stock ``MultiLayerEagleDraftWorker.draft`` hands
+it to ``build_tree_kernel_efficient``, whose FULL_MASK allocation then raises ``TypeError``; the plugin's draft sizes
+the mask as the release's ``EagleWorkerV2.draft`` does.
+
+The functions under test are the release's ``MultiLayerEagleDraftWorker.draft`` (stock, or the plugin's, compiled from
+the release's source and the patch file) and the release's real ``build_tree_kernel_efficient``, run on a worker made
+without ``__init__``. The GPU-only steps are stand-ins: the draft batch preparation and the draft forward return fixed
+tensors, and the CUDA tree kernel (``sgl_build_tree_kernel_efficient``) records the tree mask it is given and stops the
+call. What the test reads is the mask the release allocated.
+"""
+
+import types
+
+import pytest
+import torch
+from conftest import VERSION, requires_sglang, where_patched
+
+from sglang_specv2_fixes import releases
+from sglang_specv2_fixes.fixes import multi_layer_tree_mask_size
+
+pytestmark = [requires_sglang, pytest.mark.release_scoped]
+
+FIX = multi_layer_tree_mask_size.FIX.name
+FIXED_HERE = where_patched(FIX, "the plugin's MultiLayerEagleDraftWorker.draft")
+BUGGY = VERSION in set(releases.release_set("up-to:0.5.15.post1")) - set(releases.release_set("up-to:0.5.12.post1"))
+TOPK, STEPS, NUM_DRAFT = 1, 3, 4  # a chain: the bonus token and three draft tokens per request
+SEQ_LENS = [7, 12]
+MAX_CONTEXT_LEN = 64
+
+
+class Stop(Exception):
+    pass
+
+
+class Backend:
+    """The target's attention backend as the draft sees it: the verify buffers (None, None) as the base class hands
+    them over (fa3, flashinfer, triton without graphs), or a preallocated mask (triton's graph buffer)."""
+
+    def __init__(self, tree_mask_buf=None, max_context_len=MAX_CONTEXT_LEN):
+        self.tree_mask_buf = tree_mask_buf
+        if max_context_len is not None:
+            self.max_context_len = max_context_len
+
+    def get_verify_buffers_to_fill_after_draft(self):
+        return [self.tree_mask_buf, None]
+
+
+def run(plugin, monkeypatch, seq_lens_sum=None, backend=None):
+    """Call the release's (or the plugin's) draft on a two-request decode batch; returns the tree mask the release's
+    build_tree_kernel_efficient passed to the kernel."""
+    from sglang.srt.speculative import eagle_utils
+    from sglang.srt.speculative import multi_layer_eagle_worker_v2 as mod
+
+    from sglang_specv2_fixes import core
+
+    got = {}
+
+    def kernel(parent_list, top_scores_index, seq_lens, tree_mask, *rest):
+        got["tree_mask"] = tree_mask
+        raise Stop
+
+    monkeypatch.setattr(eagle_utils, "sgl_build_tree_kernel_efficient", kernel, raising=False)
+    monkeypatch.setattr(eagle_utils, "_is_npu", False, raising=False)
+    bs = len(SEQ_LENS)
+    prepared = (types.SimpleNamespace(), False)
+    draft_input = types.SimpleNamespace(bonus_tokens=torch.tensor([5, 6]),
+                                        prepare_for_v2_draft=lambda *a, **k: prepared)
+    batch = types.SimpleNamespace(spec_info=draft_input, seq_lens=torch.tensor(SEQ_LENS), seq_lens_sum=seq_lens_sum,
+                                  forward_mode=types.SimpleNamespace(is_idle=lambda: False))
+    worker = object.__new__(mod.MultiLayerEagleDraftWorker)
+    worker.__dict__.update(
+        req_to_token_pool=None, cuda_graph_runner=None, draft_runner_list=[None], topk=TOPK,
+        speculative_num_steps=STEPS, speculative_num_draft_tokens=NUM_DRAFT, tree_mask_mode=eagle_utils.TreeMaskMode.FULL_MASK,
+        prepare_for_draft=lambda *a, **k: prepared,  # 0.5.14 on: a method of the worker
+        draft_forward=lambda fb: ([torch.zeros(bs, 1)], torch.arange(STEPS).repeat(bs, 1),
+                                  torch.arange(bs * STEPS).view(bs, STEPS)),
+        target_worker=types.SimpleNamespace(model_runner=types.SimpleNamespace(attn_backend=backend or Backend())))
+    draft = core.build_fix(FIX)[f"{mod.__name__}.MultiLayerEagleDraftWorker.draft"] if plugin \
+        else mod.MultiLayerEagleDraftWorker.draft
+    with pytest.raises(Stop):
+        draft(worker, batch)
+    return got["tree_mask"]
+
+
+def full_mask_numel(seq_lens_sum):
+    """FULL_MASK's size in the release's build_tree_kernel_efficient: one row of seq_len + NUM_DRAFT per draft token."""
+    return seq_lens_sum * NUM_DRAFT + NUM_DRAFT * NUM_DRAFT * len(SEQ_LENS)
+
+
+@pytest.mark.skipif(not BUGGY, reason=f"sglang {VERSION}: the multi-layer draft's seq_lens_sum is set (0.5.11/0.5.12.x) "
+                                      "or the guarded build_eagle_verify_input sizes the mask (0.5.16+)")
+def test_stock_draft_stops_on_a_lazy_seq_lens_sum(monkeypatch):
+    with pytest.raises(TypeError, match="NoneType"):
+        run(False, monkeypatch)
+
+
+@FIXED_HERE
+def test_plugin_sizes_the_mask_by_the_release_rule(monkeypatch):
+    mask = run(True, monkeypatch)
+    assert mask.dtype == torch.bool and mask.numel() == full_mask_numel(len(SEQ_LENS) * MAX_CONTEXT_LEN)
+    assert mask.numel() > full_mask_numel(sum(SEQ_LENS))  # an upper bound: rows are addressed from seq_lens
+
+
+@FIXED_HERE
+def test_plugin_keeps_a_known_sum_and_a_preallocated_mask(monkeypatch):
+    assert run(True, monkeypatch, seq_lens_sum=sum(SEQ_LENS)).numel() == full_mask_numel(sum(SEQ_LENS))
+    buf = torch.zeros(3, dtype=torch.bool)
+    assert run(True, monkeypatch, backend=Backend(tree_mask_buf=buf)) is buf  # filled in place, never sized
+    assert bool(buf.all())  # FULL_MASK fills a preallocated mask with True before the kernel
+
+
+@FIXED_HERE
+def test_plugin_backend_without_max_context_len_gets_the_exact_sum(monkeypatch):
+    """Beyond the release's rule: a backend without ``max_context_len`` (the base class has none)."""
+    mask = run(True, monkeypatch, backend=Backend(max_context_len=None))
+    assert mask.numel() == full_mask_numel(sum(SEQ_LENS))
+
+
+@FIXED_HERE
+def test_the_rule_is_the_release_eagle_worker_v2_rule():
+    """The helper and the release's own ``EagleWorkerV2.draft`` agree on the three cases: its source carries the same
+    guard (read, not re-run: that draft needs a GPU)."""
+    import inspect
+
+    from sglang.srt.speculative import eagle_worker_v2
+
+    src = inspect.getsource(eagle_worker_v2.EagleDraftWorker.draft)
+    assert "seq_lens_sum = batch.seq_lens_sum" in src and "if seq_lens_sum is None:" in src
+    assert "seq_lens_sum = batch.seq_lens.shape[0] * max_context_len" in src and "seq_lens_sum = 0" in src
+    rule = multi_layer_tree_mask_size.tree_mask_seq_lens_sum
+    seq_lens = torch.tensor(SEQ_LENS)
+    assert rule(types.SimpleNamespace(seq_lens_sum=19, seq_lens=seq_lens), Backend(), None) == 19
+    assert rule(types.SimpleNamespace(seq_lens_sum=None, seq_lens=seq_lens), Backend(), object()) == 0
+    assert rule(types.SimpleNamespace(seq_lens_sum=None, seq_lens=seq_lens), Backend(), None) == 2 * MAX_CONTEXT_LEN

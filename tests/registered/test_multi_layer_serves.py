@@ -1,0 +1,84 @@
+"""multi-layer-tree-mask-size on the real server: multi-layer EAGLE v2 (``--enable-multi-layer-eagle``, on by itself
+for MiMo-V2 targets with ``--speculative-algorithm EAGLE``) serves decode at all. On 0.5.13 - 0.5.15.post1
+``MultiLayerEagleDraftWorker.draft`` sizes the verify tree mask from ``batch.seq_lens_sum``, which the decode
+preparation leaves None; on a backend without a preallocated verify mask (fa3 here) the scheduler stops at the first
+decode with a ``TypeError``. CPU: tests/cpu/test_fix_multi_layer_tree_mask_size.py on each release's real draft.
+
+The server is test_grammar_multi_layer.py's (the tiny MiMo-V2-Flash shape with dummy weights as target and MTP draft,
+EAGLE 3 steps / topk 1 / 4 tokens, fa3 carried in parts: docs/design/device-bundles.md), without a grammar. Dummy
+weights give near-flat logits, so greedy text is no oracle; the claim is that the server serves: every request of
+two concurrent rounds returns exactly ``max_new_tokens`` tokens (``ignore_eos``) with finish ``length``, none is
+aborted, speculative verify steps ran (``avg_spec_accept_length`` reported) and the scheduler stays alive, with the
+strict busy memory check on. Stock: the first decode kills the scheduler.
+"""
+
+import concurrent.futures
+import unittest
+
+from sglang_specv2_fixes.testing.client import health_ok, post, server_info, specv2_state
+from sglang_specv2_fixes.testing.config import MODELS_DIR, prompts
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.server import AB, launch, stop
+from sglang_specv2_fixes.testing.tiny_models import mimo_v2
+from sglang.test.test_utils import CustomTestCase
+
+register_specv2_ci(est_time=180, suite="specv2-gpu", releases="gpu&fix:multi-layer-tree-mask-size",
+                   bug_in="gpu&fix:multi-layer-tree-mask-size")
+
+N, ROUNDS = 32, 2
+
+
+def max_new_tokens(i):
+    return 4 + 3 * (i % 7)
+
+
+class TestMultiLayerServes(CustomTestCase):
+    @classmethod
+    def setUpClass(cls):
+        path = mimo_v2.build(MODELS_DIR)
+        args = ["--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", path,
+                "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+                "--load-format", "dummy", "--speculative-draft-load-format", "dummy",
+                "--max-running-requests", "16", "--attention-backend", "fa3"]
+        cls.process = launch(args, target=path)
+
+    @classmethod
+    def tearDownClass(cls):
+        stop(cls.process)
+
+    def test_1_config(self):
+        info = server_info()
+        self.assertTrue(info.get("enable_multi_layer_eagle"), "multi-layer EAGLE is off: not the multi-layer draft")
+        self.assertFalse(info["disable_overlap_schedule"], "overlap off: no spec v2")
+        self.assertEqual(info["attention_backend"], "fa3")
+        state = specv2_state(info)["fixes"]["multi-layer-tree-mask-size"]["state"]
+        self.assertEqual(state, "applied" if AB == "auto" else "disabled")
+
+    def test_2_requests_complete(self):
+        outs = []
+        for rnd in range(ROUNDS):
+            ps = prompts(N, seed=90 + rnd)
+
+            def one(i):
+                body = {"input_ids": ps[i], "sampling_params": {"temperature": 0, "ignore_eos": True,
+                                                                "max_new_tokens": max_new_tokens(i)}}
+                return i, post(body)
+
+            with concurrent.futures.ThreadPoolExecutor(16) as ex:
+                outs += list(ex.map(one, range(N)))
+        wrong = [f"request {i}: {o['meta_info']['finish_reason']} {o['meta_info']['completion_tokens']} tokens"
+                 for i, o in outs
+                 if o["meta_info"]["finish_reason"]["type"] != "length"
+                 or o["meta_info"]["completion_tokens"] != max_new_tokens(i)]
+        accept = server_info()["internal_states"][0].get("avg_spec_accept_length")
+        print(f"multi-layer serves ({AB}): {len(wrong)} of {len(outs)} requests wrong; {wrong[:4]}; "
+              f"avg_spec_accept_length {accept}")
+        self.assertEqual(len(outs), N * ROUNDS)
+        self.assertEqual(wrong, [])
+        self.assertIsNotNone(accept)
+        self.assertTrue(health_ok())
+        self.assertIsNone(self.process.poll())
+
+
+if __name__ == "__main__":
+    unittest.main()
