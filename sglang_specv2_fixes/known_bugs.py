@@ -438,6 +438,26 @@ BUGS: Tuple[Bug, ...] = (
                            r"build_tree_kernel_efficient\(\n(?:\s+[\w.]+,\n){5}\s+batch\.seq_lens_sum,",
                            fixed=False),)),
     Bug(
+        id="multi-layer-verify-unplanned",
+        title="multi-layer EAGLE v2 verify marks a batch outside the CUDA graphs as planned",
+        refs=(), found="GPU row of multi-layer-tree-mask-size (docs/gpu-runs/2026-11-25-s14/)",
+        symptom="multi-layer EAGLE (MiMo-V2, Step-3.5 MTP) with more running requests than the largest captured CUDA "
+        "graph, or --disable-cuda-graph: the target verify runs on the previous forward's attention metadata; on the "
+        "sliding-window MiMo-V2 the scheduler stops at the first such verify (`Size mismatch for shape#0('batch_size'): "
+        "expected 64 but got 490` in set_kv_buffer: the previous prefill's cache locations)",
+        affected=span("0.5.13", "0.5.15.post1"), fixed_in="0.5.16", answer="multi-layer-grammar-mask",
+        reason="seen on 0.5.13 … 0.5.15.post1 (tiny MiMo-V2-Flash shape, fa3, 16 running requests over CUDA graphs of "
+        "1/2/4/8, 2026-11-25); 0.5.13 moved the planning of a non-graph verify batch to forward_extend and left the "
+        "multi-layer verify's unconditional mark ('preserve its behavior verbatim'); 0.5.16's multi-layer verify passes "
+        "metadata_ready_pre_pad=False. Patched by multi-layer-grammar-mask, whose patch of the same verify gives it "
+        "what the release's EAGLEWorkerV2.verify has",
+        verified="regex in speculative/multi_layer_eagle_worker_v2.py: the multi-layer verify's mark after upstream's "
+        "'preserve its behavior verbatim' note, on 0.5.13 … 0.5.15.post1 (0.5.11 / 0.5.12.x: the preparation plans "
+        "every batch and the verify passes skip_attn_backend_init; 0.5.16+: run_eagle_verify)",
+        evidence=(Evidence("sglang/srt/speculative/multi_layer_eagle_worker_v2.py",
+                           r"preserve its behavior verbatim\.\n(?:\s+#.*\n)*\s+(?:if not _is_npu or can_run_cuda_graph:"
+                           r"\n\s+)?verify_forward_batch\.mark_forward_metadata_ready\(\)", fixed=False),)),
+    Bug(
         id="gpt-oss-eagle3-draft-graph-ima", title="gpt-oss-120b + EAGLE3: draft CUDA graph IMA as the batch shrinks",
         refs=("#28569",), found="survey watch list (N)",
         symptom="illegal memory access in the EAGLE3 draft CUDA graph replay once requests finish and the running "

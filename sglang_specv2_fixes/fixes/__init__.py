@@ -231,13 +231,16 @@ reasoning-tokens-through-stop  [beyond upstream (#39826, #37450)]  usage.reasoni
     Removal: delete per release once upstream counts reasoning tokens through the stop (open as of
         0.5.23)
 
-multi-layer-grammar-mask  [#31978]  multi-layer EAGLE v2: the verify samples under the grammar's vocab mask
+multi-layer-grammar-mask  [#31978]  multi-layer EAGLE v2: the verify samples under the grammar's vocab mask (and plans
+    an eager batch, 0.5.13+)
     What: MultiLayerEagleWorkerV2.verify: for a batch with grammar the draft tree is copied to the
         CPU before the target forward and the release's generate_token_bitmask mask is passed to the
-        sampler, as the release's EAGLEWorkerV2.verify does
+        sampler, as the release's EAGLEWorkerV2.verify does; from 0.5.13 the verify no longer marks
+        a batch outside the CUDA graphs as planned, so forward_extend plans it
     Why: with --enable-multi-layer-eagle (MiMo-V2, Step-3.5) the verify ignores the grammar: draft
         and bonus tokens the grammar forbids are accepted, the grammar rejects them and every
-        constrained request is aborted
+        constrained request is aborted; 0.5.13 - 0.5.15.post1: a verify outside the CUDA graphs runs
+        on the previous forward's attention metadata (MiMo-V2: the scheduler stops)
     - applied: patches/multi-layer-grammar-mask/0.5.11.patch (0.5.11)
     - applied: patches/multi-layer-grammar-mask/0.5.12.patch (0.5.12 … 0.5.12.post1)
     - applied: patches/multi-layer-grammar-mask/0.5.13.patch (0.5.13 … 0.5.13.post1)

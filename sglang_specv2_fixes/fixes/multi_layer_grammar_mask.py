@@ -17,6 +17,17 @@ step's). Batches without grammar are unchanged (no copy, ``vocab_mask`` None). B
 proposes for 0.5.16+): the draft tokens are reshaped with ``reshape``, not ``view``, so a non-contiguous
 ``draft_token`` cannot make the mask raise.
 
+The same partial copy has a second gap from 0.5.13 on (fixed upstream in 0.5.16, where the multi-layer verify passes
+``metadata_ready_pre_pad=False`` to ``run_eagle_verify``). 0.5.13 moved the attention planning of a verify batch that
+runs outside the target's CUDA graphs (more requests than the largest captured size, ``--disable-cuda-graph``) from
+the preparation to ``forward_extend`` (post-pad); ``EAGLEWorkerV2.verify`` leaves such a batch unmarked, but the
+multi-layer verify marks every batch as planned (upstream's comment: "preserve its behavior verbatim"), so the target
+runs on the previous forward's attention metadata: on a sliding-window target such as MiMo-V2 the first such verify
+stops the scheduler (``Size mismatch`` in ``set_kv_buffer``: the previous prefill's cache locations); on others the
+attention reads the previous batch's layout. The patch drops that mark, as the release's ``EAGLEWorkerV2.verify`` has
+it (the preparation has already marked a batch the graph runs). Same function, same mechanism (the multi-layer verify
+does what the release's EAGLE v2 verify does), so one fix.
+
 SGLang imports ``multi_layer_eagle_worker_v2`` only when multi-layer EAGLE is on
 (``SpeculativeAlgorithm.create_worker``), so the fix is ``on_import``: the plugin compiles and installs the patched
 ``verify`` when that module is imported (``core.register``), and every other server pays neither the import (~10-25
@@ -30,15 +41,18 @@ from ..catalog import Fix
 FIX = Fix(
     name="multi-layer-grammar-mask",
     upstream=("#31978",),
-    title="multi-layer EAGLE v2: the verify samples under the grammar's vocab mask",
+    title="multi-layer EAGLE v2: the verify samples under the grammar's vocab mask (and plans an eager batch, 0.5.13+)",
     what=(
         "MultiLayerEagleWorkerV2.verify: for a batch with grammar the draft tree is copied to the CPU before the "
         "target forward and the release's generate_token_bitmask mask is passed to the sampler, as the release's "
-        "EAGLEWorkerV2.verify does"
+        "EAGLEWorkerV2.verify does; from 0.5.13 the verify no longer marks a batch outside the CUDA graphs as planned, "
+        "so forward_extend plans it"
     ),
     why=(
         "with --enable-multi-layer-eagle (MiMo-V2, Step-3.5) the verify ignores the grammar: draft and bonus tokens "
-        "the grammar forbids are accepted, the grammar rejects them and every constrained request is aborted"
+        "the grammar forbids are accepted, the grammar rejects them and every constrained request is aborted; "
+        "0.5.13 - 0.5.15.post1: a verify outside the CUDA graphs runs on the previous forward's attention metadata "
+        "(MiMo-V2: the scheduler stops)"
     ),
     removal="delete when 0.5.15.x leaves the supported releases (upstream from 0.5.16: run_eagle_verify)",
     on_import=True,  # SGLang imports the multi-layer worker only for --enable-multi-layer-eagle

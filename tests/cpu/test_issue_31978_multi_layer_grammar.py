@@ -85,9 +85,11 @@ class SeqLens(list):
         pass
 
 
-def run(plugin, monkeypatch, grammar=True):
-    """Call the release's (or the plugin's) verify on a two-request batch; returns (what the sampler got, batch, the
-    grammar, how many times the draft tree was copied to the CPU)."""
+def run(plugin, monkeypatch, grammar=True, marks=None):
+    """Call the release's (or the plugin's) verify on a two-request batch whose verify runs outside the CUDA graphs
+    (the preparation returns ``can_run_cuda_graph`` False and plans nothing); returns (what the sampler got, batch, the
+    grammar, how many times the draft tree was copied to the CPU, the extend step's mask). ``marks`` collects the
+    verify's ``mark_forward_metadata_ready`` calls on the verify forward batch."""
     from sglang.srt.speculative import multi_layer_eagle_worker_v2 as mod
 
     from sglang_specv2_fixes import core
@@ -112,7 +114,7 @@ def run(plugin, monkeypatch, grammar=True):
         draft_token=torch.tensor(sum(DRAFTS, [])).as_subclass(Tree),
         grammar=None,
         prepare_for_v2_verify=lambda pool, batch, target: (types.SimpleNamespace(
-            mark_forward_metadata_ready=lambda: None), False),
+            mark_forward_metadata_ready=lambda *a, **k: (marks if marks is not None else []).append(1)), False),
         sample=lambda batch, logits_output, *mask: sampler(batch, logits_output, *mask),
     )
     extend_mask = object()
@@ -165,6 +167,28 @@ def test_plugin_samples_under_the_release_grammar_mask(monkeypatch):
 def test_plugin_leaves_a_batch_without_grammar_alone(monkeypatch):
     mask, batch, g, copies, extend_mask = run(True, monkeypatch, grammar=False)
     assert mask is None and copies == 0 and batch.sampling_info.vocab_mask is extend_mask
+
+
+PLANS_IN_GRAPH_ONLY = VERSION not in releases.release_set("up-to:0.5.12.post1")  # 0.5.13: prepare plans graph batches
+
+
+@pytest.mark.skipif(not (BUGGY and PLANS_IN_GRAPH_ONLY), reason=f"sglang {VERSION}: the verify preparation plans every "
+                    "batch (0.5.11 / 0.5.12.x) or the multi-layer verify is run_eagle_verify (0.5.16+)")
+def test_stock_marks_an_unplanned_batch_as_planned(monkeypatch):
+    """0.5.13 - 0.5.15.post1: outside the CUDA graphs the preparation plans nothing, yet the multi-layer verify marks
+    the batch as planned, so the target forward runs on the previous forward's attention metadata."""
+    marks = []
+    run(False, monkeypatch, marks=marks)
+    assert marks == [1]
+
+
+@FIXED_HERE
+def test_plugin_leaves_an_unplanned_batch_to_forward_extend(monkeypatch):
+    """As the release's EAGLEWorkerV2.verify: no mark, so forward_extend plans the batch (post-pad). On 0.5.11 /
+    0.5.12.x the verify never marked (the preparation planned every batch), so nothing is marked there either."""
+    marks = []
+    mask, *_ = run(True, monkeypatch, marks=marks)
+    assert marks == [] and mask is not None
 
 
 @FIXED_HERE

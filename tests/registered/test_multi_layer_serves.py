@@ -10,6 +10,11 @@ weights give near-flat logits, so greedy text is no oracle; the claim is that th
 two concurrent rounds returns exactly ``max_new_tokens`` tokens (``ignore_eos``) with finish ``length``, none is
 aborted, speculative verify steps ran (``avg_spec_accept_length`` reported) and the scheduler stays alive, with the
 strict busy memory check on. Stock: the first decode kills the scheduler.
+
+16 requests run at once, more than the largest CUDA graph of the shared flags (8), so verifies also run outside the
+graphs: the plugin side also needs ``multi-layer-grammar-mask``'s planning of such a verify there
+(``multi-layer-verify-unplanned``: without it the first one stops the scheduler with ``Size mismatch`` in
+``set_kv_buffer``, seen on 0.5.13 - 0.5.15.post1 on 2026-11-25).
 """
 
 import concurrent.futures
