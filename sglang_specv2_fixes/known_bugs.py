@@ -426,8 +426,9 @@ BUGS: Tuple[Bug, ...] = (
         "mask buffer (triton without CUDA graphs; every backend that keeps the base get_verify_buffers_to_fill_after_"
         "draft): the first decode stops the scheduler with `TypeError: unsupported operand type(s) for *: "
         "'NoneType' and 'int'` in build_tree_kernel_efficient (FULL_MASK)",
-        affected=span("0.5.13", "0.5.15.post1"), fixed_in="0.5.16", answer="multi-layer-tree-mask-size",
-        reason="seen on 0.5.14 (tiny MiMo-V2-Flash shape, triton, --disable-cuda-graph, 2026-11-24); 0.5.13 made "
+        affected=span("0.5.13", "0.5.15.post1"), fixed_in="0.5.16", answer="multi-layer-draft",
+        reason="seen on 0.5.14 (tiny MiMo-V2-Flash shape, triton, --disable-cuda-graph, 2026-11-24) and on 0.5.13 … "
+        "0.5.15.post1 on fa3 (2026-11-25); 0.5.13 made "
         "seq_lens_sum lazy (None after prepare_for_decode) and guarded EagleWorkerV2.draft only; 0.5.16 moved both "
         "workers onto one guarded helper (eagle_worker_common.build_eagle_verify_input). Patched on 0.5.13 … "
         "0.5.15.post1 with the rule of the release's EagleWorkerV2.draft",
@@ -438,9 +439,28 @@ BUGS: Tuple[Bug, ...] = (
                            r"build_tree_kernel_efficient\(\n(?:\s+[\w.]+,\n){5}\s+batch\.seq_lens_sum,",
                            fixed=False),)),
     Bug(
+        id="multi-layer-draft-extend-unplanned",
+        title="multi-layer EAGLE v2 eager draft extend runs MTP steps 2.. on unplanned attention backends",
+        refs=(), found="GPU row of multi-layer-draft (docs/gpu-runs/2026-11-25-s14/)",
+        symptom="multi-layer EAGLE (MiMo-V2, Step-3.5 MTP) with more running requests than the largest draft-extend "
+        "CUDA graph, or --disable-cuda-graph: each MTP step runs on its own runner and attention backend, but only "
+        "runner 0's was planned for the batch; on the sliding-window MiMo-V2 the scheduler stops at the first such "
+        "draft extend (`Size mismatch` in set_kv_buffer: the previous forward's cache locations)",
+        affected=span("0.5.13", "0.5.15.post1"), fixed_in="0.5.16", answer="multi-layer-draft",
+        reason="seen on 0.5.13 … 0.5.15.post1 once the verify was planned (tiny MiMo-V2-Flash shape, fa3, 16 running "
+        "requests over CUDA graphs of 1/2/4/8, 2026-11-25); the preparation plans runner 0 and marks the batch, and the "
+        "multi-layer worker keeps the mark for every step (upstream's 'latent issue ... tracked by the warning'); 0.5.16 "
+        "plans each runner's backend before its forward. Patched by multi-layer-draft",
+        verified="regex in speculative/multi_layer_eagle_worker_v2.py: the eager draft extend's 'Mark the batch so the "
+        "forward path keeps skipping metadata init' on 0.5.13 … 0.5.15.post1 (0.5.16+: each runner's "
+        "init_forward_metadata; 0.5.11 / 0.5.12.x pass skip_attn_backend_init=True to every runner, not examined: no "
+        "crash at 16 running on the GPU there)",
+        evidence=(Evidence("sglang/srt/speculative/multi_layer_eagle_worker_v2.py",
+                           r"Mark the batch so the forward path\n\s+# keeps skipping metadata init", fixed=False),)),
+    Bug(
         id="multi-layer-verify-unplanned",
         title="multi-layer EAGLE v2 verify marks a batch outside the CUDA graphs as planned",
-        refs=(), found="GPU row of multi-layer-tree-mask-size (docs/gpu-runs/2026-11-25-s14/)",
+        refs=(), found="GPU row of multi-layer-draft (docs/gpu-runs/2026-11-25-s14/)",
         symptom="multi-layer EAGLE (MiMo-V2, Step-3.5 MTP) with more running requests than the largest captured CUDA "
         "graph, or --disable-cuda-graph: the target verify runs on the previous forward's attention metadata; on the "
         "sliding-window MiMo-V2 the scheduler stops at the first such verify (`Size mismatch for shape#0('batch_size'): "

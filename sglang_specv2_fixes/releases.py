@@ -111,10 +111,10 @@ _FIXES["0.5.11"] = {
     "radix-overshoot": patch("0.5.11"),
     "reasoning-tokens-through-stop": patch("0.5.11"),
     "multi-layer-grammar-mask": patch("0.5.11"),
-    "multi-layer-tree-mask-size": note(
+    "multi-layer-draft": note(
         NOT_APPLICABLE,
         "seq_lens_sum is not lazy before 0.5.13: MultiLayerEagleDraftWorker.draft passes model_worker_batch.seq_lens_sum, "
-        "which is set",
+        "which is set (the eager draft extend's runners: see the fix's record)",
         check=('sglang.srt.speculative.multi_layer_eagle_worker_v2', 'MultiLayerEagleDraftWorker.draft', '40166fce88e3b99f'),
     ),
     "bonus-slot-accounting": note(
@@ -156,7 +156,7 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
     ),
     "reasoning-tokens-through-stop": patch("0.5.12"),
     "multi-layer-grammar-mask": patch("0.5.12"),
-    "multi-layer-tree-mask-size": "1d177ec71f7aa8e0",
+    "multi-layer-draft": "1d177ec71f7aa8e0",
 })
 _FIXES["0.5.13"] = _derive("0.5.12", {
     "multi-token-finish": patch("0.5.13"),
@@ -212,7 +212,7 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     ),
     "reasoning-tokens-through-stop": patch("0.5.13"),
     "multi-layer-grammar-mask": patch("0.5.13"),
-    "multi-layer-tree-mask-size": patch("0.5.13"),
+    "multi-layer-draft": patch("0.5.13"),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
     "multi-token-finish": patch("0.5.14"),
@@ -242,7 +242,7 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
     "seq-lens-helper": "03bc17e32f9094ff",
     "reasoning-tokens-through-stop": patch("0.5.14"),
     "multi-layer-grammar-mask": patch("0.5.14"),
-    "multi-layer-tree-mask-size": patch("0.5.14"),
+    "multi-layer-draft": patch("0.5.14"),
 })
 _FIXES["0.5.15"] = _derive("0.5.14", {
     "draft-decode-positions": "8a9134a65c6747d0",
@@ -266,6 +266,7 @@ _FIXES["0.5.15"] = _derive("0.5.14", {
     "accept-length-split": "a71fa4dd6851e3c0",
     "seq-lens-helper": "42648b6d836794f3",
     "reasoning-tokens-through-stop": patch("0.5.15"),
+    "multi-layer-draft": patch("0.5.15"),
 })
 _FIXES["0.5.16"] = _derive("0.5.15", {
     "draft-decode-positions": "c40e353048697ee2",
@@ -293,10 +294,11 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
         "bitmask (generate_token_bitmask) and passes it to eagle_sample",
         check=('sglang.srt.speculative.eagle_worker_common', 'run_eagle_verify', 'bf9e41acc5759953'),
     ),
-    "multi-layer-tree-mask-size": note(
+    "multi-layer-draft": note(
         UPSTREAM,
         "MultiLayerEagleDraftWorker.draft calls eagle_worker_common.build_eagle_verify_input, which sizes the tree mask "
-        "without seq_lens_sum when it is None (as EagleWorkerV2.draft)",
+        "without seq_lens_sum when it is None (as EagleWorkerV2.draft); its eager draft extend plans each runner's "
+        "attention backend before that runner's forward",
         check=('sglang.srt.speculative.multi_layer_eagle_worker_v2', 'MultiLayerEagleDraftWorker.draft', '4f3d16e7c13a01ac'),
     ),
 })
@@ -316,7 +318,7 @@ _FIXES["0.5.17"] = _derive("0.5.16", {
         "(build_grammar_vocab_mask) and passes it to eagle_sample",
         check=('sglang.srt.speculative.eagle_worker_common', 'run_eagle_verify', 'b28934fac7cbc4ce'),
     ),
-    "multi-layer-tree-mask-size": "3055b1fb988bc08c",
+    "multi-layer-draft": "3055b1fb988bc08c",
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
     "multi-token-finish": patch("0.5.18"),
@@ -372,7 +374,7 @@ _FIXES["0.5.22"] = _derive("0.5.21", {
     ),
     "reasoning-tokens-through-stop": patch("0.5.22"),
     "multi-layer-grammar-mask": "65dfae7bd3c395ed",
-    "multi-layer-tree-mask-size": "7865913c60043735",
+    "multi-layer-draft": "7865913c60043735",
 })
 _FIXES["0.5.23"] = _derive("0.5.22", {
     "draft-decode-positions": "3cd7b89c0f5625e2",

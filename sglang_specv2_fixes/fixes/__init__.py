@@ -249,17 +249,20 @@ multi-layer-grammar-mask  [#31978]  multi-layer EAGLE v2: the verify samples und
     Removal: delete when 0.5.15.x leaves the supported releases (upstream from 0.5.16:
         run_eagle_verify)
 
-multi-layer-tree-mask-size  [beyond upstream]  multi-layer EAGLE v2: the draft sizes the verify tree mask without a
-    seq_lens_sum
+multi-layer-draft  [beyond upstream]  multi-layer EAGLE v2 draft: the tree mask sized without seq_lens_sum, each eager
+    MTP step planned
     What: MultiLayerEagleDraftWorker.draft: build_tree_kernel_efficient gets the sum the release's
         EagleWorkerV2.draft uses when batch.seq_lens_sum is None (0 with a preallocated mask, else
-        batch size x max_context_len)
+        batch size x max_context_len); _draft_extend_for_decode outside the CUDA graph plans runner
+        i's attention backend before MTP step i (i >= 1)
     Why: batch.seq_lens_sum is None after the decode preparation (lazy since 0.5.13): with --enable-
         multi-layer-eagle on a backend without a preallocated verify mask the first decode stops the
-        scheduler with a TypeError
+        scheduler with a TypeError; an eager draft extend runs MTP steps 2.. on attention metadata
+        of an earlier forward (MiMo-V2: the scheduler stops)
     - not-applicable (0.5.11 … 0.5.12.post1)
-    - applied: patches/multi-layer-tree-mask-size/0.5.13.patch (0.5.13 … 0.5.13.post1)
-    - applied: patches/multi-layer-tree-mask-size/0.5.14.patch (0.5.14 … 0.5.15.post1)
+    - applied: patches/multi-layer-draft/0.5.13.patch (0.5.13 … 0.5.13.post1)
+    - applied: patches/multi-layer-draft/0.5.14.patch (0.5.14)
+    - applied: patches/multi-layer-draft/0.5.15.patch (0.5.15 … 0.5.15.post1)
     - upstream (0.5.16 … 0.5.23)
     Removal: delete when 0.5.15.x leaves the supported releases (upstream from 0.5.16:
         build_eagle_verify_input)
@@ -280,7 +283,7 @@ from . import (
     grammar_run_end,
     live_accept_metrics,
     multi_layer_grammar_mask,
-    multi_layer_tree_mask_size,
+    multi_layer_draft,
     multi_token_finish,
     radix_overshoot,
     reasoning_tokens_through_stop,
@@ -294,5 +297,5 @@ ALL_FIXES = [m.FIX for m in (
     skip_stale_overlap_updates, tree_drafting, live_accept_metrics, routed_experts_draft_guard,
     draft_extend_kv_range, chunked_prefill_draft_chain, bonus_slot_accounting, accept_length_split,
     seq_lens_helper, grammar_result_order, draft_decode_positions, grammar_run_end, multi_token_finish,
-    radix_overshoot, reasoning_tokens_through_stop, multi_layer_grammar_mask, multi_layer_tree_mask_size,
+    radix_overshoot, reasoning_tokens_through_stop, multi_layer_grammar_mask, multi_layer_draft,
 )]

@@ -37,7 +37,7 @@ is present (the table must then patch it, or say open). A wrong table entry fail
   up to 0.5.15.post1  #31978 (multi-layer-grammar-mask): MultiLayerEagleWorkerV2.verify calls the sampler without
                 a vocab mask and never calls generate_token_bitmask; from 0.5.16 it is run_eagle_verify, which
                 builds the grammar mask (U)
-  0.5.13 … 0.5.15.post1  multi-layer-tree-mask-size: MultiLayerEagleDraftWorker.draft passes batch.seq_lens_sum (lazy,
+  0.5.13 … 0.5.15.post1  multi-layer-draft: MultiLayerEagleDraftWorker.draft passes batch.seq_lens_sum (lazy,
                 None after the decode preparation) to build_tree_kernel_efficient; from 0.5.16 it calls
                 build_eagle_verify_input, which sizes the mask without it (U)
 """
@@ -92,7 +92,7 @@ for _v in EXPECTED:
                                          "reasoning-tokens-through-stop": B,
                                          "multi-layer-grammar-mask": B if _v in releases.release_set(
                                              "up-to:0.5.15.post1") else U,
-                                         "multi-layer-tree-mask-size": B if _v in releases.release_set(
+                                         "multi-layer-draft": B if _v in releases.release_set(
                                              "up-to:0.5.15.post1") else U})
 # 0.5.11 and 0.5.12.x: the releases the CPU suite imports and runs (test_catalog, test_fix_*, ...)
 RUN_HERE = {"0.5.11", "0.5.12", "0.5.12.post1"}

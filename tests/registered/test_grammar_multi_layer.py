@@ -16,8 +16,8 @@ docs/design/device-bundles.md). Without it, both sides stop at startup.
 
 On 0.5.13 - 0.5.15.post1 stock multi-layer EAGLE cannot serve at all: its draft sizes the tree mask from a
 ``seq_lens_sum`` of None and the scheduler stops at the first decode (fa3 has no preallocated verify mask either).
-That is the plugin's ``multi-layer-tree-mask-size``, with its own row (test_multi_layer_serves.py). There the stock
-side of this row keeps that fix on (``--specv2-fixes multi-layer-tree-mask-size``), so that what it shows is the
+That is the plugin's ``multi-layer-draft``, with its own row (test_multi_layer_serves.py). There the stock
+side of this row keeps that fix on (``--specv2-fixes multi-layer-draft``), so that what it shows is the
 verify's grammar, with only ``multi-layer-grammar-mask`` off. On those releases the row also runs at most 8 requests
 at once, the largest CUDA graph of the shared flags: a verify outside the graphs stops the stock scheduler for another
 reason (``multi-layer-verify-unplanned``, which ``multi-layer-grammar-mask`` also patches there; the serving row runs
@@ -51,7 +51,7 @@ N, ROUNDS = 48, 2
 WORD = re.compile(r"t1[0-9]")
 # what multi-layer EAGLE needs to serve at all on this release: kept on the stock side, which turns off only the fix
 # under test (0.5.13 - 0.5.15.post1)
-SERVES = "multi-layer-tree-mask-size"
+SERVES = "multi-layer-draft"
 NEEDS_SERVES = installed.version() in releases.release_set(f"fix:{SERVES}")
 FIXES = SERVES if AB == "off" and NEEDS_SERVES else AB
 MAX_RUNNING = 8 if NEEDS_SERVES else 16  # 0.5.13+: within the CUDA graphs (--cuda-graph-bs 1 2 4 8), see above

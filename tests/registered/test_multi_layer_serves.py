@@ -1,8 +1,8 @@
-"""multi-layer-tree-mask-size on the real server: multi-layer EAGLE v2 (``--enable-multi-layer-eagle``, on by itself
-for MiMo-V2 targets with ``--speculative-algorithm EAGLE``) serves decode at all. On 0.5.13 - 0.5.15.post1
+"""multi-layer-draft (with multi-layer-grammar-mask's eager verify) on the real server: multi-layer EAGLE v2
+(``--enable-multi-layer-eagle``, on by itself for MiMo-V2 targets with ``--speculative-algorithm EAGLE``) serves decode at all. On 0.5.13 - 0.5.15.post1
 ``MultiLayerEagleDraftWorker.draft`` sizes the verify tree mask from ``batch.seq_lens_sum``, which the decode
 preparation leaves None; on a backend without a preallocated verify mask (fa3 here) the scheduler stops at the first
-decode with a ``TypeError``. CPU: tests/cpu/test_fix_multi_layer_tree_mask_size.py on each release's real draft.
+decode with a ``TypeError``. CPU: tests/cpu/test_fix_multi_layer_draft.py on each release's real draft.
 
 The server is test_grammar_multi_layer.py's (the tiny MiMo-V2-Flash shape with dummy weights as target and MTP draft,
 EAGLE 3 steps / topk 1 / 4 tokens, fa3 carried in parts: docs/design/device-bundles.md), without a grammar. Dummy
@@ -11,10 +11,11 @@ two concurrent rounds returns exactly ``max_new_tokens`` tokens (``ignore_eos``)
 aborted, speculative verify steps ran (``avg_spec_accept_length`` reported) and the scheduler stays alive, with the
 strict busy memory check on. Stock: the first decode kills the scheduler.
 
-16 requests run at once, more than the largest CUDA graph of the shared flags (8), so verifies also run outside the
-graphs: the plugin side also needs ``multi-layer-grammar-mask``'s planning of such a verify there
-(``multi-layer-verify-unplanned``: without it the first one stops the scheduler with ``Size mismatch`` in
-``set_kv_buffer``, seen on 0.5.13 - 0.5.15.post1 on 2026-11-25).
+16 requests run at once, more than the largest CUDA graph of the shared flags (8), so verifies and draft extends also
+run outside the graphs, which on 0.5.13 - 0.5.15.post1 takes two more changes: ``multi-layer-draft`` plans each MTP
+step's runner in the eager draft extend (``multi-layer-draft-extend-unplanned``), and ``multi-layer-grammar-mask`` no
+longer marks an eager verify as planned (``multi-layer-verify-unplanned``). Without either, the first such step stops
+the scheduler with ``Size mismatch`` in ``set_kv_buffer`` (both seen on 0.5.13 - 0.5.15.post1 on 2026-11-25).
 """
 
 import concurrent.futures
@@ -27,8 +28,8 @@ from sglang_specv2_fixes.testing.server import AB, launch, stop
 from sglang_specv2_fixes.testing.tiny_models import mimo_v2
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=180, suite="specv2-gpu", releases="gpu&fix:multi-layer-tree-mask-size",
-                   bug_in="gpu&fix:multi-layer-tree-mask-size")
+register_specv2_ci(est_time=180, suite="specv2-gpu", releases="gpu&fix:multi-layer-draft",
+                   bug_in="gpu&fix:multi-layer-draft")
 
 N, ROUNDS = 32, 2
 
@@ -56,7 +57,7 @@ class TestMultiLayerServes(CustomTestCase):
         self.assertTrue(info.get("enable_multi_layer_eagle"), "multi-layer EAGLE is off: not the multi-layer draft")
         self.assertFalse(info["disable_overlap_schedule"], "overlap off: no spec v2")
         self.assertEqual(info["attention_backend"], "fa3")
-        state = specv2_state(info)["fixes"]["multi-layer-tree-mask-size"]["state"]
+        state = specv2_state(info)["fixes"]["multi-layer-draft"]["state"]
         self.assertEqual(state, "applied" if AB == "auto" else "disabled")
 
     def test_2_requests_complete(self):

@@ -1,7 +1,13 @@
-"""multi-layer-tree-mask-size on the release's real multi-layer draft (0.5.13 … 0.5.15.post1): after the decode
-preparation ``batch.seq_lens_sum`` is None (lazy since 0.5.13), and the stock ``MultiLayerEagleDraftWorker.draft`` hands
-it to ``build_tree_kernel_efficient``, whose FULL_MASK allocation then raises ``TypeError``; the plugin's draft sizes
-the mask as the release's ``EagleWorkerV2.draft`` does.
+"""multi-layer-draft on the release's real multi-layer draft worker (0.5.13 … 0.5.15.post1).
+
+The draft: after the decode preparation ``batch.seq_lens_sum`` is None (lazy since 0.5.13), and the stock
+``MultiLayerEagleDraftWorker.draft`` hands it to ``build_tree_kernel_efficient``, whose FULL_MASK allocation then
+raises ``TypeError``; the plugin's draft sizes the mask as the release's ``EagleWorkerV2.draft`` does.
+
+The draft extend outside its CUDA graph (``_draft_extend_for_decode``): the preparation plans runner 0's attention
+backend and marks the batch planned; stock runs steps 1.. on runners whose own backends were never planned for this
+batch; the plugin plans each of them before its forward. The test's runners record, at each forward, whether their
+backend was planned for the batch being run.
 
 The functions under test are the release's ``MultiLayerEagleDraftWorker.draft`` (stock, or the plugin's, compiled from
 the release's source and the patch file) and the release's real ``build_tree_kernel_efficient``, run on a worker made
@@ -17,11 +23,11 @@ import torch
 from conftest import VERSION, requires_sglang, where_patched
 
 from sglang_specv2_fixes import releases
-from sglang_specv2_fixes.fixes import multi_layer_tree_mask_size
+from sglang_specv2_fixes.fixes import multi_layer_draft
 
 pytestmark = [requires_sglang, pytest.mark.release_scoped]
 
-FIX = multi_layer_tree_mask_size.FIX.name
+FIX = multi_layer_draft.FIX.name
 FIXED_HERE = where_patched(FIX, "the plugin's MultiLayerEagleDraftWorker.draft")
 BUGGY = VERSION in set(releases.release_set("up-to:0.5.15.post1")) - set(releases.release_set("up-to:0.5.12.post1"))
 TOPK, STEPS, NUM_DRAFT = 1, 3, 4  # a chain: the bonus token and three draft tokens per request
@@ -128,8 +134,81 @@ def test_the_rule_is_the_release_eagle_worker_v2_rule():
     src = inspect.getsource(eagle_worker_v2.EagleDraftWorker.draft)
     assert "seq_lens_sum = batch.seq_lens_sum" in src and "if seq_lens_sum is None:" in src
     assert "seq_lens_sum = batch.seq_lens.shape[0] * max_context_len" in src and "seq_lens_sum = 0" in src
-    rule = multi_layer_tree_mask_size.tree_mask_seq_lens_sum
+    rule = multi_layer_draft.tree_mask_seq_lens_sum
     seq_lens = torch.tensor(SEQ_LENS)
     assert rule(types.SimpleNamespace(seq_lens_sum=19, seq_lens=seq_lens), Backend(), None) == 19
     assert rule(types.SimpleNamespace(seq_lens_sum=None, seq_lens=seq_lens), Backend(), object()) == 0
     assert rule(types.SimpleNamespace(seq_lens_sum=None, seq_lens=seq_lens), Backend(), None) == 2 * MAX_CONTEXT_LEN
+
+
+STEPS_EXTEND = 3
+
+
+def run_draft_extend(plugin, monkeypatch):
+    """Call the release's (or the plugin's) ``_draft_extend_for_decode`` with no draft-extend CUDA graph; returns, per
+    step, whether that step's runner's attention backend was planned for the batch when the runner ran it."""
+    from sglang.srt.speculative import multi_layer_eagle_worker_v2 as mod
+
+    from sglang_specv2_fixes import core
+
+    bs, vocab = len(SEQ_LENS), 32
+    forward_batch = types.SimpleNamespace(spec_info=types.SimpleNamespace(), extend_seq_lens=None,
+                                          mark_forward_metadata_ready=lambda *a, **k: None)
+    seen = []
+
+    class AttnBackend:
+        planned_for = None
+
+        def init_forward_metadata(self, fb):
+            self.planned_for = fb
+
+    class Runner:
+        def __init__(self, step):
+            self.step, self.attn_backend = step, AttnBackend()
+            self.req_to_token_pool = self.token_to_kv_pool = None
+
+        def forward(self, fb, **kw):
+            seen.append(self.attn_backend.planned_for is fb)
+            if self.step == STEPS_EXTEND - 1:
+                raise Stop
+            return types.SimpleNamespace(logits_output=types.SimpleNamespace(
+                next_token_logits=torch.randn(bs * NUM_DRAFT, vocab), hidden_states=None))
+
+    runners = [Runner(i) for i in range(STEPS_EXTEND)]
+
+    def prepare(*args, **kw):  # the release's preparation: plans runner 0 only, and marks the batch
+        runners[0].attn_backend.init_forward_metadata(forward_batch)
+        return forward_batch
+
+    class Input:  # EagleDraftInput (0.5.13) / EagleDraftExtendInput (0.5.14 on)
+        def __init__(self, **kw):
+            pass
+
+        prepare_for_extend_to_fill_draft_kvcache = staticmethod(prepare)
+
+    for name in ("EagleDraftInput", "EagleDraftExtendInput"):
+        monkeypatch.setattr(mod, name, Input, raising=False)
+    worker = object.__new__(mod.MultiLayerEagleDraftWorker)
+    worker.__dict__.update(
+        speculative_num_steps=STEPS_EXTEND, speculative_num_draft_tokens=NUM_DRAFT, topk=1, device="cpu",
+        plan_stream=None, plan_stream_ctx=__import__("contextlib").nullcontext(), draft_runner_list=runners,
+        cuda_graph_runner_for_draft_extend=None, chain_mtp_hidden_states=False, prepare_for_draft_extend=prepare)
+    batch = types.SimpleNamespace(seq_lens=torch.tensor(SEQ_LENS))
+    batch_result = types.SimpleNamespace(logits_output=types.SimpleNamespace(hidden_states=None),
+                                         next_token_ids=torch.zeros(bs * NUM_DRAFT, dtype=torch.long),
+                                         accept_lens=torch.ones(bs, dtype=torch.long))
+    fn = core.build_fix(FIX)[f"{mod.__name__}.MultiLayerEagleDraftWorker._draft_extend_for_decode"] if plugin \
+        else mod.MultiLayerEagleDraftWorker._draft_extend_for_decode
+    with pytest.raises(Stop):
+        fn(worker, batch, batch_result)
+    return seen
+
+
+@pytest.mark.skipif(not BUGGY, reason=f"sglang {VERSION}: not the 0.5.13 - 0.5.15.post1 draft extend")
+def test_stock_eager_draft_extend_runs_unplanned_runners(monkeypatch):
+    assert run_draft_extend(False, monkeypatch) == [True, False, False]
+
+
+@FIXED_HERE
+def test_plugin_plans_each_runner_of_the_eager_draft_extend(monkeypatch):
+    assert run_draft_extend(True, monkeypatch) == [True, True, True]
