@@ -19,7 +19,6 @@ the scheduler with ``Size mismatch`` in ``set_kv_buffer`` (both seen on 0.5.13 -
 """
 
 import concurrent.futures
-import os
 import unittest
 
 from sglang_specv2_fixes.testing.client import health_ok, post, server_info, specv2_state
@@ -33,12 +32,6 @@ register_specv2_ci(est_time=180, suite="specv2-gpu", releases="gpu&fix:multi-lay
                    bug_in="gpu&fix:multi-layer-draft")
 
 N, ROUNDS = 32, 2
-# fa3 (the default): its seq_lens resolve keeps batch.seq_lens_sum set, so the stock failure is the eager verify's.
-# triton-eager: triton with --disable-cuda-graph, where the resolve leaves batch.seq_lens_sum None and the stock draft
-# stops on the tree mask's TypeError (triton's CUDA graphs stop at capture on MiMo-V2: triton-draft-extend-swa)
-BACKEND = os.environ.get("SPECV2_MULTI_LAYER_BACKEND", "fa3")
-BACKEND_ARGS = {"fa3": ["--attention-backend", "fa3"],
-                "triton-eager": ["--attention-backend", "triton", "--disable-cuda-graph"]}[BACKEND]
 
 
 def max_new_tokens(i):
@@ -52,7 +45,7 @@ class TestMultiLayerServes(CustomTestCase):
         args = ["--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", path,
                 "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
                 "--load-format", "dummy", "--speculative-draft-load-format", "dummy",
-                "--max-running-requests", "16"] + BACKEND_ARGS
+                "--max-running-requests", "16", "--attention-backend", "fa3"]
         cls.process = launch(args, target=path)
 
     @classmethod
@@ -63,7 +56,7 @@ class TestMultiLayerServes(CustomTestCase):
         info = server_info()
         self.assertTrue(info.get("enable_multi_layer_eagle"), "multi-layer EAGLE is off: not the multi-layer draft")
         self.assertFalse(info["disable_overlap_schedule"], "overlap off: no spec v2")
-        self.assertEqual(info["attention_backend"], BACKEND_ARGS[1])
+        self.assertEqual(info["attention_backend"], "fa3")
         state = specv2_state(info)["fixes"]["multi-layer-draft"]["state"]
         self.assertEqual(state, "applied" if AB == "auto" else "disabled")
 
@@ -84,7 +77,7 @@ class TestMultiLayerServes(CustomTestCase):
                  if o["meta_info"]["finish_reason"]["type"] != "length"
                  or o["meta_info"]["completion_tokens"] != max_new_tokens(i)]
         accept = server_info()["internal_states"][0].get("avg_spec_accept_length")
-        print(f"multi-layer serves ({AB}, {BACKEND}): {len(wrong)} of {len(outs)} requests wrong; {wrong[:4]}; "
+        print(f"multi-layer serves ({AB}): {len(wrong)} of {len(outs)} requests wrong; {wrong[:4]}; "
               f"avg_spec_accept_length {accept}")
         self.assertEqual(len(outs), N * ROUNDS)
         self.assertEqual(wrong, [])
