@@ -307,7 +307,8 @@ def _imported(module: str) -> None:
     except Exception as e:  # pragma: no cover - reported, never raised into SGLang's import
         for st in ready:
             if st.state == catalog.READY:
-                st.state, st.reason = catalog.FAILED, f"{st.patch} could not be applied on import: {type(e).__name__}: {e}"
+                st.state = catalog.FAILED
+                st.reason = f"{st.patch} could not be applied on import: {type(e).__name__}: {e}"
     for st in ready:
         (logger.info if st.state == catalog.APPLIED else logger.error)(
             "sglang-specv2-fixes: %s %s on import of %s: %s", st.name, st.state, module, st.reason)

@@ -4,21 +4,21 @@ plans each runner).
 
 **The tree mask.** 0.5.13 made ``ScheduleBatch.seq_lens_sum`` lazy: the decode preparation leaves it None, so that no
 step pays a ``.sum().item()`` device-to-host copy. The same release taught ``EagleWorkerV2.draft`` to size the tree mask
-without it (over-size is safe: the mask's rows are addressed from ``seq_lens``), but ``MultiLayerEagleDraftWorker.draft``
-(the draft of ``--enable-multi-layer-eagle``, which SGLang switches on for MiMo-V2 and Step-3.5) still passes
-``batch.seq_lens_sum`` to ``build_tree_kernel_efficient``. Wherever the target's attention backend has no preallocated
-verify mask (``get_verify_buffers_to_fill_after_draft`` of the base class: fa3, flashinfer, triton without CUDA
-graphs), ``FULL_MASK`` computes ``None * num_verify_tokens`` and the scheduler stops with a ``TypeError`` at the first
-decode: multi-layer EAGLE cannot serve at all there. The patch passes :func:`tree_mask_seq_lens_sum` instead: the
-release's own rule from ``EagleWorkerV2.draft`` (the batch's sum when it is known; 0 when the backend hands over a
-preallocated mask, which the kernel fills without sizing; otherwise the batch size times the backend's
-``max_context_len``). No device-to-host copy is added.
+without it (over-size is safe: the mask's rows are addressed from ``seq_lens``), but
+``MultiLayerEagleDraftWorker.draft`` (the draft of ``--enable-multi-layer-eagle``, which SGLang switches on for MiMo-V2
+and Step-3.5) still passes ``batch.seq_lens_sum`` to ``build_tree_kernel_efficient``. Wherever the target's attention
+backend has no preallocated verify mask (``get_verify_buffers_to_fill_after_draft`` of the base class: fa3, flashinfer,
+triton without CUDA graphs), ``FULL_MASK`` computes ``None * num_verify_tokens`` and the scheduler stops with a
+``TypeError`` at the first decode: multi-layer EAGLE cannot serve at all there. The patch passes
+:func:`tree_mask_seq_lens_sum` instead: the release's own rule from ``EagleWorkerV2.draft`` (the batch's sum when it is
+known; 0 when the backend hands over a preallocated mask, which the kernel fills without sizing; otherwise the batch
+size times the backend's ``max_context_len``). No device-to-host copy is added.
 
 **The eager draft extend.** Outside its CUDA graph (more requests than the largest captured size,
 ``--disable-cuda-graph``) ``_draft_extend_for_decode`` runs MTP step ``i`` on ``draft_runner_list[i]``, each with its
-own attention backend, but the preparation plans runner 0's backend only and marks the batch planned, so steps 1..
-run on their backends' metadata of an earlier forward (on MiMo-V2's sliding-window layers the scheduler stops:
-``Size mismatch`` in ``set_kv_buffer``). The patch plans each later step's runner before its forward, with the same
+own attention backend, but the preparation plans runner 0's backend only and marks the batch planned, so steps 1.. run
+on their backends' metadata of an earlier forward (on MiMo-V2's sliding-window layers the scheduler stops: ``Size
+mismatch`` in ``set_kv_buffer``). The patch plans each later step's runner before its forward, with the same
 ``init_forward_metadata`` call the preparation makes for runner 0.
 
 ``on_import`` as ``multi-layer-grammar-mask``: SGLang imports ``multi_layer_eagle_worker_v2`` only when multi-layer
@@ -40,8 +40,9 @@ FIX = Fix(
     ),
     why=(
         "batch.seq_lens_sum is None after the decode preparation (lazy since 0.5.13): with --enable-multi-layer-eagle "
-        "on a backend without a preallocated verify mask the first decode stops the scheduler with a TypeError; an eager "
-        "draft extend runs MTP steps 2.. on attention metadata of an earlier forward (MiMo-V2: the scheduler stops)"
+        "on a backend without a preallocated verify mask the first decode stops the scheduler with a TypeError; an "
+        "eager draft extend runs MTP steps 2.. on attention metadata of an earlier forward (MiMo-V2: the scheduler "
+        "stops)"
     ),
     removal="delete when 0.5.15.x leaves the supported releases (upstream from 0.5.16: build_eagle_verify_input)",
     on_import=True,  # SGLang imports the multi-layer worker only for --enable-multi-layer-eagle
@@ -50,9 +51,9 @@ FIX = Fix(
 
 def tree_mask_seq_lens_sum(batch, attn_backend, tree_mask_buf) -> int:
     """The ``seq_lens_sum`` that sizes ``build_tree_kernel_efficient``'s FULL_MASK tree mask, by the rule of the
-    release's ``EagleWorkerV2.draft``: the batch's when it is known; 0 when ``tree_mask_buf`` is preallocated (the kernel
-    then ignores it); else ``len(batch.seq_lens) * attn_backend.max_context_len``, an upper bound that needs no copy
-    from the device. Beyond that rule: a backend without ``max_context_len`` (the base class has none, e.g.
+    release's ``EagleWorkerV2.draft``: the batch's when it is known; 0 when ``tree_mask_buf`` is preallocated (the
+    kernel then ignores it); else ``len(batch.seq_lens) * attn_backend.max_context_len``, an upper bound that needs no
+    copy from the device. Beyond that rule: a backend without ``max_context_len`` (the base class has none, e.g.
     ``HybridAttnBackend``) gets the exact sum, one copy from the device, instead of an ``AttributeError``."""
     if batch.seq_lens_sum is not None:
         return batch.seq_lens_sum

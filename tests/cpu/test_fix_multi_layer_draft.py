@@ -77,7 +77,8 @@ def run(plugin, monkeypatch, seq_lens_sum=None, backend=None):
     worker = object.__new__(mod.MultiLayerEagleDraftWorker)
     worker.__dict__.update(
         req_to_token_pool=None, cuda_graph_runner=None, draft_runner_list=[None], topk=TOPK,
-        speculative_num_steps=STEPS, speculative_num_draft_tokens=NUM_DRAFT, tree_mask_mode=eagle_utils.TreeMaskMode.FULL_MASK,
+        speculative_num_steps=STEPS, speculative_num_draft_tokens=NUM_DRAFT,
+        tree_mask_mode=eagle_utils.TreeMaskMode.FULL_MASK,
         prepare_for_draft=lambda *a, **k: prepared,  # 0.5.14 on: a method of the worker
         draft_forward=lambda fb: ([torch.zeros(bs, 1)], torch.arange(STEPS).repeat(bs, 1),
                                   torch.arange(bs * STEPS).view(bs, STEPS)),
@@ -94,8 +95,8 @@ def full_mask_numel(seq_lens_sum):
     return seq_lens_sum * NUM_DRAFT + NUM_DRAFT * NUM_DRAFT * len(SEQ_LENS)
 
 
-@pytest.mark.skipif(not BUGGY, reason=f"sglang {VERSION}: the multi-layer draft's seq_lens_sum is set (0.5.11/0.5.12.x) "
-                                      "or the guarded build_eagle_verify_input sizes the mask (0.5.16+)")
+@pytest.mark.skipif(not BUGGY, reason=f"sglang {VERSION}: the multi-layer draft's seq_lens_sum is set "
+                    "(0.5.11/0.5.12.x) or the guarded build_eagle_verify_input sizes the mask (0.5.16+)")
 def test_stock_draft_stops_on_a_lazy_seq_lens_sum(monkeypatch):
     with pytest.raises(TypeError, match="NoneType"):
         run(False, monkeypatch)

@@ -105,7 +105,8 @@ class TestGrammarMultiLayer(CustomTestCase):
             if (reason["type"], reason.get("matched")) != ("stop", EOS) or len(words) != k \
                     or not all(WORD.fullmatch(w) for w in words):
                 wrong.append(f"request {i} (K {k}): {reason} {o['text']!r}")
-        print(f"#31978 ({AB}, --specv2-fixes {FIXES}): {len(wrong)} of {len(outs)} requests not as the regex says; {wrong[:4]}; "
+        print(f"#31978 ({AB}, --specv2-fixes {FIXES}): {len(wrong)} of {len(outs)} requests not as the regex says; "
+              f"{wrong[:4]}; "
               f"avg_spec_accept_length {server_info()['internal_states'][0].get('avg_spec_accept_length')}")
         self.assertEqual(len(outs), N * ROUNDS)
         self.assertEqual(wrong, [])

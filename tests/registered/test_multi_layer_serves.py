@@ -1,5 +1,6 @@
 """multi-layer-draft (with multi-layer-grammar-mask's eager verify) on the real server: multi-layer EAGLE v2
-(``--enable-multi-layer-eagle``, on by itself for MiMo-V2 targets with ``--speculative-algorithm EAGLE``) serves decode at all. On 0.5.13 - 0.5.15.post1
+(``--enable-multi-layer-eagle``, on by itself for MiMo-V2 targets with ``--speculative-algorithm EAGLE``) serves
+decode at all. On 0.5.13 - 0.5.15.post1
 ``MultiLayerEagleDraftWorker.draft`` sizes the verify tree mask from ``batch.seq_lens_sum``, which the decode
 preparation leaves None; on a backend without a preallocated verify mask (fa3 here) the scheduler stops at the first
 decode with a ``TypeError``. CPU: tests/cpu/test_fix_multi_layer_draft.py on each release's real draft.
