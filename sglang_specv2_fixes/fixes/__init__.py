@@ -231,8 +231,8 @@ reasoning-tokens-through-stop  [beyond upstream (#39826, #37450)]  usage.reasoni
     Removal: delete per release once upstream counts reasoning tokens through the stop (open as of
         0.5.23)
 
-multi-layer-grammar-mask  [#31978]  multi-layer EAGLE v2: the verify samples under the grammar's vocab mask (and plans
-    an eager batch, 0.5.13+)
+multi-layer-grammar-mask  [#31978]  multi-layer EAGLE v2 verify: the grammar's vocab mask; eager batches planned
+    (0.5.13+)
     What: MultiLayerEagleWorkerV2.verify: for a batch with grammar the draft tree is copied to the
         CPU before the target forward and the release's generate_token_bitmask mask is passed to the
         sampler, as the release's EAGLEWorkerV2.verify does; from 0.5.13 the verify no longer marks
@@ -249,8 +249,8 @@ multi-layer-grammar-mask  [#31978]  multi-layer EAGLE v2: the verify samples und
     Removal: delete when 0.5.15.x leaves the supported releases (upstream from 0.5.16:
         run_eagle_verify)
 
-multi-layer-draft  [beyond upstream]  multi-layer EAGLE v2 draft: the tree mask sized without seq_lens_sum, each eager
-    MTP step planned
+multi-layer-draft  [beyond upstream]  multi-layer EAGLE v2 draft: tree mask without seq_lens_sum, each eager MTP runner
+    planned
     What: MultiLayerEagleDraftWorker.draft: build_tree_kernel_efficient gets the sum the release's
         EagleWorkerV2.draft uses when batch.seq_lens_sum is None (0 with a preallocated mask, else
         batch size x max_context_len); _draft_extend_for_decode outside the CUDA graph plans runner

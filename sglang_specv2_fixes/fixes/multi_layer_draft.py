@@ -32,7 +32,7 @@ from ..catalog import Fix
 FIX = Fix(
     name="multi-layer-draft",
     upstream=(),
-    title="multi-layer EAGLE v2 draft: the tree mask sized without seq_lens_sum, each eager MTP step planned",
+    title="multi-layer EAGLE v2 draft: tree mask without seq_lens_sum, each eager MTP runner planned",
     what=(
         "MultiLayerEagleDraftWorker.draft: build_tree_kernel_efficient gets the sum the release's EagleWorkerV2.draft "
         "uses when batch.seq_lens_sum is None (0 with a preallocated mask, else batch size x max_context_len); "

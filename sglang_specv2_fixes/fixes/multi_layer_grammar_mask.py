@@ -41,7 +41,7 @@ from ..catalog import Fix
 FIX = Fix(
     name="multi-layer-grammar-mask",
     upstream=("#31978",),
-    title="multi-layer EAGLE v2: the verify samples under the grammar's vocab mask (and plans an eager batch, 0.5.13+)",
+    title="multi-layer EAGLE v2 verify: the grammar's vocab mask; eager batches planned (0.5.13+)",
     what=(
         "MultiLayerEagleWorkerV2.verify: for a batch with grammar the draft tree is copied to the CPU before the "
         "target forward and the release's generate_token_bitmask mask is passed to the sampler, as the release's "
