@@ -453,8 +453,10 @@ BUGS: Tuple[Bug, ...] = (
         "plans each runner's backend before its forward. Patched by multi-layer-draft",
         verified="regex in speculative/multi_layer_eagle_worker_v2.py: the eager draft extend's 'Mark the batch so the "
         "forward path keeps skipping metadata init' on 0.5.13 … 0.5.15.post1 (0.5.16+: each runner's "
-        "init_forward_metadata; 0.5.11 / 0.5.12.x pass skip_attn_backend_init=True to every runner, not examined: no "
-        "crash at 16 running on the GPU there)",
+        "init_forward_metadata). 0.5.11 / 0.5.12.x have no such mark, but after planning runner 0 alone they pass "
+        "skip_attn_backend_init=True to every runner, so steps 2.. there likely run on the metadata of their last "
+        "prefill draft extend; no crash at 16 running on the GPU (fa3 translates the SWA locations inside "
+        "set_kv_buffer there), acceptance not measured: not counted here, not patched",
         evidence=(Evidence("sglang/srt/speculative/multi_layer_eagle_worker_v2.py",
                            r"Mark the batch so the forward path\n\s+# keeps skipping metadata init", fixed=False),)),
     Bug(
