@@ -145,22 +145,26 @@ def test_the_rule_is_the_release_eagle_worker_v2_rule():
 STEPS_EXTEND = 3
 
 
-def run_draft_extend(plugin, monkeypatch):
+def run_draft_extend(plugin, monkeypatch, idle=False):
     """Call the release's (or the plugin's) ``_draft_extend_for_decode`` with no draft-extend CUDA graph; returns, per
-    step, whether that step's runner's attention backend was planned for the batch when the runner ran it."""
+    step, whether that step's runner's attention backend was planned for the batch when the runner ran it. ``idle``: a
+    DP-attention rank's empty round, which the preparation does not plan (its planning would raise on no requests)."""
     from sglang.srt.speculative import multi_layer_eagle_worker_v2 as mod
 
     from sglang_specv2_fixes import core
 
     bs, vocab = len(SEQ_LENS), 32
     forward_batch = types.SimpleNamespace(spec_info=types.SimpleNamespace(), extend_seq_lens=None,
-                                          mark_forward_metadata_ready=lambda *a, **k: None)
+                                          mark_forward_metadata_ready=lambda *a, **k: None,
+                                          forward_mode=types.SimpleNamespace(is_idle=lambda: idle))
     seen = []
 
     class AttnBackend:
         planned_for = None
 
         def init_forward_metadata(self, fb):
+            if idle:  # the real backends read the batch's sequence lengths: an empty round raises (#33892)
+                raise ValueError("max() arg is an empty sequence")
             self.planned_for = fb
 
     class Runner:
@@ -177,8 +181,9 @@ def run_draft_extend(plugin, monkeypatch):
 
     runners = [Runner(i) for i in range(STEPS_EXTEND)]
 
-    def prepare(*args, **kw):  # the release's preparation: plans runner 0 only, and marks the batch
-        runners[0].attn_backend.init_forward_metadata(forward_batch)
+    def prepare(*args, **kw):  # the release's preparation: plans runner 0 only (not an idle round), marks the batch
+        if not idle:
+            runners[0].attn_backend.init_forward_metadata(forward_batch)
         return forward_batch
 
     class Input:  # EagleDraftInput (0.5.13) / EagleDraftExtendInput (0.5.14 on)
@@ -213,3 +218,10 @@ def test_stock_eager_draft_extend_runs_unplanned_runners(monkeypatch):
 @FIXED_HERE
 def test_plugin_plans_each_runner_of_the_eager_draft_extend(monkeypatch):
     assert run_draft_extend(True, monkeypatch) == [True, True, True]
+
+
+@FIXED_HERE
+def test_plugin_plans_nothing_for_an_idle_round(monkeypatch):
+    """A DP-attention rank with no requests runs the draft extend on an idle batch: nothing is planned, as in the
+    preparation, instead of the planning raising on an empty batch (upstream's #33892 in 0.5.16 - 0.5.17)."""
+    assert run_draft_extend(True, monkeypatch, idle=True) == [False, False, False]
