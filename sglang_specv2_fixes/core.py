@@ -301,7 +301,8 @@ def _imported(module: str) -> None:
         from sglang.srt.plugins.hook_registry import HookRegistry
 
         root = os.path.dirname(installed.sglang_root())
-        if sum(_build_and_register(report, st, _patch_file(st), root) for st in ready):
+        built = [_build_and_register(report, st, _patch_file(st), root) for st in ready]  # every one, then apply
+        if any(built):
             HookRegistry.apply_hooks()
             verify(report)
     except Exception as e:  # pragma: no cover - reported, never raised into SGLang's import

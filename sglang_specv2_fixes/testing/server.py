@@ -34,6 +34,16 @@ def eagle3_args(steps=3, topk=1, tokens=4, algorithm="EAGLE3", draft="eagle3"):
     return args
 
 
+def mimo_multi_layer_args(path, max_running):
+    """Multi-layer EAGLE v2 on the tiny MiMo-V2-Flash shape at ``path`` (``tiny_models.mimo_v2``): the checkpoint is
+    target and MTP draft, dummy weights, EAGLE 3 steps / topk 1 / 4 tokens, fa3 (SGLang turns
+    ``--enable-multi-layer-eagle`` on by itself for MiMo-V2 with EAGLE; flashinfer refuses its ``sinks=``)."""
+    return ["--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", path,
+            "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+            "--load-format", "dummy", "--speculative-draft-load-format", "dummy",
+            "--max-running-requests", str(max_running), "--attention-backend", "fa3"]
+
+
 def launch(extra_args, env=None, target=None, common=None, fixes=None):
     """Start the server under test (``target``: a model dir, default the tiny Llama target; ``common``: the
     shared flags, default COMMON; ``fixes``: the ``--specv2-fixes`` selection, default ``AB``)."""

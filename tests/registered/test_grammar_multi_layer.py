@@ -39,7 +39,7 @@ from sglang_specv2_fixes import installed, releases
 from sglang_specv2_fixes.testing.client import health_ok, post, server_info, specv2_state
 from sglang_specv2_fixes.testing.config import MODELS_DIR, common_with_grammar, prompts
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
-from sglang_specv2_fixes.testing.server import AB, launch, stop
+from sglang_specv2_fixes.testing.server import AB, launch, mimo_multi_layer_args, stop
 from sglang_specv2_fixes.testing.tiny_models import mimo_v2
 from sglang.test.test_utils import CustomTestCase
 
@@ -66,11 +66,8 @@ class TestGrammarMultiLayer(CustomTestCase):
     @classmethod
     def setUpClass(cls):
         path = mimo_v2.build(MODELS_DIR)
-        args = ["--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", path,
-                "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
-                "--load-format", "dummy", "--speculative-draft-load-format", "dummy",
-                "--max-running-requests", str(MAX_RUNNING), "--attention-backend", "fa3"]
-        cls.process = launch(args, target=path, common=common_with_grammar(), fixes=FIXES)
+        cls.process = launch(mimo_multi_layer_args(path, MAX_RUNNING), target=path, common=common_with_grammar(),
+                             fixes=FIXES)
 
     @classmethod
     def tearDownClass(cls):

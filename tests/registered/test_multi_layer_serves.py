@@ -25,7 +25,7 @@ import unittest
 from sglang_specv2_fixes.testing.client import health_ok, post, server_info, specv2_state
 from sglang_specv2_fixes.testing.config import MODELS_DIR, prompts
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
-from sglang_specv2_fixes.testing.server import AB, launch, stop
+from sglang_specv2_fixes.testing.server import AB, launch, mimo_multi_layer_args, stop
 from sglang_specv2_fixes.testing.tiny_models import mimo_v2
 from sglang.test.test_utils import CustomTestCase
 
@@ -43,11 +43,7 @@ class TestMultiLayerServes(CustomTestCase):
     @classmethod
     def setUpClass(cls):
         path = mimo_v2.build(MODELS_DIR)
-        args = ["--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", path,
-                "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
-                "--load-format", "dummy", "--speculative-draft-load-format", "dummy",
-                "--max-running-requests", "16", "--attention-backend", "fa3"]
-        cls.process = launch(args, target=path)
+        cls.process = launch(mimo_multi_layer_args(path, 16), target=path)
 
     @classmethod
     def tearDownClass(cls):
