@@ -14,9 +14,9 @@ eager, ``seq_lens_sum`` is None. docs/gpu-runs/2026-11-24-s13/ has the tries. fa
 its library is carried in parts first (``ci/make_fa3_parts.sh``, then ``ci/gpu_fa3.sh add`` / ``install``; see
 docs/design/device-bundles.md). Without it, both sides stop at startup.
 
-On 0.5.13 - 0.5.15.post1 stock multi-layer EAGLE cannot serve at all: its draft sizes the tree mask from a
-``seq_lens_sum`` of None and the scheduler stops at the first decode (fa3 has no preallocated verify mask either).
-That is the plugin's ``multi-layer-draft``, with its own row (test_multi_layer_serves.py). There the stock
+On 0.5.13 - 0.5.15.post1 the multi-layer draft needs the plugin's ``multi-layer-draft`` to serve (its tree mask sized
+from a ``seq_lens_sum`` that can be None, its eager draft extend on unplanned backends), with its own row
+(test_multi_layer_serves.py). There the stock
 side of this row keeps that fix on (``--specv2-fixes multi-layer-draft``), so that what it shows is the
 verify's grammar, with only ``multi-layer-grammar-mask`` off. On those releases the row also runs at most 8 requests
 at once, the largest CUDA graph of the shared flags: a verify outside the graphs stops the stock scheduler for another

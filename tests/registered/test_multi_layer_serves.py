@@ -1,9 +1,9 @@
 """multi-layer-draft (with multi-layer-grammar-mask's eager verify) on the real server: multi-layer EAGLE v2
 (``--enable-multi-layer-eagle``, on by itself for MiMo-V2 targets with ``--speculative-algorithm EAGLE``) serves
-decode at all. On 0.5.13 - 0.5.15.post1
-``MultiLayerEagleDraftWorker.draft`` sizes the verify tree mask from ``batch.seq_lens_sum``, which the decode
-preparation leaves None; on a backend without a preallocated verify mask (fa3 here) the scheduler stops at the first
-decode with a ``TypeError``. CPU: tests/cpu/test_fix_multi_layer_draft.py on each release's real draft.
+decode at all. On 0.5.13 - 0.5.15.post1 ``MultiLayerEagleDraftWorker.draft`` sizes the verify tree mask from
+``batch.seq_lens_sum``, which the decode preparation leaves None; on a backend without a preallocated verify mask the
+scheduler then stops with a ``TypeError`` (seen on triton without CUDA graphs; on fa3 the stock side stops first at
+the eager verify, below). CPU: tests/cpu/test_fix_multi_layer_draft.py on each release's real draft.
 
 The server is test_grammar_multi_layer.py's (the tiny MiMo-V2-Flash shape with dummy weights as target and MTP draft,
 EAGLE 3 steps / topk 1 / 4 tokens, fa3 carried in parts: docs/design/device-bundles.md), without a grammar. Dummy
