@@ -294,13 +294,7 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
         "bitmask (generate_token_bitmask) and passes it to eagle_sample",
         check=('sglang.srt.speculative.eagle_worker_common', 'run_eagle_verify', 'bf9e41acc5759953'),
     ),
-    "multi-layer-draft": note(
-        UPSTREAM,
-        "MultiLayerEagleDraftWorker.draft calls eagle_worker_common.build_eagle_verify_input, which sizes the tree mask "
-        "without seq_lens_sum when it is None (as EagleWorkerV2.draft); its eager draft extend plans each runner's "
-        "attention backend before that runner's forward",
-        check=('sglang.srt.speculative.multi_layer_eagle_worker_v2', 'MultiLayerEagleDraftWorker.draft', '4f3d16e7c13a01ac'),
-    ),
+    "multi-layer-draft": patch("0.5.16"),
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
     "multi-token-finish": patch("0.5.17"),
@@ -318,7 +312,7 @@ _FIXES["0.5.17"] = _derive("0.5.16", {
         "(build_grammar_vocab_mask) and passes it to eagle_sample",
         check=('sglang.srt.speculative.eagle_worker_common', 'run_eagle_verify', 'b28934fac7cbc4ce'),
     ),
-    "multi-layer-draft": "3055b1fb988bc08c",
+    "multi-layer-draft": patch("0.5.17"),
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
     "multi-token-finish": patch("0.5.18"),
@@ -328,6 +322,13 @@ _FIXES["0.5.18"] = _derive("0.5.17", {
     "routed-experts-draft-guard": patch("0.5.18"),
     "accept-length-split": "8dd1c176a3cab4e3",
     "multi-layer-grammar-mask": "528ea3df035482fa",
+    "multi-layer-draft": note(
+        UPSTREAM,
+        "#33892: the eager draft extend plans each MTP runner's attention backend except on an idle round; the draft "
+        "sizes its tree mask with eagle_worker_common.build_eagle_verify_input (0.5.16)",
+        check=('sglang.srt.speculative.multi_layer_eagle_worker_v2', 'MultiLayerEagleDraftWorker._draft_extend_for_decode',
+               'a0a13ee2230a245d'),
+    ),
 })
 _FIXES["0.5.19"] = _derive("0.5.18", {
     "draft-decode-positions": "ca3661c7f59d4063",
@@ -339,6 +340,7 @@ _FIXES["0.5.19"] = _derive("0.5.18", {
     "accept-length-split": "a71354e818d059a4",
     "radix-overshoot": patch("0.5.19"),
     "reasoning-tokens-through-stop": patch("0.5.19"),
+    "multi-layer-draft": "876994e50e62da2a",
 })
 _FIXES["0.5.20"] = _derive("0.5.19", {
     "grammar-result-order": patch("0.5.20"),
@@ -348,6 +350,7 @@ _FIXES["0.5.20"] = _derive("0.5.19", {
     "routed-experts-draft-guard": patch("0.5.20"),
     "accept-length-split": "55d7626f9ed09a40",
     "multi-layer-grammar-mask": "107574408fdb6f11",
+    "multi-layer-draft": "8a3bce03bcb851cd",
 })
 _FIXES["0.5.21"] = _derive("0.5.20", {
     "draft-decode-positions": "1db04a9b1887b395",
@@ -374,7 +377,7 @@ _FIXES["0.5.22"] = _derive("0.5.21", {
     ),
     "reasoning-tokens-through-stop": patch("0.5.22"),
     "multi-layer-grammar-mask": "65dfae7bd3c395ed",
-    "multi-layer-draft": "7865913c60043735",
+    "multi-layer-draft": "f977030ad6c04d7c",
 })
 _FIXES["0.5.23"] = _derive("0.5.22", {
     "draft-decode-positions": "3cd7b89c0f5625e2",
@@ -385,6 +388,7 @@ _FIXES["0.5.23"] = _derive("0.5.22", {
     "accept-length-split": "61266326a73fcba5",
     "seq-lens-helper": "8d9a4a2634685aaa",
     "reasoning-tokens-through-stop": patch("0.5.23"),
+    "multi-layer-draft": "1d2d907b75d909a1",
 })
 
 for _line, _fixes in _FIXES.items():

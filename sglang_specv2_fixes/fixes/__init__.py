@@ -249,23 +249,26 @@ multi-layer-grammar-mask  [#31978]  multi-layer EAGLE v2 verify: the grammar's v
     Removal: delete when 0.5.15.x leaves the supported releases (upstream from 0.5.16:
         run_eagle_verify)
 
-multi-layer-draft  [beyond upstream]  multi-layer EAGLE v2 draft: tree mask without seq_lens_sum, each eager MTP runner
-    planned
+multi-layer-draft  [#33892]  multi-layer EAGLE draft: tree mask sized, eager MTP runners planned, idle rounds skipped
     What: MultiLayerEagleDraftWorker.draft: build_tree_kernel_efficient gets the sum the release's
         EagleWorkerV2.draft uses when batch.seq_lens_sum is None (0 with a preallocated mask, else
         batch size x max_context_len); _draft_extend_for_decode outside the CUDA graph plans runner
-        i's attention backend before MTP step i (i >= 1)
+        i's attention backend before MTP step i (i >= 1; 0.5.16 / 0.5.17 plan every step), never on
+        an idle round (DP attention)
     Why: batch.seq_lens_sum is None after the decode preparation (lazy since 0.5.13): with --enable-
         multi-layer-eagle on a backend without a preallocated verify mask the first decode stops the
         scheduler with a TypeError; an eager draft extend runs MTP steps 2.. on attention metadata
-        of an earlier forward (MiMo-V2: the scheduler stops)
+        of an earlier forward (MiMo-V2: the scheduler stops); with DP attention, a rank without
+        requests plans an empty batch in the eager draft extend and its scheduler stops (0.5.16 /
+        0.5.17, #33892)
     - not-applicable (0.5.11 … 0.5.12.post1)
     - applied: patches/multi-layer-draft/0.5.13.patch (0.5.13 … 0.5.13.post1)
     - applied: patches/multi-layer-draft/0.5.14.patch (0.5.14)
     - applied: patches/multi-layer-draft/0.5.15.patch (0.5.15 … 0.5.15.post1)
-    - upstream (0.5.16 … 0.5.23)
-    Removal: delete when 0.5.15.x leaves the supported releases (upstream from 0.5.16:
-        build_eagle_verify_input)
+    - applied: patches/multi-layer-draft/0.5.16.patch (0.5.16)
+    - applied: patches/multi-layer-draft/0.5.17.patch (0.5.17)
+    - upstream (0.5.18 … 0.5.23)
+    Removal: delete when 0.5.17 leaves the supported releases (upstream from 0.5.18: #33892)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes

@@ -1,6 +1,6 @@
 """The multi-layer EAGLE v2 draft worker lacks two things the release's ``EagleDraftWorker`` has (0.5.13 … 0.5.15.post1;
 upstream from 0.5.16, where the draft calls ``eagle_worker_common.build_eagle_verify_input`` and the eager draft extend
-plans each runner).
+plans each runner), and 0.5.16 / 0.5.17 plan an idle round (upstream #33892, in 0.5.18).
 
 **The tree mask.** 0.5.13 made ``ScheduleBatch.seq_lens_sum`` lazy: the decode preparation leaves it None, so that no
 step pays a ``.sum().item()`` device-to-host copy. The same release taught ``EagleWorkerV2.draft`` to size the tree mask
@@ -19,7 +19,13 @@ size times the backend's ``max_context_len``). No device-to-host copy is added.
 own attention backend, but the preparation plans runner 0's backend only and marks the batch planned, so steps 1.. run
 on their backends' metadata of an earlier forward (on MiMo-V2's sliding-window layers the scheduler stops: ``Size
 mismatch`` in ``set_kv_buffer``). The patch plans each later step's runner before its forward, with the same
-``init_forward_metadata`` call the preparation makes for runner 0.
+``init_forward_metadata`` call the preparation makes for runner 0, except on an idle round.
+
+**The idle round (#33892).** 0.5.16 brought that per-step planning upstream, for every step, but also on an idle
+round: with DP attention a rank that has no requests still runs the draft extend, on an empty batch, and the backend's
+``init_forward_metadata`` fails on it (fa3: ``seq_lens_cpu.max()`` of an empty tensor), which stops the scheduler of
+that rank. 0.5.18 skips the planning on an idle round, and so do the patches of 0.5.13 … 0.5.17. The runner's own idle
+forward (``EagerRunner._execute_idle``) plans a padded idle batch itself and drops stale metadata otherwise.
 
 ``on_import`` as ``multi-layer-grammar-mask``: SGLang imports ``multi_layer_eagle_worker_v2`` only when multi-layer
 EAGLE is on.
@@ -31,20 +37,22 @@ from ..catalog import Fix
 
 FIX = Fix(
     name="multi-layer-draft",
-    upstream=(),
-    title="multi-layer EAGLE v2 draft: tree mask without seq_lens_sum, each eager MTP runner planned",
+    upstream=("#33892",),
+    title="multi-layer EAGLE draft: tree mask sized, eager MTP runners planned, idle rounds skipped",
     what=(
         "MultiLayerEagleDraftWorker.draft: build_tree_kernel_efficient gets the sum the release's EagleWorkerV2.draft "
         "uses when batch.seq_lens_sum is None (0 with a preallocated mask, else batch size x max_context_len); "
-        "_draft_extend_for_decode outside the CUDA graph plans runner i's attention backend before MTP step i (i >= 1)"
+        "_draft_extend_for_decode outside the CUDA graph plans runner i's attention backend before MTP step i (i >= 1; "
+        "0.5.16 / 0.5.17 plan every step), never on an idle round (DP attention)"
     ),
     why=(
         "batch.seq_lens_sum is None after the decode preparation (lazy since 0.5.13): with --enable-multi-layer-eagle "
         "on a backend without a preallocated verify mask the first decode stops the scheduler with a TypeError; an "
         "eager draft extend runs MTP steps 2.. on attention metadata of an earlier forward (MiMo-V2: the scheduler "
-        "stops)"
+        "stops); with DP attention, a rank without requests plans an empty batch in the eager draft extend and its "
+        "scheduler stops (0.5.16 / 0.5.17, #33892)"
     ),
-    removal="delete when 0.5.15.x leaves the supported releases (upstream from 0.5.16: build_eagle_verify_input)",
+    removal="delete when 0.5.17 leaves the supported releases (upstream from 0.5.18: #33892)",
     on_import=True,  # SGLang imports the multi-layer worker only for --enable-multi-layer-eagle
 )
 

@@ -1,4 +1,4 @@
-"""multi-layer-draft on the release's real multi-layer draft worker (0.5.13 … 0.5.15.post1).
+"""multi-layer-draft on the release's real multi-layer draft worker (0.5.13 … 0.5.17).
 
 The draft: after the decode preparation ``batch.seq_lens_sum`` is None (lazy since 0.5.13), and the stock
 ``MultiLayerEagleDraftWorker.draft`` hands it to ``build_tree_kernel_efficient``, whose FULL_MASK allocation then
@@ -6,8 +6,10 @@ raises ``TypeError``; the plugin's draft sizes the mask as the release's ``Eagle
 
 The draft extend outside its CUDA graph (``_draft_extend_for_decode``): the preparation plans runner 0's attention
 backend and marks the batch planned; stock runs steps 1.. on runners whose own backends were never planned for this
-batch; the plugin plans each of them before its forward. The test's runners record, at each forward, whether their
-backend was planned for the batch being run.
+batch; the plugin plans each of them before its forward. 0.5.16 / 0.5.17 plan every step, but also an idle round
+(DP attention, a rank without requests), where planning the empty batch raises (#33892); the plugin skips an idle
+round on 0.5.13 … 0.5.17, as 0.5.18 does. The test's runners record, at each forward, whether their backend was
+planned for the batch being run; their planning raises on an idle round, as the real backends' does.
 
 The functions under test are the release's ``MultiLayerEagleDraftWorker.draft`` (stock, or the plugin's, compiled from
 the release's source and the patch file) and the release's real ``build_tree_kernel_efficient``, run on a worker made
@@ -20,7 +22,7 @@ import types
 
 import pytest
 import torch
-from conftest import VERSION, requires_sglang, where_patched
+from conftest import VERSION, patched_here, requires_sglang, where_patched
 
 from sglang_specv2_fixes import releases
 from sglang_specv2_fixes.fixes import multi_layer_draft
@@ -28,8 +30,13 @@ from sglang_specv2_fixes.fixes import multi_layer_draft
 pytestmark = [requires_sglang, pytest.mark.release_scoped]
 
 FIX = multi_layer_draft.FIX.name
-FIXED_HERE = where_patched(FIX, "the plugin's MultiLayerEagleDraftWorker.draft")
-BUGGY = VERSION in set(releases.release_set("up-to:0.5.15.post1")) - set(releases.release_set("up-to:0.5.12.post1"))
+DRAFT_BUGGY = set(releases.release_set("up-to:0.5.15.post1")) - set(releases.release_set("up-to:0.5.12.post1"))
+IDLE_PLANNED = {"0.5.16", "0.5.17"}  # upstream's per-step planning without the idle guard (#33892 in 0.5.18)
+BUGGY = VERSION in DRAFT_BUGGY
+# the draft is patched on 0.5.13 - 0.5.15.post1 (its patch files target it), the draft extend through 0.5.17
+FIXED_HERE = pytest.mark.skipif(not (BUGGY and patched_here(FIX)), reason=f"sglang {VERSION}: the plugin patches "
+                                "MultiLayerEagleDraftWorker.draft on 0.5.13 - 0.5.15.post1 only")
+EXTEND_FIXED_HERE = where_patched(FIX, "the plugin's MultiLayerEagleDraftWorker._draft_extend_for_decode")
 TOPK, STEPS, NUM_DRAFT = 1, 3, 4  # a chain: the bonus token and three draft tokens per request
 SEQ_LENS = [7, 12]
 MAX_CONTEXT_LEN = 64
@@ -180,6 +187,10 @@ def run_draft_extend(plugin, monkeypatch, idle=False):
                 next_token_logits=torch.randn(bs * NUM_DRAFT, vocab), hidden_states=None))
 
     runners = [Runner(i) for i in range(STEPS_EXTEND)]
+    import inspect
+
+    BOUNDARY_EVENT_RETURNED = "boundary_kv_ready_event = (" in inspect.getsource(
+        mod.MultiLayerEagleDraftWorker._draft_extend_for_decode)
 
     def prepare(*args, **kw):  # the release's preparation: plans runner 0 only (not an idle round), marks the batch
         if not idle:
@@ -194,11 +205,20 @@ def run_draft_extend(plugin, monkeypatch, idle=False):
 
     for name in ("EagleDraftInput", "EagleDraftExtendInput"):
         monkeypatch.setattr(mod, name, Input, raising=False)
+    # 0.5.16 on: a module-level preparation, no gathered buffer (no DP attention's padding) for the logits
+    monkeypatch.setattr(mod, "prepare_for_draft_extend", prepare, raising=False)
+    monkeypatch.setattr(mod, "require_gathered_buffer", lambda *a, **k: False, raising=False)
     worker = object.__new__(mod.MultiLayerEagleDraftWorker)
     worker.__dict__.update(
         speculative_num_steps=STEPS_EXTEND, speculative_num_draft_tokens=NUM_DRAFT, topk=1, device="cpu",
         plan_stream=None, plan_stream_ctx=__import__("contextlib").nullcontext(), draft_runner_list=runners,
-        cuda_graph_runner_for_draft_extend=None, chain_mtp_hidden_states=False, prepare_for_draft_extend=prepare)
+        cuda_graph_runner_for_draft_extend=None, chain_mtp_hidden_states=False, prepare_for_draft_extend=prepare,
+        # 0.5.16 on: the boundary-KV window (off: no front tokens), MTP pools of a hybrid model (none here)
+        draft_extend_num_front_tokens=0, server_args=None, use_rejection_sampling=False,
+        # (locations, positions[, ready event]): the event is returned up to 0.5.19, recorded by the caller from 0.5.20
+        _compute_boundary_kv_locs_positions=lambda batch: (None,) * (2 + BOUNDARY_EVENT_RETURNED),
+        _apply_deferred_mamba_init_to_draft_pools=lambda fb: None,
+        _fill_boundary_kv_front_and_update_stash=lambda *a: None)
     batch = types.SimpleNamespace(seq_lens=torch.tensor(SEQ_LENS))
     batch_result = types.SimpleNamespace(logits_output=types.SimpleNamespace(hidden_states=None),
                                          next_token_ids=torch.zeros(bs * NUM_DRAFT, dtype=torch.long),
@@ -215,13 +235,37 @@ def test_stock_eager_draft_extend_runs_unplanned_runners(monkeypatch):
     assert run_draft_extend(False, monkeypatch) == [True, False, False]
 
 
-@FIXED_HERE
+@pytest.mark.skipif(VERSION not in IDLE_PLANNED, reason=f"sglang {VERSION}: not the 0.5.16 / 0.5.17 draft extend")
+def test_stock_eager_draft_extend_plans_an_idle_round(monkeypatch):
+    """#33892: 0.5.16 / 0.5.17 plan every step's runner (so a busy round is planned) but also an idle round, whose
+    planning raises on the empty batch."""
+    assert run_draft_extend(False, monkeypatch) == [True, True, True]
+    with pytest.raises(ValueError, match="empty sequence"):
+        run_draft_extend(False, monkeypatch, idle=True)
+
+
+@EXTEND_FIXED_HERE
 def test_plugin_plans_each_runner_of_the_eager_draft_extend(monkeypatch):
     assert run_draft_extend(True, monkeypatch) == [True, True, True]
 
 
-@FIXED_HERE
+@EXTEND_FIXED_HERE
 def test_plugin_plans_nothing_for_an_idle_round(monkeypatch):
     """A DP-attention rank with no requests runs the draft extend on an idle batch: nothing is planned, as in the
-    preparation, instead of the planning raising on an empty batch (upstream's #33892 in 0.5.16 - 0.5.17)."""
+    preparation, instead of the planning raising on an empty batch (upstream's #33892, stock in 0.5.16 - 0.5.17)."""
     assert run_draft_extend(True, monkeypatch, idle=True) == [False, False, False]
+
+
+def test_the_patched_releases_are_the_draft_and_the_extend_ranges():
+    """The release table patches the draft where it is stock-buggy and the draft extend through 0.5.17."""
+    assert set(releases.release_set(f"fix:{FIX}")) == DRAFT_BUGGY | IDLE_PLANNED
+
+
+@pytest.mark.skipif(VERSION is None or VERSION in DRAFT_BUGGY | IDLE_PLANNED
+                    or VERSION in releases.release_set("up-to:0.5.12.post1"),
+                    reason=f"sglang {VERSION}: not an upstream-fixed release (0.5.18+)")
+def test_upstream_skips_an_idle_round_from_0_5_18(monkeypatch):
+    """What the release table's upstream note claims, on the release's own draft extend: every busy step planned,
+    nothing planned (and nothing raised) on an idle round."""
+    assert run_draft_extend(False, monkeypatch) == [True, True, True]
+    assert run_draft_extend(False, monkeypatch, idle=True) == [False, False, False]

@@ -40,10 +40,12 @@ def max_new_tokens(i):
 
 
 class TestMultiLayerServes(CustomTestCase):
+    LAUNCH_ARGS = ()  # test_dp2_multi_layer_idle.py: DP attention on 2 GPUs
+
     @classmethod
     def setUpClass(cls):
         path = mimo_v2.build(MODELS_DIR)
-        cls.process = launch(mimo_multi_layer_args(path, 16), target=path)
+        cls.process = launch(mimo_multi_layer_args(path, 16) + list(cls.LAUNCH_ARGS), target=path)
 
     @classmethod
     def tearDownClass(cls):
