@@ -330,12 +330,14 @@ BUGS: Tuple[Bug, ...] = (
         evidence=(Evidence("sglang/srt/managers/scheduler.py", r"wait_stream\(self\.forward_stream\)", fixed=True),)),
     Bug(
         id="tbo-verify-seq-lens", title="two-batch overlap + spec v2: verify input without seq_lens_cpu",
-        refs=(), found="survey J",
+        refs=("#24319", "#24212"), found="survey J",
         symptom="--enable-two-batch-overlap with EAGLE/MTP on spec v2: AttributeError in split_spec_info "
         "(seq_lens_cpu None on the verify input)",
-        affected=span("0.5.11", "0.5.11"), fixed_in="0.5.12", answer=NOT_BACKPORTED,
-        reason="planned: issue 27; needs --enable-two-batch-overlap (DeepEP MoE on several GPUs); upstream PR not "
-        "identified",
+        affected=span("0.5.11", "0.5.11"), fixed_in="0.5.12", answer="tbo-verify-seq-lens",
+        reason="backported as 0.5.12 has it (#24319): prepare_for_v2_verify copies the batch's seq_lens_cpu / "
+        "seq_lens_sum to the verify input. CPU proof on 0.5.11's real prepare_for_v2_verify and split_spec_info "
+        "(tests/cpu/test_fix_tbo_verify_seq_lens.py); no GPU row: two-batch overlap needs a MoE all-to-all backend "
+        "(DeepEP) on several GPUs",
         verified="grep `TBO's split_spec_info` under sglang/srt/speculative/ (prepare_for_v2_verify copies "
         "seq_lens_cpu / seq_lens_sum to the verify input): absent on 0.5.11 (EagleVerifyInput built with "
         "seq_lens_cpu=None), present from 0.5.12",

@@ -111,6 +111,7 @@ _FIXES["0.5.11"] = {
     "radix-overshoot": patch("0.5.11"),
     "reasoning-tokens-through-stop": patch("0.5.11"),
     "multi-layer-grammar-mask": patch("0.5.11"),
+    "tbo-verify-seq-lens": patch("0.5.11"),
     "multi-layer-draft": note(
         NOT_APPLICABLE,
         "seq_lens_sum is not lazy before 0.5.13: MultiLayerEagleDraftWorker.draft passes model_worker_batch.seq_lens_sum, "
@@ -157,6 +158,12 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
     "reasoning-tokens-through-stop": patch("0.5.12"),
     "multi-layer-grammar-mask": patch("0.5.12"),
     "multi-layer-draft": "1d177ec71f7aa8e0",
+    "tbo-verify-seq-lens": note(
+        UPSTREAM,
+        "#24319: prepare_for_v2_verify copies the batch's seq_lens_cpu / seq_lens_sum to the verify input",
+        check=('sglang.srt.speculative.eagle_info_v2', 'EagleVerifyInputV2Mixin.prepare_for_v2_verify',
+               '9ad6b05a2ca12517'),
+    ),
 })
 _FIXES["0.5.13"] = _derive("0.5.12", {
     "multi-token-finish": patch("0.5.13"),
@@ -213,6 +220,7 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     "reasoning-tokens-through-stop": patch("0.5.13"),
     "multi-layer-grammar-mask": patch("0.5.13"),
     "multi-layer-draft": patch("0.5.13"),
+    "tbo-verify-seq-lens": "68d3991f75450d87",
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
     "multi-token-finish": patch("0.5.14"),
@@ -243,6 +251,11 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
     "reasoning-tokens-through-stop": patch("0.5.14"),
     "multi-layer-grammar-mask": patch("0.5.14"),
     "multi-layer-draft": patch("0.5.14"),
+    "tbo-verify-seq-lens": note(
+        UPSTREAM,
+        "#24319: eagle_prepare_for_verify sets the verify input's seq_lens_cpu / seq_lens_sum from the batch",
+        check=('sglang.srt.speculative.eagle_utils', 'eagle_prepare_for_verify', 'befaa4f3ac4e4ba7'),
+    ),
 })
 _FIXES["0.5.15"] = _derive("0.5.14", {
     "draft-decode-positions": "8a9134a65c6747d0",
@@ -267,6 +280,7 @@ _FIXES["0.5.15"] = _derive("0.5.14", {
     "seq-lens-helper": "42648b6d836794f3",
     "reasoning-tokens-through-stop": patch("0.5.15"),
     "multi-layer-draft": patch("0.5.15"),
+    "tbo-verify-seq-lens": "1c47bb30577eb240",
 })
 _FIXES["0.5.16"] = _derive("0.5.15", {
     "draft-decode-positions": "c40e353048697ee2",
@@ -295,6 +309,7 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
         check=('sglang.srt.speculative.eagle_worker_common', 'run_eagle_verify', 'bf9e41acc5759953'),
     ),
     "multi-layer-draft": patch("0.5.16"),
+    "tbo-verify-seq-lens": "d52cc152aa529b83",
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
     "multi-token-finish": patch("0.5.17"),
@@ -313,6 +328,7 @@ _FIXES["0.5.17"] = _derive("0.5.16", {
         check=('sglang.srt.speculative.eagle_worker_common', 'run_eagle_verify', 'b28934fac7cbc4ce'),
     ),
     "multi-layer-draft": patch("0.5.17"),
+    "tbo-verify-seq-lens": "88a18f0cd5dd5d59",
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
     "multi-token-finish": patch("0.5.18"),
@@ -351,6 +367,7 @@ _FIXES["0.5.20"] = _derive("0.5.19", {
     "accept-length-split": "55d7626f9ed09a40",
     "multi-layer-grammar-mask": "107574408fdb6f11",
     "multi-layer-draft": "8a3bce03bcb851cd",
+    "tbo-verify-seq-lens": "548760d639a05b86",
 })
 _FIXES["0.5.21"] = _derive("0.5.20", {
     "draft-decode-positions": "1db04a9b1887b395",
@@ -378,6 +395,7 @@ _FIXES["0.5.22"] = _derive("0.5.21", {
     "reasoning-tokens-through-stop": patch("0.5.22"),
     "multi-layer-grammar-mask": "65dfae7bd3c395ed",
     "multi-layer-draft": "f977030ad6c04d7c",
+    "tbo-verify-seq-lens": "de13591ee64bf29e",
 })
 _FIXES["0.5.23"] = _derive("0.5.22", {
     "draft-decode-positions": "3cd7b89c0f5625e2",

@@ -269,6 +269,15 @@ multi-layer-draft  [#33892]  multi-layer EAGLE draft: tree mask sized, eager MTP
     - applied: patches/multi-layer-draft/0.5.17.patch (0.5.17)
     - upstream (0.5.18 … 0.5.23)
     Removal: delete when 0.5.17 leaves the supported releases (upstream from 0.5.18: #33892)
+
+tbo-verify-seq-lens  [#24319]  two-batch overlap + spec v2: the verify input carries seq_lens_cpu for the split
+    What: EagleVerifyInputV2Mixin.prepare_for_v2_verify copies batch.seq_lens_cpu and
+        batch.seq_lens_sum to the verify input (the draft built it with None)
+    Why: --enable-two-batch-overlap with EAGLE/MTP on spec v2: split_spec_info slices the tree mask
+        by spec_info.seq_lens_cpu, None there: AttributeError at the first verify
+    - applied: patches/tbo-verify-seq-lens/0.5.11.patch (0.5.11)
+    - upstream (0.5.12 … 0.5.23)
+    Removal: delete when 0.5.11 leaves the supported releases (upstream from 0.5.12: #24319)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -293,6 +302,7 @@ from . import (
     routed_experts_draft_guard,
     seq_lens_helper,
     skip_stale_overlap_updates,
+    tbo_verify_seq_lens,
     tree_drafting,
 )
 
@@ -301,4 +311,5 @@ ALL_FIXES = [m.FIX for m in (
     draft_extend_kv_range, chunked_prefill_draft_chain, bonus_slot_accounting, accept_length_split,
     seq_lens_helper, grammar_result_order, draft_decode_positions, grammar_run_end, multi_token_finish,
     radix_overshoot, reasoning_tokens_through_stop, multi_layer_grammar_mask, multi_layer_draft,
+    tbo_verify_seq_lens,
 )]
