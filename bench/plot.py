@@ -8,12 +8,13 @@ Runs anywhere with Python 3.8+; the PNGs need matplotlib (present on the GPU mac
 the dev machine): without it the Markdown is still written and a one-line message says the plots were
 skipped. ``serving.py`` imports this module to write the same files while it runs.
 
-Ratios are plugin / stock. Throughput: higher is better (ratio > 1 = plugin faster). TPOT / ITL: lower is
-better (ratio < 1 = plugin faster). "median over pairs": each repeat r of a point is one stock run and one
-plugin run back to back (order alternating between repeats), ratio taken per pair, then the median.
+Ratios are b / a, the run's two sides (``meta.sides``, baseline a first; results without it: a = stock, b = plugin).
+Throughput: higher is better (ratio > 1 = b faster). TPOT / ITL: lower is better (ratio < 1 = b faster). "median
+over pairs": each repeat r of a point is one a run and one b run back to back (order alternating between repeats),
+ratio taken per pair, then the median.
 
 GPU profiles (``serving.py --profile-steps``, ``results.json`` ``profiles``): ``profile_rows`` derives per
-configuration and concurrency each side's GPU time per step and per output token and the plugin's ceiling
+configuration and concurrency each side's GPU time per step and per output token and side b's ceiling
 (``PROFILE_DEFINITIONS``, written into the Markdown); without profiles the outputs are as before. Host profiles
 (``serving.py --host-profile-seconds``, ``host_profiles``): ``host_profile_markdown`` (``HOST_DEFINITIONS``); absent,
 nothing changes either.
@@ -27,7 +28,12 @@ import os
 import statistics
 import sys
 
-SIDES = ("stock", "plugin")
+SIDES = ("stock", "plugin")  # the default pair (serving.py's DEFAULT_SIDES), and that of results without meta.sides
+
+
+def side_names(results):
+    """(a, b): the run's two sides, baseline first; every ratio is b / a."""
+    return tuple(s["name"] for s in results.get("meta", {}).get("sides") or []) or SIDES
 PNG_FILES = ("serving.png", "pairs.png")
 
 
@@ -61,22 +67,24 @@ def concurrencies(results):
 def summarize(results):
     """One row per (config, concurrency) that has at least one successful point."""
     rows = []
+    a, b = sides = side_names(results)
     for name, cfg in results.get("configs", {}).items():
         pts = ok_points(cfg)
         for c in sorted({p["concurrency"] for p in pts}):
             at = [p for p in pts if p["concurrency"] == c]
-            side = {s: [p for p in at if p["side"] == s] for s in SIDES}
-            row = dict(config=name, concurrency=c, n={s: len(side[s]) for s in SIDES})
+            side = {s: [p for p in at if p["side"] == s] for s in sides}
+            row = dict(config=name, concurrency=c, n={s: len(side[s]) for s in sides})
             for key in ("output_throughput", "median_tpot_ms", "p99_tpot_ms", "median_itl_ms", "p99_itl_ms",
                         "median_ttft_ms", "accept_length"):
-                row[key] = {s: _median(p.get(key) for p in side[s]) for s in SIDES}
-            by_rep = {s: {p["rep"]: p for p in side[s]} for s in SIDES}
-            reps = sorted(set(by_rep["stock"]) & set(by_rep["plugin"]))
-            pair = lambda key: [_ratio(by_rep["plugin"][r].get(key), by_rep["stock"][r].get(key)) for r in reps]
+                row[key] = {s: _median(p.get(key) for p in side[s]) for s in sides}
+            by_rep = {s: {p["rep"]: p for p in side[s]} for s in sides}
+            reps = sorted(set(by_rep[a]) & set(by_rep[b]))
+            pair = lambda key: [_ratio(by_rep[b][r].get(key), by_rep[a][r].get(key)) for r in reps]  # noqa: E731
             row["pairs"] = len(reps)
             row["pair_tpot_ratios"] = [x for x in pair("median_tpot_ms") if x is not None]
             row["tpot_ratio"] = _median(row["pair_tpot_ratios"])
-            row["throughput_ratio"] = _median(pair("output_throughput"))
+            row["pair_throughput_ratios"] = [x for x in pair("output_throughput") if x is not None]
+            row["throughput_ratio"] = _median(row["pair_throughput_ratios"])
             row["p99_tpot_ratio"] = _median(pair("p99_tpot_ms"))
             row["median_itl_ratio"] = _median(pair("median_itl_ms"))
             row["p99_itl_ratio"] = _median(pair("p99_itl_ms"))
@@ -100,11 +108,11 @@ PROFILE_DEFINITIONS = (
     "name (gemm, attention, sampling incl. top-k / softmax / tree verify, copy incl. memcpy / KV-cache moves, nccl, "
     "other). **GPU idle by launch**: the GPU's idle stretches of >= 8 us per step, by what the host launched to end "
     "them (`profile_steps.idle_gaps`: a CUDA-graph replay, an eager kernel or copy, or a launch before the trace). "
-    "**ceiling** = (1000 / stock tok/s) / plugin busy ms/token, with stock tok/s the median of stock's measured "
-    "points at that concurrency: the plugin / stock output-throughput ratio the plugin would reach if its profiled GPU "
-    "work per token ran back to back (all its CPU time hidden, no idle GPU) while stock stayed as measured, i.e. the "
-    "largest ratio reachable without shrinking the plugin's GPU work. **ratio / busy** = the measured plugin / stock "
-    "ratio divided by the plugin's busy fraction: the same bound from the busy fraction alone. The window is steady "
+    "**ceiling** = (1000 / {a} tok/s) / {b} busy ms/token, with {a} tok/s the median of {a}'s measured points at that "
+    "concurrency: the {b} / {a} output-throughput ratio {b} would reach if its profiled GPU work per token ran back to "
+    "back (all its CPU time hidden, no idle GPU) while {a} stayed as measured, i.e. the largest ratio reachable without "
+    "shrinking {b}'s GPU work. **ratio / busy** = the measured {b} / {a} ratio divided by {b}'s busy fraction: the "
+    "same bound from the busy fraction alone. The window is steady "
     "decode, while measured tok/s also include prefills and each wave's ramp: the ceiling reads a little high; its "
     "edges hold the GPU tail of the step in flight at the start and lose the last step's unfinished kernels (about "
     "1/N either way).")
@@ -133,23 +141,23 @@ def profile_side(p):
 
 
 def profile_rows(results):
-    """Per (config, concurrency) with profiles, in recorded order: ``sides`` ({stock, plugin}: ``profile_side``),
-    ``stock_tok_s`` / ``measured_ratio`` (``summarize``'s medians), ``ceiling`` and ``ratio_over_busy``
-    (``PROFILE_DEFINITIONS``)."""
+    """Per (config, concurrency) with profiles, in recorded order: ``names`` (a, b), ``sides`` ({name:
+    ``profile_side``}), ``A_tok_s`` (A: side a's name, e.g. ``stock_tok_s``) / ``measured_ratio`` (``summarize``'s
+    medians), ``ceiling`` and ``ratio_over_busy`` (``PROFILE_DEFINITIONS``)."""
     measured = {(r["config"], r["concurrency"]): r for r in summarize(results)}
+    a, b = side_names(results)
     out = {}
     for p in results.get("profiles") or []:
         row = out.setdefault((p["config"], p["concurrency"]), dict(config=p["config"], concurrency=p["concurrency"],
-                                                                   sides={}))
+                                                                   names=(a, b), sides={}))
         row["sides"][p["side"]] = profile_side(p)
     for key, row in out.items():
         m = measured.get(key)
-        plugin = row["sides"].get("plugin") or {}
-        row["stock_tok_s"] = m["output_throughput"]["stock"] if m else None
+        tok_s = row[f"{a}_tok_s"] = m["output_throughput"][a] if m else None
         row["measured_ratio"] = m["throughput_ratio"] if m else None
-        bpt = plugin.get("busy_ms_per_token")
-        row["ceiling"] = round(1000.0 / row["stock_tok_s"] / bpt, 3) if row["stock_tok_s"] and bpt else None
-        bf = plugin.get("busy_fraction")
+        bpt = (row["sides"].get(b) or {}).get("busy_ms_per_token")
+        row["ceiling"] = round(1000.0 / tok_s / bpt, 3) if tok_s and bpt else None
+        bf = (row["sides"].get(b) or {}).get("busy_fraction")
         row["ratio_over_busy"] = round(row["measured_ratio"] / bf, 3) if row["measured_ratio"] and bf else None
     return list(out.values())
 
@@ -161,13 +169,14 @@ def profile_markdown(rows, lead=(("config", lambda r: r["config"]),)):
         return []
     heads = " | ".join(h for h, _ in lead)
     cells = lambda r: " | ".join(str(f(r)) for _, f in lead)  # noqa: E731
-    lines = ["", PROFILE_DEFINITIONS, "",
+    a, b = rows[0].get("names", SIDES)
+    lines = ["", PROFILE_DEFINITIONS.format(a=a, b=b), "",
              f"| {heads} | conc | side | steps | busy % | busy ms/step | busy ms/token | wall ms/token | "
              + " | ".join(PROFILE_CATEGORIES) + " | by phase (ms/step) | GPU idle by launch (ms/step) | notes |",
              "|" + "---|" * (len(lead) + 10 + len(PROFILE_CATEGORIES))]
     failed = []
     for r in rows:
-        for s in SIDES:
+        for s in r.get("names", SIDES):
             d = r["sides"].get(s)
             if d is None:
                 continue
@@ -184,12 +193,12 @@ def profile_markdown(rows, lead=(("config", lambda r: r["config"]),)):
                 + (", ".join(f"{k} {v:.2f}" for k, v in (d["phases_ms_per_step"] or {}).items()) or "-") + " | "
                 + (", ".join(f"{k} {v:.2f}" for k, v in (d.get("idle_ms_per_step") or {}).items()) or "-")
                 + f" | {'; '.join(notes).replace('|', '/') or '-'} |")
-    lines += ["", f"| {heads} | conc | stock tok/s | plugin / stock measured | plugin busy % | plugin busy ms/token | "
-                  "stock busy ms/token | **ceiling** | ratio / busy |",
+    lines += ["", f"| {heads} | conc | {a} tok/s | {b} / {a} measured | {b} busy % | {b} busy ms/token | "
+                  f"{a} busy ms/token | **ceiling** | ratio / busy |",
               "|" + "---|" * (len(lead) + 8)]
     for r in rows:
-        pl, st = r["sides"].get("plugin") or {}, r["sides"].get("stock") or {}
-        lines.append(f"| {cells(r)} | {r['concurrency']} | {_f(r['stock_tok_s'])} | {_r(r['measured_ratio'])} | "
+        pl, st = r["sides"].get(b) or {}, r["sides"].get(a) or {}
+        lines.append(f"| {cells(r)} | {r['concurrency']} | {_f(r.get(f'{a}_tok_s'))} | {_r(r['measured_ratio'])} | "
                      f"{_pct(pl.get('busy_fraction'))} | {_f(pl.get('busy_ms_per_token'), 3)} | "
                      f"{_f(st.get('busy_ms_per_token'), 3)} | **{_r(r['ceiling'])}** | {_r(r['ratio_over_busy'])} |")
     if failed:
@@ -274,24 +283,45 @@ def spec_path(side):
     return "spec v2 (overlap)" if side.get("overlap_schedule") else "spec v1 (overlap off)"
 
 
+def side_label(s):
+    """A side of ``meta.sides`` as given: NAME=SELECTION[@RELEASE][,ENV=VAL...]."""
+    return (f"{s['name']}={s['selection']}" + (f"@{s['release']}" if s.get("release") else "")
+            + "".join(f",{k}={v}" for k, v in (s.get("env") or {}).items()))
+
+
+def pools_differ(cfg):
+    """The KV pools (``max_total_num_tokens``) both servers of a configuration reported, when they differ."""
+    pools = [sd.get("max_total_num_tokens") for sd in cfg.get("sides", {}).values()]
+    return pools if len(pools) == 2 and None not in pools and pools[0] != pools[1] else None
+
+
 def markdown(results):
     m = results.get("meta", {})
     a = m.get("args", {})
+    sa, sb = side_names(results)
+    sides = m.get("sides") or [dict(name="stock", selection="off"), dict(name="plugin", selection="auto")]
+    pair = lambda r, key, nd=1: f"{_f(r[key][sa], nd)} | {_f(r[key][sb], nd)}"  # noqa: E731
     lines = [
-        "# Serving benchmark: stock SGLang (`--specv2-fixes off`) vs the plugin (`--specv2-fixes auto`)",
+        f"# Serving benchmark: {sa} vs {sb}",
         "",
-        f"Run {m.get('date', '?')} on {m.get('device', '?')}, sglang {m.get('sglang', '?')}, torch {m.get('torch', '?')}, "
-        f"plugin {m.get('plugin_version', '?')}; {'complete' if m.get('complete') else 'INCOMPLETE: ' + str(m.get('stop_reason'))} "
+        f"Run {m.get('date', '?')} on {m.get('device', '?')}, sglang {m.get('sglang', '?')} (the harness and its "
+        f"bench_serving client), torch {m.get('torch', '?')}, plugin {m.get('plugin_version', '?')}; "
+        f"{'complete' if m.get('complete') else 'INCOMPLETE: ' + str(m.get('stop_reason') or 'configurations skipped')} "
         f"({_f(m.get('elapsed_s'), 0)} s of a {_f(a.get('budget_s'), 0)} s budget)"
         + (f"; **{m['points_failed']} of {m.get('points')} points failed** (listed at the end)." if m.get("points_failed")
            else "."),
+        "",
+        "Sides (`--side NAME=SELECTION[@RELEASE][,ENV=VAL...]`, SELECTION the server's `--specv2-fixes`): "
+        + "; ".join(f"**{k}** `{side_label(s)}`" for k, s in zip("ab", sides))
+        + f". Ratios are {sb} / {sa} (median over pairs, order alternating between repeats): throughput > 1 and "
+        f"TPOT/ITL < 1 mean {sb} is faster.",
         "",
         f"Driver: SGLang's own `sglang.bench_serving` ({m.get('bench_mode', '?')}), `--backend sglang --dataset-name random-ids "
         f"--tokenize-prompt --random-input-len {a.get('input_len')} --random-output-len {a.get('output_len')} "
         f"--random-range-ratio 1.0 --request-rate inf --flush-cache --seed {a.get('seed')}`, `--max-concurrency` per column; same prompts "
         "for both sides. Models: the tiny real-weight models of `sglang_specv2_fixes.testing.tiny_models` (their speed says "
         "nothing about large models: it shows scheduling/host overhead and speculative acceptance, where the plugin's "
-        "code runs). Both servers of a configuration are up together, benchmarked one at a time"
+        "code runs). Both servers of a configuration are up together on one GPU, benchmarked one at a time"
         + (" (`--sleep-on-idle` on both, so the idle one does not spin)." if a.get("sleep_on_idle") else ".")
         + f" Server flags: `{' '.join(m.get('common_server_args', []))}`"
         + (f" plus `{a['server_args']}`" if a.get("server_args") else "")
@@ -308,54 +338,48 @@ def markdown(results):
     if m.get("parts"):
         lines += [
             "Run as " + str(len(m["parts"])) + " parts side by side, each on GPUs of its own (one, or N for a TP N part; "
-            "a configuration's stock/plugin pairs always on the same GPUs): " + "; ".join(
+            "a configuration's pairs always on the same GPUs): " + "; ".join(
                 f"GPU{'s' if ',' in str(p.get('cuda_visible_devices', '')) else ''} {p.get('cuda_visible_devices', '?')}: "
                 f"{', '.join(p.get('args', {}).get('configs', []))} "
                 f"({_f(p.get('elapsed_s'), 0)} s{'' if p.get('complete') else ', INCOMPLETE: ' + str(p.get('stop_reason'))})"
                 for p in m["parts"]) + ".",
             "",
         ]
-    lines += [
-        "Ratios are plugin / stock: throughput > 1 and TPOT/ITL < 1 mean the plugin side is faster. Ratios are "
-        "medians over stock/plugin pairs (order alternating between repeats).",
-        "",
-        "| config | conc | pairs | output tok/s stock | plugin | ratio | TPOT median ms stock | plugin | ratio | "
-        "accept len stock | plugin | greedy identical |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    lines += [f"| config | conc | pairs | output tok/s {sa} | {sb} | {sb} / {sa} | TPOT median ms {sa} | {sb} | {sb} / {sa} | "
+              f"accept len {sa} | {sb} | greedy identical |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     rows = summarize(results)
     for r in rows:
-        lines.append(
-            f"| {r['config']} | {r['concurrency']} | {r['pairs']} | {_f(r['output_throughput']['stock'])} | "
-            f"{_f(r['output_throughput']['plugin'])} | {_r(r['throughput_ratio'])} | {_f(r['median_tpot_ms']['stock'], 2)} | "
-            f"{_f(r['median_tpot_ms']['plugin'], 2)} | {_r(r['tpot_ratio'])} | {_f(r['accept_length']['stock'], 2)} | "
-            f"{_f(r['accept_length']['plugin'], 2)} | {_yn(r['greedy_identical'])} |")
+        lines.append(f"| {r['config']} | {r['concurrency']} | {r['pairs']} | {pair(r, 'output_throughput')} | "
+                     f"{_r(r['throughput_ratio'])} | {pair(r, 'median_tpot_ms', 2)} | {_r(r['tpot_ratio'])} | "
+                     f"{pair(r, 'accept_length', 2)} | {_yn(r['greedy_identical'])} |")
     if not rows:
         lines.append("| (no successful points) |||||||||||| ")
-    lines += ["", "Tail latency (ms, median over repeats; ratio median over pairs):", "",
-              "| config | conc | TPOT p99 stock | plugin | ratio | ITL median stock | plugin | ratio | ITL p99 stock | plugin | ratio | TTFT median stock | plugin |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", f"Tail latency (ms, median over repeats; {sb} / {sa} median over pairs):", "",
+              f"| config | conc | TPOT p99 {sa} | {sb} | ratio | ITL median {sa} | {sb} | ratio | ITL p99 {sa} | {sb} | ratio | "
+              f"TTFT median {sa} | {sb} |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(
-            f"| {r['config']} | {r['concurrency']} | {_f(r['p99_tpot_ms']['stock'], 2)} | {_f(r['p99_tpot_ms']['plugin'], 2)} | "
-            f"{_r(r['p99_tpot_ratio'])} | {_f(r['median_itl_ms']['stock'], 2)} | {_f(r['median_itl_ms']['plugin'], 2)} | "
-            f"{_r(r['median_itl_ratio'])} | {_f(r['p99_itl_ms']['stock'], 2)} | {_f(r['p99_itl_ms']['plugin'], 2)} | "
-            f"{_r(r['p99_itl_ratio'])} | {_f(r['median_ttft_ms']['stock'], 1)} | {_f(r['median_ttft_ms']['plugin'], 1)} |")
+        lines.append(f"| {r['config']} | {r['concurrency']} | {pair(r, 'p99_tpot_ms', 2)} | {_r(r['p99_tpot_ratio'])} | "
+                     f"{pair(r, 'median_itl_ms', 2)} | {_r(r['median_itl_ratio'])} | {pair(r, 'p99_itl_ms', 2)} | "
+                     f"{_r(r['p99_itl_ratio'])} | {pair(r, 'median_ttft_ms')} |")
     multi = [r for r in rows if r["pairs"] > 1]
     if multi:
-        lines += ["", "Per-pair TPOT median ratios (plugin / stock):", ""]
-        for r in multi:
-            lines.append(f"* {r['config']} @ {r['concurrency']}: " + ", ".join(_r(x) for x in r["pair_tpot_ratios"])
-                         + f" -> median {_r(r['tpot_ratio'])}")
-    lines += ["", "Servers:", "", "| config | side | path | fixes applied | launch s | error |", "|---|---|---|---|---|---|"]
+        lines += ["", f"Per-pair TPOT median ratios ({sb} / {sa}):", ""]
+        lines += [f"* {r['config']} @ {r['concurrency']}: " + ", ".join(_r(x) for x in r["pair_tpot_ratios"])
+                  + f" -> median {_r(r['tpot_ratio'])}" for r in multi]
+    lines += ["", "Servers (sglang: the version the server reports; KV pool: its `max_total_num_tokens`):", "",
+              "| config | side | sglang | KV pool | path | fixes applied | launch s | error |", "|---|---|---|---|---|---|---|---|"]
     for name, cfg in results.get("configs", {}).items():
-        for s in SIDES:
-            sd = cfg.get("sides", {}).get(s)
-            if not sd:
-                continue
+        for s, sd in cfg.get("sides", {}).items():
             applied = ", ".join(k for k, v in (sd.get("fixes") or {}).items() if v == "applied") or "none"
-            err = (sd.get("error") or "").replace("|", "/").replace("\n", " ")[:120]
-            lines.append(f"| {name} | {s} | {spec_path(sd)} | {applied} | {_f(sd.get('launch_s'), 0)} | {err or '-'} |")
+            err = (sd.get("error") or "").replace("|", "/").replace("\n", " ")[:160]
+            lines.append(f"| {name} | {s} | {sd.get('version') or (sd.get('server') or {}).get('version') or '-'} | "
+                         f"{sd.get('max_total_num_tokens') or '-'} | {spec_path(sd)} | {applied} | "
+                         f"{_f(sd.get('launch_s'), 0)} | {err or '-'} |")
+    differ = [f"{n} ({' vs '.join(map(str, pools_differ(c)))} tokens)" for n, c in results.get("configs", {}).items()
+              if pools_differ(c)]
+    if differ:
+        lines += ["", "**KV pools differ** between the two servers of: " + ", ".join(differ)
+                  + " (pass `--max-total-tokens N`: both sides then get the same pool)."]
     lines += ["", "Greedy identity (temperature 0, `/generate`, same prompts on both sides):", ""]
     for name, cfg in results.get("configs", {}).items():
         g = cfg.get("greedy")
@@ -364,12 +388,11 @@ def markdown(results):
         elif g and g.get("skipped"):
             lines.append(f"* {name}: greedy check skipped ({g['skipped']})")
         elif g:
-            extra = ""
-            if g.get("equals_nospec") is not None:
-                extra = f"; stock = nospec: {_yn(g['equals_nospec'].get('stock'))}, plugin = nospec: {_yn(g['equals_nospec'].get('plugin'))}"
+            eq = g.get("equals_nospec") or {}
+            extra = "".join(f"; {s} = nospec: {_yn(v)}" for s, v in eq.items())
             if g.get("error"):
                 extra += f"; error: {g['error'][:200]}"
-            lines.append(f"* {name}: {g.get('n_prompts')} prompts x {g.get('max_new_tokens')} tokens, stock = plugin: "
+            lines.append(f"* {name}: {g.get('n_prompts')} prompts x {g.get('max_new_tokens')} tokens, {sa} = {sb}: "
                          f"{_yn(g.get('identical'))} (mismatching prompts: {g.get('mismatches')}){extra}")
     failed = [(n, p) for n, cfg in results.get("configs", {}).items() for p in cfg.get("points", []) if not p.get("ok")]
     if failed:
@@ -408,7 +431,8 @@ def plots(results, outdir):
     colors = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}
     concs = sorted({r["concurrency"] for r in rows})
     m = results.get("meta", {})
-    title = f"sglang {m.get('sglang', '?')} on {m.get('device', '?')}: stock (dashed) vs plugin (solid)"
+    sa, sb = side_names(results)
+    title = f"sglang {m.get('sglang', '?')} on {m.get('device', '?')}: {sa} (dashed) vs {sb} (solid)"
     written = []
 
     fig, ax = plt.subplots(2, 2, figsize=(13, 9))
@@ -417,7 +441,7 @@ def plots(results, outdir):
         a = ax[i][j]
         for n in names:
             rr = [r for r in rows if r["config"] == n]
-            for s, ls, mk in (("stock", "--", "o"), ("plugin", "-", "s")):
+            for s, ls, mk in ((sa, "--", "o"), (sb, "-", "s")):
                 xs = [r["concurrency"] for r in rr if r[key][s] is not None]
                 ys = [r[key][s] for r in rr if r[key][s] is not None]
                 if xs:
@@ -440,7 +464,7 @@ def plots(results, outdir):
     a.axhline(1.0, color="k", lw=0.8)
     a.set_xticks(range(len(names)))
     a.set_xticklabels(names, fontsize=8)
-    a.set_ylabel("output tok/s ratio (plugin / stock)")
+    a.set_ylabel(f"output tok/s ratio ({sb} / {sa})")
     a.legend(fontsize=8)
     a.grid(alpha=0.3, axis="y")
     fig.suptitle(title)
@@ -461,7 +485,7 @@ def plots(results, outdir):
     a.axhline(1.0, color="grey", lw=0.8, ls=":")
     a.set_xticks(range(len(rows)))
     a.set_xticklabels(labels, fontsize=7, rotation=45, ha="right")
-    a.set_ylabel("TPOT median ratio per pair (plugin / stock); bar = median")
+    a.set_ylabel(f"TPOT median ratio per pair ({sb} / {sa}); bar = median")
     a.grid(alpha=0.3, axis="y")
     a = ax[1]
     w = 0.4
@@ -471,11 +495,10 @@ def plots(results, outdir):
     a.axhline(1.0, color="k", lw=0.8)
     a.set_xticks(range(len(rows)))
     a.set_xticklabels(labels, fontsize=7, rotation=45, ha="right")
-    a.set_ylabel("tail latency ratio (plugin / stock), lower = plugin faster")
+    a.set_ylabel(f"tail latency ratio ({sb} / {sa}), lower = {sb} faster")
     a.legend(fontsize=8)
     a.grid(alpha=0.3, axis="y")
-    fig.suptitle(f"sglang {m.get('sglang', '?')} on {m.get('device', '?')}: plugin / stock per stock-plugin pair "
-                 "(< 1 = plugin faster)")
+    fig.suptitle(f"sglang {m.get('sglang', '?')} on {m.get('device', '?')}: {sb} / {sa} per pair (< 1 = {sb} faster)")
     fig.tight_layout()
     p = os.path.join(outdir, PNG_FILES[1])
     fig.savefig(p, dpi=110)

@@ -1,7 +1,7 @@
 """``bench/serving.py --real-size``: the serving benchmark on real-size model shapes with dummy weights.
 
-What the mode changes (everything else is serving.py's machinery: both sides launched together, stock/plugin
-pairs alternating, the budget, results.json / results.md / plots):
+What the mode changes (everything else is serving.py's machinery: both sides launched together, a/b (by
+default stock/plugin) pairs alternating, the budget, results.json / results.md / plots):
 
 * models: an 8B-shaped (``--real-size-model 8b``, default) or 70B-shaped (``70b``) Llama target + a 1-layer EAGLE3
   draft of ``bench/real_size_models.py`` (config + tokenizer, no weights), served with ``--load-format dummy`` and
@@ -13,7 +13,8 @@ pairs alternating, the budget, results.json / results.md / plots):
   reads it at import, in the scheduler process): dummy weights accept nothing, so verification is replaced by
   SGLang's own simulation (``generate_simulated_accept_index``, method ``match-expected``) on both sides;
 * configurations: ``eagle3-topk1`` (control), ``tree-topk4``, ``tree-topk8`` (``nospec`` on request);
-* server flags: the tests' COMMON with a KV pool and static memory fraction for two 8B servers on one GPU (80 GB
+* server flags: the tests' COMMON with a KV pool (``--max-total-tokens``, default 32768, always set: the same on
+  both servers) and static memory fraction for two 8B servers on one GPU (80 GB
   at worst; at TP N the same flags, weights and KV pool split over the N GPUs), CUDA graphs up to batch 32;
 * defaults: 200 input / 256 output tokens, concurrency 1 8 32, 3 pairs per point;
 * the greedy identity check is skipped (dummy weights: the text is meaningless; ``--acc-len`` fixes what is
@@ -82,7 +83,7 @@ CONFIGS = {
 DEFAULT_CONFIGS = ["eagle3-topk1", "tree-topk4", "tree-topk8"]
 DEFAULTS = dict(
     configs=DEFAULT_CONFIGS, concurrency=["1", "8", "32"], repeats="3", input_len=200, output_len=256,
-    point_seconds=4.0,
+    point_seconds=4.0, max_total_tokens="32768",
 )
 # planning only (the run measures): (first launch, later launches, launch timeout) per model shape. Weights are
 # initialised on the GPU (no file read), CUDA graphs for 7 batch sizes x (target verify, draft, draft extend), both
@@ -100,8 +101,7 @@ GPU_GIB = {"H100": 78.0, "H200": 139.0}  # usable per GPU on the lent machines
 # 32768 tokens x 128 KiB (32 layers x 8 KV heads x 128 x K/V x bf16) = 4 GiB, for 32 requests x (200 + 256 +
 # draft) tokens = ~15k tokens in use. Per server: ~16.1 GB target + ~0.9 GB draft + 4.3 GB KV + graphs /
 # activations: about 23 GB, two servers fit an 80 GB H100.
-MEM_FRACTION = "0.7"
-MAX_TOTAL_TOKENS = "32768"
+MEM_FRACTION = "0.7"  # and --max-total-tokens 32768 (DEFAULTS)
 GRAPH_BS = ["1", "2", "4", "8", "16", "24", "32"]  # SGLang's spec default up to 32 is 20 sizes: launch time
 GREEDY_SKIPPED = dict(
     skipped="real-size mode: dummy weights, acceptance simulated (SGLANG_SIMULATE_ACC_LEN): greedy text is "
@@ -121,8 +121,6 @@ def add_args(ap):
     g.add_argument("--acc-len", type=float, default=3.0,
                    help=f"{ENV_VAR} of both servers in --real-size mode (default 3.0)")
     g.add_argument("--real-size-mem-fraction", default=MEM_FRACTION, help=f"--mem-fraction-static (default {MEM_FRACTION})")
-    g.add_argument("--real-size-max-total-tokens", default=MAX_TOTAL_TOKENS,
-                   help=f"--max-total-tokens (default {MAX_TOTAL_TOKENS})")
     g.add_argument("--real-size-graph-bs", default=",".join(GRAPH_BS),
                    help=f"--cuda-graph-bs, comma separated (default {','.join(GRAPH_BS)}; its max is --cuda-graph-max-bs)")
 
@@ -168,7 +166,7 @@ def models():
     return real_size_models.build(models_dir(), MODEL)
 
 
-def _replace(args, flag, values):
+def replace(args, flag, values):
     """``args`` with ``flag`` and the values after it (up to the next ``--flag``) replaced by ``values``."""
     out, i = [], 0
     while i < len(args):
@@ -187,12 +185,11 @@ def common(base, a):
     ``--tp-size N`` (the same on both sides)."""
     bs = [x for x in str(a.real_size_graph_bs).split(",") if x.strip()]
     out = list(base)
-    out = _replace(out, "--mem-fraction-static", [str(a.real_size_mem_fraction)])
-    out = _replace(out, "--max-total-tokens", [str(a.real_size_max_total_tokens)])
-    out = _replace(out, "--cuda-graph-bs", bs)
-    out = _replace(out, "--cuda-graph-max-bs", [str(max(int(x) for x in bs))])
-    out = _replace(out, "--tp-size", [str(a.real_size_tp)] if int(a.real_size_tp) != 1 else None)
-    return _replace(out, "--load-format", ["dummy"])
+    out = replace(out, "--mem-fraction-static", [str(a.real_size_mem_fraction)])
+    out = replace(out, "--cuda-graph-bs", bs)
+    out = replace(out, "--cuda-graph-max-bs", [str(max(int(x) for x in bs))])
+    out = replace(out, "--tp-size", [str(a.real_size_tp)] if int(a.real_size_tp) != 1 else None)
+    return replace(out, "--load-format", ["dummy"])
 
 
 def memory(a):
@@ -203,7 +200,7 @@ def memory(a):
     tp = int(a.real_size_tp)
     draft_kv = 2 * d["num_key_value_heads"] * d["head_dim"] * 2  # the draft's one layer
     weights = (d["target_params_b"] + d["draft_params_b"]) * 1e9 * 2 / tp / 2 ** 30
-    kv = (d["kv_bytes_per_token"] + draft_kv) * int(a.real_size_max_total_tokens) / tp / 2 ** 30
+    kv = (d["kv_bytes_per_token"] + draft_kv) * int(a.max_total_tokens) / tp / 2 ** 30
     return dict(per_gpu=round(2 * (weights + kv + OVERHEAD_GIB), 1), weights=round(weights, 1), kv=round(kv, 1),
                 overhead=OVERHEAD_GIB)
 
@@ -223,10 +220,6 @@ def fit_lines(a, total_s):
 
 def env(a):
     return {ENV_VAR: repr(float(a.acc_len))}
-
-
-def env_prefix(a):
-    return " ".join(f"{k}={v}" for k, v in env(a).items()) + " "
 
 
 def commit():
@@ -249,7 +242,7 @@ def commit():
 def meta(a):
     import real_size_models
 
-    return dict(acc_len=float(a.acc_len), env=env(a), env_on="both servers (inherited from the harness)",
+    return dict(acc_len=float(a.acc_len), env=env(a), env_on="both servers (their launch environment)",
                 model=real_size_models.describe(a.real_size_model), tp=int(a.real_size_tp),
                 gpu_memory_estimate_gib=memory(a)["per_gpu"], models_dir=models_dir(), commit=commit(),
                 load_format="dummy (target and draft)", greedy=GREEDY_SKIPPED["skipped"])

@@ -78,14 +78,6 @@ def _config_key(name):
     return (CONFIG_ORDER.index(name) if name in CONFIG_ORDER else len(CONFIG_ORDER), name)
 
 
-def pair_ratios(cfg, c, key="output_throughput"):
-    """plugin / stock of ``key`` for each repeat at concurrency ``c`` where both sides succeeded (plot.summarize's
-    pairing)."""
-    pts = [p for p in plot.ok_points(cfg) if p["concurrency"] == c]
-    by = {s: {p["rep"]: p for p in pts if p["side"] == s} for s in plot.SIDES}
-    return [plot._ratio(by["plugin"][r].get(key), by["stock"][r].get(key)) for r in sorted(set(by["stock"]) & set(by["plugin"]))]
-
-
 def n_pairs(cfg):
     return sum(r["pairs"] for r in plot.summarize({"configs": {"x": cfg}}))
 
@@ -119,6 +111,8 @@ def load(paths):
         m = r.get("meta", {})
         if not m.get("real_size"):
             raise SystemExit(f"{path}: not a real-size run (no meta.real_size): run bench/serving.py --real-size")
+        if plot.side_names(r) != plot.SIDES:
+            raise SystemExit(f"{path}: sides {plot.side_names(r)}: this summary compares stock and plugin")
         runs.append((path, r))
     if not runs:
         raise SystemExit("no results.json given")
@@ -209,7 +203,7 @@ def build(runs, commit=None, previous=None):
             for row in plot.summarize({"configs": {name: cfg}}):
                 c = row["concurrency"]
                 d = dict(release=release, tp=tp, shape=shape, config=name, concurrency=c, row=row, cfg=cfg,
-                         source=rel["source"][name][0], pair_ratios=pair_ratios(cfg, c), model=model)
+                         source=rel["source"][name][0], pair_ratios=row["pair_throughput_ratios"], model=model)
                 pt = None
                 if row["pairs"] >= 1 and row["throughput_ratio"] is not None:
                     pt = {"release": release, "config": name, "concurrency": c,

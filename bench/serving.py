@@ -1,59 +1,49 @@
 #!/usr/bin/env python3
-"""Serving benchmark, A/B: stock SGLang (``--specv2-fixes off``) vs the plugin (``--specv2-fixes auto``).
+"""Serving benchmark, A/B: two *sides* on one GPU in one run, by default stock SGLang vs the plugin.
 
-On the GPU machine (see ``bench/gpu_bench.sh``, which prepares the bundle and calls this):
+On the GPU machine (see ``bench/gpu_bench.sh``, which prepares the bundle(s) and calls this):
 
     python3 bench/serving.py --out $OUT/bench-0.5.11 [--configs nospec eagle3-topk1 tree-topk8 tree-topk16]
         [--concurrency 1 8 32] [--repeats 1,nospec@8=3,eagle3-topk1@8=3] [--budget-s 520]
+        [--side stock=off --side plugin=auto]   # the default pair
     python3 bench/serving.py --dry-run          # the plan (server and bench_serving commands), launches nothing
     python3 bench/serving.py --real-size [--acc-len 3.0] [--real-size-model 8b|70b] [--real-size-tp N] ...
                                                 # real-size shapes, dummy weights: bench/real_size.py
 
-For each configuration it starts the real server twice with the registered tests' launcher
-(``sglang.test.test_utils.popen_launch_server``, tiny real-weight models of
-``sglang_specv2_fixes.testing.tiny_models``, ``COMMON`` flags of ``sglang_specv2_fixes.testing.config``): ``stock``
-and ``plugin``, on their own ports, up together
-(``--sleep-on-idle`` on both by default, so the idle one does not spin a core) and measured one at a time. Per
-configuration: a greedy identity check (same prompts through ``/generate`` at temperature 0 on both sides, plus
-against ``nospec`` when that ran), a warm-up burst at the highest concurrency on each side (kernel JIT and
-batch shapes of both sides settled before any timing), one calibration request (sizes ``--num-prompts`` so
-each point takes about ``--point-seconds``; both sides get the same prompts), then for each concurrency and
-repeat one stock/plugin pair, order alternating. Each point is one run of SGLang's own ``sglang.bench_serving``
-(``--backend sglang --dataset-name random-ids --tokenize-prompt --random-range-ratio 1.0 --request-rate inf
---max-concurrency C --flush-cache``: random token ids, no dataset download, the tiny model's local tokenizer; the
-radix cache flushed after bench_serving's warm-up request, so every point prefills cold), run in this
-process through its real CLI parser (``runpy``; ``--bench-subprocess`` runs ``python3 -m sglang.bench_serving``
-instead), its JSONL (``--output-file``) parsed. The mean accept length is reset before each point
-(``/set_internal_state`` with the server's own ``speculative_accept_threshold_single``, which zeroes the
-scheduler's counters) and read from ``/server_info`` (``internal_states[0].avg_spec_accept_length``) after it;
-``bench_serving`` reports the same counter (kept as ``accept_length_bench``).
+A side is ``--side NAME=SELECTION[@RELEASE][,ENV=VAL...]``, given twice (none: ``stock=off``, ``plugin=auto``): the
+first is the baseline ``a``, the second ``b``; every ratio is b / a. SELECTION is the server's ``--specv2-fixes``
+value (``auto``, ``off``, or fix names: ``tree-drafting,radix-overshoot``); ENV=VAL are set in that server's
+environment (``SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0``); ``@RELEASE`` runs that server on another SGLang release,
+unpacked by ``ci/gpu_env.sh RELEASE`` into ``--release-root``/sglang-RELEASE (default ``$SPECV2_UNPACK_ROOT`` or
+/tmp), which replaces the running release's folder on the server's PYTHONPATH. Each side's version
+(``/server_info``) is recorded, and a server reporting another version than its ``@RELEASE`` is refused (stopped,
+its points failed with the reason). The ``bench_serving`` client always runs from the harness's own release
+(``meta.sglang``). Both servers get the same ``--max-total-tokens`` (COMMON's, ``--max-total-tokens N``), and the KV
+pool each reports (``max_total_num_tokens``) is recorded; the report flags a pair whose pools differ.
 
-Outputs in ``--out`` (few files: the GPU machine returns at most 8): ``results.json`` (raw, rewritten after
-every point), ``results.md`` (table, plugin/stock ratios; ``bench/plot.py`` regenerates it), ``serving.png`` and
-``pairs.png`` (when matplotlib is importable), ``server.log`` (all server output, prefixed per server, the
-``bench_serving`` reports and this script's ``[bench]`` lines). ``--budget-s`` stops cleanly before a wall-clock
-budget: no launch or pair is started that is not expected to fit, and a watchdog stops the servers at the
-budget so a hung point cannot hold the run.
+For each configuration both servers are started with the registered tests' launcher
+(``sglang.test.test_utils.popen_launch_server``, tiny real-weight models of ``sglang_specv2_fixes.testing.tiny_models``,
+``COMMON`` flags of ``sglang_specv2_fixes.testing.config``) on their own ports, up together (``--sleep-on-idle``) and
+measured one at a time: a greedy identity check (the same prompts through ``/generate`` at temperature 0 on both
+sides, and against ``nospec`` when that ran), a warm-up burst at the highest concurrency, one calibration request
+(sizes ``--num-prompts`` so a point takes about ``--point-seconds``), then for each concurrency and repeat one a/b
+pair, order alternating. A point is one run of SGLang's own ``sglang.bench_serving`` (``--backend sglang
+--dataset-name random-ids --tokenize-prompt --random-range-ratio 1.0 --request-rate inf --max-concurrency C
+--flush-cache``) through its CLI parser in this process (``--bench-subprocess``: ``python3 -m sglang.bench_serving``),
+its JSONL parsed. The accept length is reset before a point (``/set_internal_state``) and read from
+``/server_info`` after it.
 
-``--profile-steps N`` (default 0: off) adds GPU profiles (``bench/profile_steps.py``): after a configuration's pairs,
-for each concurrency and side, the same bench_serving load again (``--warmup-requests 0``, not measured, no pair),
-and once the scheduler runs C requests with none waiting (``GET /v1/loads``) SGLang's ``POST /start_profile``
-records N scheduler steps (torch profiler, ``--profile-activities``, default CPU and GPU: the CPU side gives the
-``step[...]`` spans that count steps) into a temporary folder; the trace is summarized (GPU busy time and fraction,
-kernel time per category, per step and per output token) into ``results.json`` ``profiles`` and deleted
-(``--keep-traces``: moved to ``OUT/traces``). Planned into the budget (later configurations' time is kept free);
-a profile that fails is recorded with its error. ``bench/plot.py`` derives the plugin's ceiling from them.
+Outputs in ``--out``: ``results.json`` (rewritten after every point), ``results.md`` (``bench/plot.py`` regenerates
+it), ``serving.png`` and ``pairs.png`` (with matplotlib), ``server.log`` (all server output prefixed per server,
+the ``bench_serving`` reports, the ``[bench]`` lines). ``--budget-s`` stops cleanly: no launch or pair starts that
+is not expected to fit, and a watchdog stops the servers at the budget.
 
-``--host-profile-seconds S`` (default 0: off) adds host profiles (``bench/host_profile.py``) in the same phase: once
-the load is steady and before the torch profile starts (its CPU activity slows the host), ``py-spy record`` samples
-the server's scheduler process (the child titled ``sglang::scheduler``) for S seconds (``--host-profile-args``,
-default ``--rate 200 --nonblocking --idle --threads``; ``--py-spy PATH``, default ``py-spy`` on PATH; the GPU
-machine gets it from the carried wheel, ``bench/gpu_bench.sh``); the load gets enough more prompts to outlast S.
-The collapsed stacks are summarized (per thread; the scheduler's main thread: top functions by self and inclusive
-samples, idle-like and CUDA-sync-like shares, time per SGLang area incl. the plugin's patched code) into
-``results.json`` ``host_profiles`` and deleted (``--keep-traces``: gzipped into ``OUT/traces``). With
-``--profile-steps 0`` the load runs for the host profile alone. A host profile that fails (no py-spy, no ptrace
-rights) is recorded with py-spy's message, not fatal.
+``--profile-steps N`` (``bench/profile_steps.py``): after a configuration's pairs, per concurrency and side, the same
+load again (not measured); once the scheduler runs C requests with none waiting, ``POST /start_profile`` records N
+steps; the trace is summarized into ``results.json`` ``profiles`` (``--keep-traces``: kept in OUT/traces).
+``--host-profile-seconds S`` (``bench/host_profile.py``): in the same load, before the torch profile, ``py-spy
+record`` samples the ``sglang::scheduler`` process for S seconds into ``host_profiles``. A profile that fails is
+recorded with its error.
 """
 
 from __future__ import annotations
@@ -75,6 +65,7 @@ import tempfile
 import threading
 import time
 import traceback
+from typing import NamedTuple
 
 import host_profile  # bench/host_profile.py: --host-profile-seconds
 import plot as report  # bench/plot.py (this script's folder)
@@ -98,7 +89,7 @@ CONFIGS = {
 }
 TINY_CONFIGS = dict(CONFIGS)  # CONFIGS is the active set: --real-size swaps in real_size.CONFIGS (use_mode)
 REAL_SIZE = False  # --real-size (set by parse_args)
-SIDES = {"stock": "off", "plugin": "auto"}
+DEFAULT_SIDES = ["stock=off", "plugin=auto"]
 DEFAULT_REPEATS = "1,nospec@8=3,eagle3-topk1@8=3"
 BASE_PORT = 31000
 # what a point keeps from bench_serving's JSONL line (the `result` dict of sglang/bench_serving.py::benchmark)
@@ -214,6 +205,43 @@ def parse_repeats(spec, configs):
     return repeats
 
 
+class Side(NamedTuple):
+    name: str
+    selection: str  # the server's --specv2-fixes
+    release: str = None  # None: the harness's own release
+    env: dict = {}
+
+    def record(self):
+        return dict(name=self.name, selection=self.selection, release=self.release, env=dict(self.env))
+
+
+def parse_side(spec):
+    """``NAME=SELECTION[@RELEASE][,ENV=VAL...]`` -> Side (SELECTION may be a comma list of fix names)."""
+    name, eq, rest = str(spec).partition("=")
+    items = rest.split(",")
+    env = dict(x.split("=", 1) for x in items if "=" in x)
+    sel, _, release = ",".join(x for x in items if "=" not in x).partition("@")
+    if not eq or not name.strip() or not sel.strip() or "/" in name or any(not k.strip() for k in env):
+        raise SystemExit(f"--side {spec!r}: NAME=SELECTION[@RELEASE][,ENV=VAL...], e.g. plugin=auto@0.5.11, "
+                         "upstream=off@0.5.17, nograph=auto,SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0")
+    return Side(name.strip(), sel.strip(), release.strip() or None, env)
+
+
+def side_env(side, a, running):
+    """What ``side``'s server gets on top of this process's environment: the mode's variables (real size), the
+    side's own, and with ``@RELEASE`` (another than ``running``) a PYTHONPATH whose release folder is
+    ``--release-root``/sglang-RELEASE (the running release's folder replaced, else put first)."""
+    env = dict(real_size.env(a) if REAL_SIZE else {}, **side.env)
+    if side.release and side.release != running:
+        root, want = os.path.abspath(a.release_root), os.path.join(os.path.abspath(a.release_root), f"sglang-{side.release}")
+        path = [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x]
+        mine = [i for i, x in enumerate(path) if os.path.dirname(os.path.abspath(x)) == root
+                and os.path.basename(x.rstrip("/")).startswith("sglang-")]
+        path = [want if i in mine else x for i, x in enumerate(path)] if mine else [want] + path
+        env["PYTHONPATH"] = os.pathsep.join(path)
+    return env
+
+
 def parse_num_prompts(spec):
     out = {}
     for item in parse_list([spec] if spec else []):
@@ -250,10 +278,18 @@ def config_args(name, paths):
     return args + list(c["extra"])
 
 
-def server_other_args(name, paths, common, a):
+def common_args(a):
+    """COMMON (real size: resized, bench/real_size.py) with ``--max-total-tokens N`` when given: both servers share one
+    GPU, so both get the same KV pool."""
+    base = real_size.common(COMMON, a) if REAL_SIZE else list(COMMON)
+    return real_size.replace(base, "--max-total-tokens", [str(a.max_total_tokens)]) if a.max_total_tokens else base
+
+
+def server_other_args(name, paths, common, a, side=None):
     extra = shlex.split(a.server_args) if a.server_args else []
     common = [x for x in common if x != "--sleep-on-idle"]  # the tests' COMMON has it; here --no-sleep-on-idle decides
-    return common + config_args(name, paths) + extra + (["--sleep-on-idle"] if a.sleep_on_idle else [])
+    return (common + config_args(name, paths) + extra + (["--sleep-on-idle"] if a.sleep_on_idle else [])
+            + (["--specv2-fixes", side.selection] if side else []))
 
 
 def bench_argv(url, model, c, n, a, out_file, tag, warmup=1):
@@ -318,11 +354,13 @@ def prepare_launcher():
     import sglang.test.test_utils  # noqa: F401
 
 
-def launch_process(model, url, other_args, timeout, sink):
-    """The registered tests' launcher; returns the Popen of `sglang serve` (replaced by the CPU self-test)."""
+def launch_process(model, url, other_args, timeout, sink, env):
+    """The registered tests' launcher, ``env`` the server's whole environment; returns the Popen of `sglang serve`
+    (replaced by the CPU self-test)."""
     from sglang.test.test_utils import popen_launch_server
 
-    return popen_launch_server(model, url, timeout=timeout, other_args=other_args, return_stdout_stderr=(sink, sink))
+    return popen_launch_server(model, url, timeout=timeout, other_args=other_args, return_stdout_stderr=(sink, sink),
+                               env=env)
 
 
 def stop_process(proc):
@@ -350,12 +388,13 @@ def stop_process(proc):
 
 
 class Server:
-    def __init__(self, config, side, port, model, other_args):
-        self.config, self.side, self.port, self.model = config, side, port, model
+    def __init__(self, config, side, port, model, other_args, env=None):
+        """``side``: its name; ``other_args`` with its ``--specv2-fixes``; ``env``: its variables (side_env)."""
+        self.config, self.side, self.port, self.model, self.env = config, side, port, model, env or {}
         self.url = f"http://127.0.0.1:{port}"
         # a fixed torch.distributed port (HTTP port + 200, clear of every server port of this run): SGLang's default
         # get_free_port() can race with the other servers of a run (seen in the registered matrix)
-        self.other_args = list(other_args) + ["--nccl-port", str(port + 200), "--specv2-fixes", SIDES[side]]
+        self.other_args = list(other_args) + ["--nccl-port", str(port + 200)]
         self.proc = None
         self.error = None
         self.launch_s = None
@@ -367,7 +406,7 @@ class Server:
         return f"{self.config}/{self.side}"
 
     def command(self):
-        return ["sglang", "serve", "--model-path", self.model, *self.other_args, "--device", "cuda",
+        return [f"{k}={v}" for k, v in self.env.items()] + ["sglang", "serve", "--model-path", self.model, *self.other_args, "--device", "cuda",
                 "--host", "127.0.0.1", "--port", str(self.port)]
 
     def start(self, timeout):
@@ -375,7 +414,8 @@ class Server:
         if LOG is not None:
             LOG.write(f"\n===== [{self.tag}] launch: {shlex.join(self.command())}\n", force=True)
         try:
-            self.proc = launch_process(self.model, self.url, self.other_args, timeout, PrefixSink(self.tag))
+            self.proc = launch_process(self.model, self.url, self.other_args, timeout, PrefixSink(self.tag),
+                                       dict(os.environ, **self.env))
         except BaseException as e:  # noqa: BLE001 - a failed launch is a result
             self.error = f"launch failed: {type(e).__name__}: {e}"
         self.launch_s = round(time.time() - t0, 1)
@@ -428,8 +468,9 @@ class Server:
         fx = st.get("specv2_fixes") or info.get("specv2_fixes") or {}
         keys = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
                 "speculative_num_draft_tokens", "page_size", "cuda_graph_max_bs", "attention_backend",
-                "mem_fraction_static", "sleep_on_idle", "disable_overlap_schedule", "version")
+                "mem_fraction_static", "sleep_on_idle", "disable_overlap_schedule")
         return dict(
+            version=info.get("version"), max_total_num_tokens=info.get("max_total_num_tokens"),
             speculative=bool(info.get("speculative_algorithm")),
             overlap_schedule=not info.get("disable_overlap_schedule", False),
             fixes={k: v.get("state") for k, v in (fx.get("fixes") or {}).items()},
@@ -521,11 +562,11 @@ class Harness:
 
     # -------------------------------------------------------------------- per config
     def launch_pair(self, name, paths, common, port):
-        ports = free_ports(port, len(SIDES))
-        servers = {s: Server(name, s, ports[k], paths["target"], server_other_args(name, paths, common, self.a))
-                   for k, s in enumerate(SIDES)}
+        ports = free_ports(port, 2)
+        servers = {s.name: Server(name, s.name, ports[k], paths["target"], server_other_args(name, paths, common, self.a, s),
+                                  side_env(s, self.a, self.results["meta"]["sglang"])) for k, s in enumerate(self.a.sides)}
         timeout = max(30, min(self.a.launch_timeout, self.left() - 20))
-        say(f"{name}: launching stock and plugin servers together (timeout {timeout:.0f}s; ~{self.launch_est:.0f}s expected)")
+        say(f"{name}: launching the {' and '.join(servers)} servers together (timeout {timeout:.0f}s; ~{self.launch_est:.0f}s expected)")
         t0 = time.time()
         with concurrent.futures.ThreadPoolExecutor(2) as ex:
             list(ex.map(lambda s: s.start(timeout), servers.values()))
@@ -551,19 +592,20 @@ class Harness:
             except Exception as e:  # noqa: BLE001
                 g["error"] = f"{side}: {type(e).__name__}: {e}"
         if len(outs) == 2:
-            g["mismatches"] = [i for i, (x, y) in enumerate(zip(outs["stock"], outs["plugin"])) if x != y]
+            xs, ys = outs.values()
+            g["mismatches"] = [i for i, (x, y) in enumerate(zip(xs, ys)) if x != y]
             g["identical"] = not g["mismatches"]
             if g["mismatches"]:
                 i = g["mismatches"][0]
-                x, y = outs["stock"][i], outs["plugin"][i]
+                x, y = xs[i], ys[i]
                 g["first_diff"] = dict(prompt=i, token=next((k for k, (u, v) in enumerate(zip(x, y)) if u != v),
                                                             min(len(x), len(y))))
+        base = self.a.sides[0].name
         if name == "nospec":
             self.greedy_ref = dict(outs)
-        elif self.greedy_ref.get("stock") is not None:
-            ref = self.greedy_ref["stock"]
-            g["equals_nospec"] = {s: outs[s] == ref for s in outs}
-        say(f"{name}: greedy stock = plugin: {g['identical']} ({len(ps)} prompts x {self.a.greedy_tokens} tokens)"
+        elif self.greedy_ref.get(base) is not None:
+            g["equals_nospec"] = {s: outs[s] == self.greedy_ref[base] for s in outs}
+        say(f"{name}: greedy {' = '.join(servers)}: {g['identical']} ({len(ps)} prompts x {self.a.greedy_tokens} tokens)"
             + (f"; vs nospec: {g['equals_nospec']}" if "equals_nospec" in g else "") + (f"; {g['error']}" if g["error"] else ""))
         return g
 
@@ -825,8 +867,8 @@ class Harness:
 
     def profile_config(self, name, servers, threshold, t1):
         """``--profile-steps`` / ``--host-profile-seconds``: after the configuration's pairs, one load per concurrency
-        and side (stock first) with its profiles, while the budget keeps the later configurations' expected time
-        free; appended to ``results["profiles"]`` / ``results["host_profiles"]``."""
+        and side with its profiles, while the budget keeps the later configurations' expected time
+        free (side a first); appended to ``results["profiles"]`` / ``results["host_profiles"]``."""
         a = self.a
         reserve = self.later_configs_s(name, t1)
         for c in a.concurrency:
@@ -879,9 +921,9 @@ class Harness:
         self.launch_est = 1.25 * max(self.later_launches) if self.later_launches else a.later_launch_s
         try:
             threshold = None
-            for side, srv in servers.items():
-                sd = cfg["sides"][side] = dict(selection=SIDES[side], port=srv.port, launch_s=srv.launch_s,
-                                               error=srv.error)
+            for side, srv in zip(a.sides, servers.values()):
+                sd = cfg["sides"][side.name] = dict(side.record(), port=srv.port, launch_s=srv.launch_s, error=srv.error,
+                                                    launch_env=srv.env)
                 if srv.alive():
                     try:
                         f = srv.facts()
@@ -889,9 +931,15 @@ class Harness:
                         sd.update(f)
                     except Exception as e:  # noqa: BLE001
                         sd["error"] = f"server_info: {type(e).__name__}: {e}"
-                say(f"{name}/{side}: {report.spec_path(sd)}, fixes {sd.get('fixes')}")
+                if side.release and sd.get("version") not in (None, side.release) and srv.alive():
+                    sd["error"] = f"refused: asked for sglang {side.release}, the server reports {sd['version']}"
+                    srv.kill(sd["error"])
+                say(f"{name}/{side.name}: sglang {sd.get('version')}, KV pool {sd.get('max_total_num_tokens')} tokens, "
+                    f"{report.spec_path(sd)}, fixes {sd.get('fixes')}" + (f"; {sd['error']}" if sd["error"] else ""))
             self.save()
-            if not any(s.alive() for s in servers.values()):
+            if not all(s.alive() for s in servers.values()):  # a pair needs both sides
+                cfg["skipped"] = "not both servers up: " + "; ".join(
+                    f"{k}: {cfg['sides'][k]['error']}" for k in servers if cfg["sides"][k]["error"])
                 return
             if REAL_SIZE:
                 cfg["greedy"] = dict(real_size.GREEDY_SKIPPED)
@@ -913,7 +961,7 @@ class Harness:
                             f"budget: stopped before {name} c={c} rep {rep} (~{2 * est:.0f}s needed, {self.left():.0f}s left)")
                         say(self.stop_reason)
                         return
-                    order = ["stock", "plugin"] if (rep + ci) % 2 == 0 else ["plugin", "stock"]
+                    order = list(servers)[:: 1 if (rep + ci) % 2 == 0 else -1]
                     for k, side in enumerate(order):
                         limit = max(60.0, 5 * est)
                         limit = max(5.0, min(limit, self.left() - 5))
@@ -937,10 +985,12 @@ class Harness:
     # -------------------------------------------------------------------- the run
     def run(self):
         a = self.a
-        common = real_size.common(COMMON, a) if REAL_SIZE else list(COMMON)
+        common = common_args(a)
         self.results = dict(schema="specv2-bench-serving/1", meta=dict(
             date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), **env_facts(),
-            args={k: v for k, v in vars(a).items()}, common_server_args=common,
+            args={k: v for k, v in vars(a).items() if k != "sides"}, common_server_args=common,
+            sides=[s.record() for s in a.sides], release_root=a.release_root,
+            client="sglang.bench_serving of the harness's own release (meta.sglang), for both sides",
             bench_mode="python3 -m sglang.bench_serving (subprocess)" if a.bench_subprocess else
             "sglang.bench_serving CLI run in-process (runpy)",
             env={k: v for k, v in os.environ.items() if k.startswith("SGLANG_SPECV2")},
@@ -954,9 +1004,10 @@ class Harness:
             self.results["host_profiles"] = []
         for k in ("SGLANG_SPECV2_FIXES_CHECK", "SGLANG_SPECV2_FIXES_PROBE"):
             if os.environ.get(k):
-                say(f"warning: {k} is set: it adds per-step checks to the plugin side's timings")
+                say(f"warning: {k} is set: it adds per-step checks to the plugin's timings")
         say(f"sglang {self.results['meta'].get('sglang')} torch {self.results['meta'].get('torch')} on "
-            f"{self.results['meta'].get('device')}; configs {a.configs}, concurrency {a.concurrency}, budget {a.budget_s:.0f}s")
+            f"{self.results['meta'].get('device')}; sides {', '.join(report.side_label(s.record()) for s in a.sides)} (ratios "
+            f"{a.sides[1].name} / {a.sides[0].name}); configs {a.configs}, concurrency {a.concurrency}, budget {a.budget_s:.0f}s")
         paths = model_paths()
         prepare_launcher()
         self.save()
@@ -989,24 +1040,26 @@ class Harness:
                     say(f"wrote {p}")
             except Exception:  # noqa: BLE001
                 say("plots failed: " + traceback.format_exc().splitlines()[-1])
-        say(f"done in {time.monotonic() - self.t0:.0f}s ({'complete' if self.results['meta']['complete'] else 'INCOMPLETE: ' + str(self.stop_reason)}); "
+        say(f"done in {time.monotonic() - self.t0:.0f}s ({'complete' if self.results['meta']['complete'] else 'INCOMPLETE: ' + str(self.stop_reason or 'configurations skipped')}); "
             f"results in {a.out}/results.json, results.md")
         print(report.markdown(self.results), file=REAL_STDOUT, flush=True)
         return 0
 
 
-def env_facts():
+def version(pkg):
     from importlib import metadata
 
-    d = {"python": sys.version.split()[0]}
-    for key, pkg in (("sglang", "sglang"), ("torch", "torch")):
+    try:
+        return metadata.version(pkg)
+    except Exception:  # noqa: BLE001
         try:
-            d[key] = metadata.version(pkg)
+            return __import__(pkg).__version__
         except Exception:  # noqa: BLE001
-            try:
-                d[key] = __import__(pkg).__version__
-            except Exception:  # noqa: BLE001
-                d[key] = None
+            return None
+
+
+def env_facts():
+    d = {"python": sys.version.split()[0], "sglang": version("sglang"), "torch": version("torch")}
     try:
         import sglang_specv2_fixes
 
@@ -1031,16 +1084,23 @@ def point_overhead_s(a):
 
 
 def dry_run(a):
-    common = real_size.common(COMMON, a) if REAL_SIZE else list(COMMON)
+    common = common_args(a)
     md = MODELS_DIR
     paths = {n: os.path.join(md, n) for n in ("target", "eagle3", "eagle")}
     if REAL_SIZE:
         md, paths = real_size.models_dir(), real_size.paths()
         print(f"[dry-run] real-size mode: {a.real_size_model.upper()}-shaped target + EAGLE3 draft (config + tokenizer, "
               f"dummy weights) in {md} (bench/real_size_models.py), TP {a.real_size_tp}; both servers get "
-              f"{real_size.env_prefix(a).strip()}; greedy identity check skipped (dummy weights)")
+              f"{' '.join(f'{k}={v}' for k, v in real_size.env(a).items())}; greedy identity check skipped (dummy weights)")
     repeats = parse_repeats(a.repeats, a.configs)
     fixed = parse_num_prompts(a.num_prompts)
+    running = version("sglang")
+    print(f"[dry-run] sides: a = {report.side_label(a.sides[0].record())}, b = {report.side_label(a.sides[1].record())} (ratios {a.sides[1].name} / "
+          f"{a.sides[0].name}); bench_serving client: sglang {running} (this process, both sides)")
+    for s in a.sides:
+        where = os.path.join(a.release_root, f"sglang-{s.release}")
+        if s.release and s.release != running and not os.path.isdir(where):
+            print(f"[dry-run] {s.name}: {where} is not unpacked here (source ci/gpu_env.sh {s.release} first)")
     print(f"[dry-run] out: {a.out}/{{results.json,results.md,serving.png,pairs.png,server.log}}")
     print(f"[dry-run] budget {a.budget_s:.0f}s" + ("" if REAL_SIZE else
                                                   f"; tiny models in {md} (built by sglang_specv2_fixes.testing.tiny_models)"))
@@ -1049,9 +1109,10 @@ def dry_run(a):
     for i, name in enumerate(a.configs):
         port = a.base_port + 10 * i
         print(f"\n[dry-run] {name}: {CONFIGS[name]['about']}")
-        for k, side in enumerate(SIDES):
-            srv = Server(name, side, port + k, paths["target"], server_other_args(name, paths, common, a))
-            print(f"  {side:6s} server: {real_size.env_prefix(a) if REAL_SIZE else ''}{shlex.join(srv.command())}")
+        for k, side in enumerate(a.sides):
+            srv = Server(name, side.name, port + k, paths["target"], server_other_args(name, paths, common, a, side),
+                         side_env(side, a, running))
+            print(f"  {side.name:6s} server: {shlex.join(srv.command())}")
         launch = a.first_launch_s if i == 0 else a.later_launch_s
         total += launch + 15
         argv = bench_argv(f"http://127.0.0.1:<port>", paths["target"], "<C>", "<N>", a, f"<tmp>/{name}-<side>-c<C>-r<rep>.jsonl",
@@ -1093,8 +1154,15 @@ def build_parser():
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench"), help="output folder (default build/bench)")
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS), help=f"any of {', '.join(CONFIGS)} (space or comma separated)")
     ap.add_argument("--concurrency", nargs="+", default=["1", "8", "32"], help="--max-concurrency values (default 1 8 32)")
+    ap.add_argument("--side", action="append", metavar="NAME=SELECTION[@RELEASE][,ENV=VAL...]",
+                    help="a side; give it twice, baseline first (default: --side stock=off --side plugin=auto)")
+    ap.add_argument("--release-root", default=os.environ.get("SPECV2_UNPACK_ROOT", "/tmp"),
+                    help="where ci/gpu_env.sh unpacks each release (sglang-RELEASE), for @RELEASE sides "
+                         "(default $SPECV2_UNPACK_ROOT or /tmp)")
+    ap.add_argument("--max-total-tokens", "--real-size-max-total-tokens", dest="max_total_tokens", default=None,
+                    help="both servers' --max-total-tokens (default: COMMON's; real size: 32768)")
     ap.add_argument("--repeats", default=DEFAULT_REPEATS,
-                    help="stock/plugin pairs per point: N, or rules N,CONFIG=N,CONFIG@C=N,@C=N (later rules win); "
+                    help="a/b pairs per point: N, or rules N,CONFIG=N,CONFIG@C=N,@C=N (later rules win); "
                          f"default {DEFAULT_REPEATS}")
     ap.add_argument("--budget-s", type=float, default=520, help="wall-clock budget in seconds (default 520)")
     ap.add_argument("--point-seconds", type=float, default=4.0, help="target duration of one point (default 4)")
@@ -1153,6 +1221,9 @@ def parse_args(argv=None):
     if unknown:
         raise SystemExit(f"unknown config(s) {unknown}; known: {', '.join(CONFIGS)}")
     parse_repeats(a.repeats, a.configs)
+    a.sides = [parse_side(x) for x in a.side or DEFAULT_SIDES]
+    if len(a.sides) != 2 or a.sides[0].name == a.sides[1].name:
+        raise SystemExit(f"--side: exactly two sides with different names, not {[s.name for s in a.sides]}")
     a.profile_activities = [x.upper() for x in parse_list([a.profile_activities])]
     if "GPU" not in a.profile_activities or not set(a.profile_activities) <= {"CPU", "GPU"}:
         raise SystemExit(f"--profile-activities: GPU or CPU,GPU, not {a.profile_activities}")
@@ -1178,9 +1249,6 @@ def main(argv=None):
         # bench_serving's own imports (transformers, aiohttp, ...) now, not inside the first point's time limit: on a
         # loaded 2-core machine they took the self-test's first point past its 60 s
         importlib.import_module("sglang.bench_serving")
-    # --real-size: SGLANG_SIMULATE_ACC_LEN for both servers (popen_launch_server passes this process's environment)
-    env_before = {k: os.environ.get(k) for k in (real_size.env(a) if REAL_SIZE else {})}
-    os.environ.update(real_size.env(a) if REAL_SIZE else {})
     try:
         return Harness(a).run()
     except BaseException:
@@ -1188,8 +1256,6 @@ def main(argv=None):
         raise
     finally:
         sys.stdout, sys.stderr = old
-        for k, v in env_before.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
 
 
 if __name__ == "__main__":

@@ -158,12 +158,17 @@ def test_format():
 class FakeSGLang:
     """Just enough of SGLang's HTTP server for bench_serving and the harness."""
 
-    def __init__(self, url, other_args, sink):
+    def __init__(self, url, other_args, sink, env):
         from aiohttp import web
 
         self.web = web
         self.port = int(url.rsplit(":", 1)[1])
-        self.side = "plugin" if other_args[other_args.index("--specv2-fixes") + 1] == "auto" else "stock"
+        self.side = "stock" if other_args[other_args.index("--specv2-fixes") + 1] == "off" else "plugin"
+        # the release the server would import: the first sglang-RELEASE folder on its PYTHONPATH that exists (one
+        # that does not: the next entry, at last the harness's own release, as Python would)
+        path = [x for x in env.get("PYTHONPATH", "").split(os.pathsep) if os.path.basename(x).startswith("sglang-")]
+        self.version = next((os.path.basename(x)[7:] for x in path if os.path.isdir(x)), serving.version("sglang"))
+        self.pool = int(other_args[other_args.index("--max-total-tokens") + 1]) + int(env.get("FAKE_KV_EXTRA", 0))
         self.spec = "--speculative-algorithm" in other_args
         self.topk = int(other_args[other_args.index("--speculative-eagle-topk") + 1]) if self.spec else 0
         self.step_tokens = 3 if self.spec else 1
@@ -182,7 +187,7 @@ class FakeSGLang:
         self.thread = threading.Thread(target=self._serve, args=(ready,), daemon=True)
         self.thread.start()
         ready.wait(10)
-        sink.write(f"fake server {self.side} on {self.port} (spec={self.spec})\nsecond line\n")
+        sink.write(f"fake server {self.side} on {self.port} (spec={self.spec}, sglang {self.version})\nsecond line\n")
 
     def _serve(self, ready):
         web = self.web
@@ -290,7 +295,7 @@ class FakeSGLang:
         return self.web.json_response({
             "speculative_algorithm": "EAGLE3" if self.spec else None, "speculative_eagle_topk": self.topk or None,
             "disable_overlap_schedule": self.side == "stock" and self.topk > 1, "speculative_accept_threshold_single": 1.0,
-            "version": "fake", "flushes": getattr(self, "flushes", 0), "internal_states": [st]})
+            "version": self.version, "max_total_num_tokens": self.pool, "flushes": getattr(self, "flushes", 0), "internal_states": [st]})
 
     async def flush_cache(self, request):
         self.flushes = getattr(self, "flushes", 0) + 1
@@ -379,7 +384,7 @@ def install_fakes(d):
     paths = fake_models(os.path.join(d, "models"))
     serving.model_paths = lambda: paths
     serving.prepare_launcher = lambda: None
-    serving.launch_process = lambda model, url, other_args, timeout, sink: FakeSGLang(url, other_args, sink)
+    serving.launch_process = lambda model, url, other_args, timeout, sink, env: FakeSGLang(url, other_args, sink, env)
     serving.stop_process = lambda proc: proc.stop()
 
 
@@ -449,7 +454,108 @@ def test_e2e(d, with_subprocess):
     check("INCOMPLETE" in open(os.path.join(out2, "results.md")).read(), "results.md says INCOMPLETE")
     test_profiles(d)
     test_host_profiles(d)
+    test_sides(d)
     return os.path.join(out, "results.json")
+
+
+def test_side_parsing():
+    print("[selftest] --side NAME=SELECTION[@RELEASE][,ENV=VAL...]")
+    S = serving.parse_side
+    check(S("nofix=tree-drafting,radix-overshoot@0.5.11,SGLANG_X=0,Y=a=b") == serving.Side(
+        "nofix", "tree-drafting,radix-overshoot", "0.5.11", {"SGLANG_X": "0", "Y": "a=b"}),
+        "a selection list, a release and env: env items are the ones with '='")
+    check(S("upstream=off@0.5.17") == serving.Side("upstream", "off", "0.5.17", {}) and S("p=auto").release is None,
+          "no @RELEASE: the harness's own release")
+    for bad in ("plugin", "=auto", "x=", "x=,A=1", "a/b=auto"):
+        try:
+            S(bad)
+            check(False, f"--side {bad!r} refused")
+        except SystemExit as e:
+            check("NAME=SELECTION" in str(e), f"--side {bad!r} refused")
+    a = serving.parse_args(["--out", tempfile.gettempdir()])
+    check([s.record() for s in a.sides] == [dict(name="stock", selection="off", release=None, env={}),
+                                            dict(name="plugin", selection="auto", release=None, env={})],
+          "default: stock=off, then plugin=auto")
+    for argv in (["--side", "a=off"], ["--side", "a=off", "--side", "a=auto"], ["--side", "a=off"] * 3):
+        try:
+            serving.parse_args(argv)
+            check(False, f"{argv} refused")
+        except SystemExit as e:
+            check("exactly two sides" in str(e), f"{' '.join(argv)}: refused (two sides, two names)")
+    a.release_root = "/r"
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(["/repo", "/tmp/specv2-ep-0.5.11", "/r/sglang-0.5.11", "/x"])
+    try:
+        env = serving.side_env(serving.Side("u", "off", "0.5.17", {"K": "1"}), a, "0.5.11")
+        check(env == {"K": "1", "PYTHONPATH": os.pathsep.join(["/repo", "/tmp/specv2-ep-0.5.11", "/r/sglang-0.5.17", "/x"])},
+              "@0.5.17: the running release's folder under the release root replaced in place")
+        os.environ["PYTHONPATH"] = "/elsewhere/0.5.11"
+        check(serving.side_env(serving.Side("u", "off", "0.5.17"), a, "0.5.11")["PYTHONPATH"]
+              == os.pathsep.join(["/r/sglang-0.5.17", "/elsewhere/0.5.11"]), "no release folder there: put first")
+        check(serving.side_env(serving.Side("p", "auto", "0.5.11"), a, "0.5.11") == {}, "@ the running release: no change")
+    finally:
+        os.environ.pop("PYTHONPATH") if old is None else os.environ.__setitem__("PYTHONPATH", old)
+
+
+def test_sides(d):
+    """Two custom sides, the second on another release (a folder sglang-0.5.17 under --release-root: the fake server
+    reports the release its PYTHONPATH leads to), then a side whose release is not unpacked (refused)."""
+    print("[selftest] custom sides: plugin on this release vs upstream on 0.5.17; a refused side")
+    cur, root = serving.version("sglang"), os.path.join(d, "releases")
+    os.makedirs(os.path.join(root, "sglang-0.5.17"), exist_ok=True)
+    args = ["--configs", "eagle3-topk1", "--concurrency", "2", "--num-prompts", "2:4", "--output-len", "16",
+            "--input-len", "8", "--budget-s", "200", "--first-launch-s", "1", "--greedy-prompts", "2",
+            "--greedy-tokens", "4", "--no-plots", "--release-root", root, "--max-total-tokens", "4096"]
+    out = os.path.join(d, "run-sides")
+    rc = serving.main(["--out", out, "--base-port", port(700), "--repeats", "3", "--side", f"plugin=auto@{cur}",
+                       "--side", "upstream=off@0.5.17", *args])
+    r = json.load(open(os.path.join(out, "results.json")))
+    cfg = r["configs"]["eagle3-topk1"]
+    check(rc == 0 and r["meta"]["complete"] and r["meta"]["points_failed"] == 0 and len(cfg["points"]) == 6,
+          "complete run, 3 pairs, no failed point")
+    check(r["meta"]["sides"] == [dict(name="plugin", selection="auto", release=cur, env={}),
+                                 dict(name="upstream", selection="off", release="0.5.17", env={})]
+          and r["meta"]["sglang"] == cur and "bench_serving" in r["meta"]["client"], "meta: both sides, the client's release")
+    up, pl = cfg["sides"]["upstream"], cfg["sides"]["plugin"]
+    check(up["launch_env"] == {"PYTHONPATH": os.pathsep.join([os.path.join(root, "sglang-0.5.17")]
+                                                             + [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x])}
+          and pl["launch_env"] == {}, f"upstream launched with {root}/sglang-0.5.17 first on PYTHONPATH")
+    check(up["version"] == "0.5.17" and pl["version"] == cur and not up["error"],
+          f"each side's version from /server_info: plugin {pl['version']}, upstream {up['version']}")
+    check(cfg["server_args"].count("--max-total-tokens") == 1 and cfg["server_args"][cfg["server_args"].index(
+        "--max-total-tokens") + 1] == "4096" and up["max_total_num_tokens"] == pl["max_total_num_tokens"] == 4096
+          and plot.pools_differ(cfg) is None, "--max-total-tokens 4096 for both; both pools recorded, equal")
+    order = [p["side"] for p in cfg["points"]]
+    check(order == ["plugin", "upstream", "upstream", "plugin", "plugin", "upstream"], f"pairs alternate: {order}")
+    row = plot.summarize(r)[0]
+    tput = {(p["side"], p["rep"]): p["output_throughput"] for p in cfg["points"]}
+    want = sorted(tput[("upstream", k)] / tput[("plugin", k)] for k in range(3))[1]
+    check(set(row["output_throughput"]) == {"plugin", "upstream"} and row["throughput_ratio"] == want,
+          f"ratio = upstream / plugin (the second side over the first): {want:.3f}")
+    md = open(os.path.join(out, "results.md")).read()
+    check(md.startswith("# Serving benchmark: plugin vs upstream") and "| output tok/s plugin | upstream | upstream / plugin |"
+          in md and f"**a** `plugin=auto@{cur}`" in md and "**b** `upstream=off@0.5.17`" in md
+          and "| eagle3-topk1 | upstream | 0.5.17 | 4096 |" in md and "KV pools differ" not in md,
+          "results.md: side names, ratio direction, versions and pools")
+    log = open(os.path.join(out, "server.log")).read()
+    check(f"launch: PYTHONPATH={os.path.join(root, 'sglang-0.5.17')}" in log, "server.log: the launch line with its env")
+
+    out = os.path.join(d, "run-refused")
+    rc = serving.main(["--out", out, "--base-port", port(800), "--side", "plugin=auto", "--side",
+                       "bad=off@0.5.99,FAKE_KV_EXTRA=8", *args])
+    r = json.load(open(os.path.join(out, "results.json")))
+    cfg = r["configs"]["eagle3-topk1"]
+    bad = cfg["sides"]["bad"]
+    check(rc == 0 and bad["error"] == f"refused: asked for sglang 0.5.99, the server reports {cur}" and not cfg["points"]
+          and "refused" in cfg["skipped"] and r["meta"]["complete"] is False,
+          f"a side whose server reports another release is refused, no points: {bad['error']}")
+    check(bad["launch_env"]["FAKE_KV_EXTRA"] == "8" and bad["launch_env"]["PYTHONPATH"].startswith(
+        os.path.join(root, "sglang-0.5.99")), "the refused side's env is recorded")
+    log = open(os.path.join(out, "server.log")).read()
+    check("eagle3-topk1/bad: stopping the server (refused" in log and "Traceback" not in log, "stopped, no traceback")
+    md = open(os.path.join(out, "results.md")).read()
+    check("refused: asked for sglang 0.5.99" in md and "**KV pools differ** between the two servers of: eagle3-topk1 "
+          "(4096 vs 4104 tokens)" in md, "results.md: the refusal and the differing pools")
 
 
 def test_profiles(d):
@@ -612,7 +718,7 @@ def fake_server_main(argv):
             sys.stderr.write("stderr: " + s)
             sys.stderr.flush()
 
-    srv = FakeSGLang(f"http://127.0.0.1:{port}", argv, Out())
+    srv = FakeSGLang(f"http://127.0.0.1:{port}", argv, Out(), dict(os.environ))
     if srv.failed:
         print("fake server failed:", srv.failed, flush=True)
         return 1
@@ -709,6 +815,7 @@ def main():
         return fake_server_main(sys.argv[2:])
     a = ap.parse_args()
     test_format()
+    test_side_parsing()
     with tempfile.TemporaryDirectory(prefix="specv2-bench-selftest-") as d:
         results_json = None
         if a.e2e:

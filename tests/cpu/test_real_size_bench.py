@@ -197,9 +197,9 @@ standins.use_datasets_shim()
 st.install_fakes(D)
 seen = []
 fake = serving.launch_process
-def launch(model, url, other_args, timeout, sink):
-    seen.append(dict(env=os.environ.get("SGLANG_SIMULATE_ACC_LEN"), args=list(other_args), model=model))
-    return fake(model, url, other_args, timeout, sink)
+def launch(model, url, other_args, timeout, sink, env):
+    seen.append(dict(env=env.get("SGLANG_SIMULATE_ACC_LEN"), args=list(other_args), model=model))
+    return fake(model, url, other_args, timeout, sink, env)
 serving.launch_process = launch
 rc = serving.main(["--real-size", "--out", os.path.join(D, "run"), "--configs", "eagle3-topk1,tree-topk8",
                    "--concurrency", "1", "4", "--point-seconds", "0.5", "--output-len", "24", "--input-len", "16",
@@ -216,8 +216,9 @@ def test_harness_real_size_mode_end_to_end_against_fake_servers(tmp_path):
     p = bench_run(["-c", code], timeout=400)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     seen = json.load(open(tmp_path / "seen.json"))
-    assert seen["rc"] == 0 and seen["env_after"] is None, "the harness restores its environment"
+    assert seen["rc"] == 0 and seen["env_after"] is None, "the harness leaves its own environment alone"
     assert len(seen["seen"]) == 4 and all(s["env"] == "2.5" for s in seen["seen"]), "SGLANG_SIMULATE_ACC_LEN on every server"
+    assert all(s["args"][s["args"].index("--max-total-tokens") + 1] == "32768" for s in seen["seen"]), "same KV pool"
     assert all("--load-format" in s["args"] and "--speculative-draft-load-format" in s["args"] for s in seen["seen"])
     r = json.load(open(tmp_path / "run" / "results.json"))
     m = r["meta"]
