@@ -20,42 +20,18 @@ default stock/plugin) pairs alternating, the budget, results.json / results.md /
 * the greedy identity check is skipped (dummy weights: the text is meaningless; ``--acc-len`` fixes what is
   accepted) and the results say so; the tiny real-weight runs (``bench/gpu_bench.sh``) keep checking it.
 
-Budget (one device call: at most 600 s, ``bench/gpu_real_size.sh`` gives the parts 560 s less its preparation and
-30 s for the report; estimates, the run measures and cuts cleanly at its budget): a launch of both 8B servers
-together ~100-150 s (dummy weights are initialised on the GPU; 7 CUDA graph sizes; the first launch on a machine
-also compiles the triton kernels), warm-up + calibration ~10 s, a point ``--point-seconds`` + ~3.5 s
-(bench_serving's own warm-up request and cache flush), so one configuration with 3 pairs x 3 concurrencies is
-~150 + 10 + 18 x 7.5 = ~300 s at ``--point-seconds 4``: one configuration per GPU fits one call, three do not
-(~770 s, the dry run prints this estimate). Hence ``gpu_real_size.sh ... --split "eagle3-topk1 tree-topk4
-tree-topk8"`` (3 GPUs per release, nvidia-h200-x8 for two releases, one call), or one configuration per call with
-one GPU per release (nvidia-h200-x2, three calls) and ``bench/real_size_report.py`` over all the calls' results.
-
-TP 2 point (issue 16 item 3: "a 70B-shaped dummy-weight target on 2 GPUs if it fits one GPU run; if it does not, an
-8B-shaped target at TP 2"). The 70B shape does NOT fit, for two reasons (the dry run prints both estimates:
-``bench/serving.py --real-size --real-size-model 70b --real-size-tp 2 --dry-run``):
-memory: stock and plugin servers are up together on the same GPUs (that is what makes their pairs comparable), and
-two 70B servers at TP 2 need ~150 GiB per GPU (2 x (67 GiB of weights + 5 GiB KV pool + ~3 GiB context/graphs)),
-more than an H200's ~139 GiB (at TP 4 it is ~78 GiB: fits 4 H200s, one release per call); time: a launch of two
-70B servers is ~320 s planned (the 8B launch measured 71-101 s on an H100, mostly per-layer work: dummy init and
-CUDA graph capture, 2.5x the layers), so two releases one after the other cannot fit one 600 s call. The documented
-TP 2 point is therefore the **8B shape at TP 2**: ~26 GiB per GPU, a launch planned at 165 s (150 + 15 for the
-second rank's NCCL / custom all-reduce set-up), one tree configuration per release.
-
-The command (a later session, one call on nvidia-h200-x2 with .device-bundle/both carried: 0.5.11, then
-0.5.12.post1, each on GPUs 0,1 (``--waves``); each wave gets half of what is left after unpacking both bundles and
-writing the models, ~230 s, of which gpu_bench.sh's own start takes a few tens of seconds)::
+Budget (a device call is at most 600 s): one configuration with 3 pairs x 3 concurrencies is ~300 s at
+``--point-seconds 4`` (a launch of both 8B servers ~100-150 s), so one configuration per GPU fits a call
+(``gpu_real_size.sh ... --split "eagle3-topk1 tree-topk4 tree-topk8"``), three do not; the dry run prints the
+estimate and whether the shapes fit the GPUs. Why the TP 2 point is the 8B shape (two 70B servers at TP 2 need ~150
+GiB per GPU) and the estimates behind it: docs/bench/README.md. The TP 2 command (one call on nvidia-h200-x2 with
+.device-bundle/both carried)::
 
     SPECV2_COMMIT=<hash> bash bench/gpu_real_size.sh "0.5.11 0.5.12.post1" --waves --real-size-tp 2 \
         --configs tree-topk4 --concurrency 1 8 32 --repeats 2 --point-seconds 3 --first-launch-s 120
 
-(one launch of both servers ~100-130 s, warm-up + calibration ~10 s, 2 pairs x 3 concurrencies x 2 x (3 s + ~3.5 s)
-= ~80 s of points per release; ``--first-launch-s 120``: the measured 8B launch (<= 101 s at TP 1) plus TP set-up,
-so the budget check before the launch does not skip a ~190 s part on the 165 s planning default; a part cut by its
-budget stops cleanly after its last whole pair.) The dry run of one part (``bench/serving.py --real-size --dry-run``
-with those args and ``--budget-s 200``) plans ~201 s on the 120 s launch: at the limit of a part's ~190-200 s, with
-~20 s to spare at the measured launch time; a slower launch costs the last c=32 pair, not the point. Then ``bench/real_size_report.py --previous
-docs/bench/real-size-latest.json RESULTS...`` with the call's ``bench-RELEASE/results.json`` (in its
-real-size-out.tar.gz) keeps the TP 1 points beside the new TP 2 ones; $OUT/real-size-latest.* has the TP 2 points only.
+then ``bench/real_size_report.py --previous docs/bench/real-size-latest.json RESULTS...`` with the call's
+``bench-RELEASE/results.json`` (in its real-size-out.tar.gz) keeps the TP 1 points beside the new TP 2 ones.
 """
 
 from __future__ import annotations

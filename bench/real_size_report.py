@@ -4,50 +4,13 @@
     python3 bench/real_size_report.py [--out-dir docs/bench] [--name real-size-latest] [--commit C]
         [--previous docs/bench/real-size-latest.json] RESULTS_JSON...
 
-Inputs: ``results.json`` files of real-size runs (``meta.real_size`` present), any releases, any subsets of the
-configurations (a release's configurations may come from several GPUs or several device calls). When a
-(release, configuration) appears in more than one input, the one with more stock/plugin pairs is used (on a tie the
-later input): a configuration cut by the budget can be re-run alone and passed after the first run. An input is a
-file or a member of a run's archive as ``docs/gpu-runs/`` keeps it, ``ARCHIVE.tar.gz:MEMBER`` (e.g.
-``docs/gpu-runs/.../call4-real-size-out.tar.gz:bench-0.5.11/results.json``): the report then regenerates from the
-repository alone, and its Markdown cites the archive.
-
-Writes OUT_DIR/NAME.json::
-
-    {"device", "date", "commit", "model": {"hidden_size", "num_hidden_layers"}, "acc_len",
-     "points": [{"release", "config", "concurrency", "plugin_over_stock", "pairs", "stock_tok_s", "plugin_tok_s",
-                 "tp"[, "model"]}]}
-
-``tp``: the servers' ``--tp-size`` (``meta.real_size.tp``; runs and points without it read as 1). Runs of one
-release at different TP sizes or model shapes are separate points, never merged. When the points mix model shapes
-(``--real-size-model``), each point also has its ``model`` ({"hidden_size", "num_hidden_layers"}) and the top-level
-``model`` is the shape most points have. ``--previous SUMMARY_JSON`` keeps an earlier summary's points where the
-runs have no (release, tp, shape, config) of their own (e.g. the TP 1 points of docs/bench/real-size-latest.json
-beside a new TP 2 run); its device / date / commit join the new ones, its ``acc_len`` must agree.
-
-``plugin_over_stock`` is the median over stock/plugin pairs of plugin / stock output tok/s, ``stock_tok_s`` /
-``plugin_tok_s`` the medians of each side's successful points, ``pairs`` the number of pairs with both sides
-successful (points without any pair are left out; the Markdown lists them). ``device`` / ``date`` / ``commit`` come
-from the runs' facts (``meta.device``, ``meta.date``, ``meta.real_size.commit``; several distinct values are joined
-with " + ", the date is the latest run's); ``--commit`` replaces a missing commit. Configurations named ``tree-*``
-are EAGLE3 tree drafting (topk > 1). Also OUT_DIR/NAME.md (table, per-pair ratios, sanity checks: the measured
-accept length against ``acc_len`` and the speculative path each side took) and OUT_DIR/NAME.png (needs matplotlib;
-skipped with a message without it).
-
-Runs with GPU profiles (``bench/serving.py --profile-steps N``: ``results.json`` ``profiles``) add to NAME.json::
-
-    "profiles": [{"release", "tp", "config", "concurrency", "stock_tok_s", "measured_ratio", "ceiling",
-                  "ratio_over_busy", "stock": {...}, "plugin": {...}[, "model"]}]
-
-(each side: ``bench/plot.py``'s ``profile_side``: steps, GPU busy fraction / ms per step / per output token, kernel
-ms per step by category and by phase, top kernels; ``ceiling`` as ``plot.PROFILE_DEFINITIONS`` defines it, written
-into the Markdown with the tables), from the same input as the configuration's points; ``--previous`` keeps an
-earlier summary's profiles where the runs have none of that (release, tp, shape, config). Without profiles the key
-is absent. Host profiles (``bench/serving.py --host-profile-seconds S``: ``results.json`` ``host_profiles``, one per
-config, concurrency and side: ``bench/host_profile.py``'s summary of py-spy samples of the scheduler process) add
-``"host_profiles": [{"release", "tp", "config", "side", "concurrency", "seconds", "pid", "title", "samples",
-"threads", "top_self", "top_inclusive", "areas", "error", ...[, "model"]}]`` the same way (same input as the
-configuration's points, ``--previous`` keeps the earlier ones), rendered by ``plot.host_profile_markdown``.
+Inputs: ``results.json`` of real-size stock/plugin runs (``meta.real_size``), any releases and subsets of the
+configurations, or ``ARCHIVE.tar.gz:MEMBER`` inside a run's archive; per (release, TP, shape, configuration) the
+input with most pairs wins (a tie: the later). ``--previous SUMMARY_JSON`` keeps an earlier summary's points and
+profiles where the runs have none. Writes OUT_DIR/NAME.json (``points``: ``plugin_over_stock``, the median over
+pairs of plugin / stock output tok/s, ``stock_tok_s``, ``plugin_tok_s``, ``pairs``, ``tp``; ``profiles`` and
+``host_profiles`` when the runs have some), OUT_DIR/NAME.md (table, per-pair ratios, sanity checks) and
+OUT_DIR/NAME.png (with matplotlib). The schema in full: docs/bench/README.md.
 """
 
 from __future__ import annotations

@@ -10,16 +10,11 @@ On the GPU machine (see ``bench/gpu_bench.sh``, which prepares the bundle(s) and
     python3 bench/serving.py --real-size [--acc-len 3.0] [--real-size-model 8b|70b] [--real-size-tp N] ...
                                                 # real-size shapes, dummy weights: bench/real_size.py
 
-A side is ``--side NAME=SELECTION[@RELEASE][,ENV=VAL...]``, given twice (none: ``stock=off``, ``plugin=auto``): the
-first is the baseline ``a``, the second ``b``; every ratio is b / a. SELECTION is the server's ``--specv2-fixes``
-value (``auto``, ``off``, or fix names: ``tree-drafting,radix-overshoot``); ENV=VAL are set in that server's
-environment (``SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0``); ``@RELEASE`` runs that server on another SGLang release,
-unpacked by ``ci/gpu_env.sh RELEASE`` into ``--release-root``/sglang-RELEASE (default ``$SPECV2_UNPACK_ROOT`` or
-/tmp), which replaces the running release's folder on the server's PYTHONPATH. Each side's version
-(``/server_info``) is recorded, and a server reporting another version than its ``@RELEASE`` is refused (stopped,
-its points failed with the reason). The ``bench_serving`` client always runs from the harness's own release
-(``meta.sglang``). Both servers get the same ``--max-total-tokens`` (COMMON's, ``--max-total-tokens N``), and the KV
-pool each reports (``max_total_num_tokens``) is recorded; the report flags a pair whose pools differ.
+A side is ``--side NAME=SELECTION[@RELEASE][,ENV=VAL...]``, given twice (none: ``stock=off``, ``plugin=auto``),
+baseline ``a`` first; every ratio is b / a. SELECTION is the server's ``--specv2-fixes``, ENV=VAL go into that
+server's environment, ``@RELEASE`` runs it on another SGLang release unpacked under ``--release-root`` (its folder
+replaces the running release's on the server's PYTHONPATH). Each side's reported version and KV pool are recorded;
+a version other than asked is refused. The client (bench_serving) is this process's release. docs/bench/README.md.
 
 For each configuration both servers are started with the registered tests' launcher
 (``sglang.test.test_utils.popen_launch_server``, tiny real-weight models of ``sglang_specv2_fixes.testing.tiny_models``,
@@ -29,8 +24,7 @@ sides, and against ``nospec`` when that ran), a warm-up burst at the highest con
 (sizes ``--num-prompts`` so a point takes about ``--point-seconds``), then for each concurrency and repeat one a/b
 pair, order alternating. A point is one run of SGLang's own ``sglang.bench_serving`` (``--backend sglang
 --dataset-name random-ids --tokenize-prompt --random-range-ratio 1.0 --request-rate inf --max-concurrency C
---flush-cache``) through its CLI parser in this process (``--bench-subprocess``: ``python3 -m sglang.bench_serving``),
-its JSONL parsed. The accept length is reset before a point (``/set_internal_state``) and read from
+--flush-cache``) through its CLI parser in this process, its JSONL parsed. The accept length is reset before a point (``/set_internal_state``) and read from
 ``/server_info`` after it.
 
 Outputs in ``--out``: ``results.json`` (rewritten after every point), ``results.md`` (``bench/plot.py`` regenerates
@@ -364,26 +358,21 @@ def launch_process(model, url, other_args, timeout, sink, env):
 
 
 def stop_process(proc):
+    """SGLang's kill_process_tree, then wait for the tree (replaced by the CPU self-test)."""
+    import psutil
+    from sglang.srt.utils import kill_process_tree
+
     if proc is None:
         return
     try:
-        import psutil
-
         procs = [psutil.Process(proc.pid)] + psutil.Process(proc.pid).children(recursive=True)
-    except Exception:
+    except psutil.Error:
         procs = []
-    from sglang.srt.utils import kill_process_tree
-
     kill_process_tree(proc.pid)
-    try:
-        import psutil
-
-        psutil.wait_procs(procs, timeout=30)
-    except Exception:
-        pass
+    psutil.wait_procs(procs, timeout=30)
     try:
         proc.wait(timeout=10)
-    except Exception:
+    except Exception:  # noqa: BLE001
         pass
 
 
@@ -493,15 +482,9 @@ class Server:
 
 
 # ------------------------------------------------------------------------------------ bench_serving
-def run_bench(argv, limit_s, subprocess_mode):
-    """One sglang.bench_serving run through its own CLI; raises on failure."""
-    if subprocess_mode:
-        env = standins.child_env(names=("datasets",))  # the child needs the same `datasets` stand-in as this process
-        p = subprocess.run([sys.executable, "-m", "sglang.bench_serving", *argv], stdout=LOG.f if LOG else None,
-                           stderr=subprocess.STDOUT, timeout=limit_s, env=env)
-        if p.returncode:
-            raise RuntimeError(f"bench_serving exited with {p.returncode}")
-        return
+def run_bench(argv):
+    """One sglang.bench_serving run through its own CLI, in this process (a point's time limit stops its server);
+    raises on failure."""
     import runpy
     import warnings
 
@@ -657,7 +640,7 @@ class Harness:
         t0 = time.time()
         timer.start()
         try:
-            run_bench(argv, limit, self.a.bench_subprocess)
+            run_bench(argv)
         except KeyboardInterrupt:
             raise
         except BaseException as e:  # noqa: BLE001
@@ -766,7 +749,7 @@ class Harness:
 
         def load():
             try:
-                run_bench(argv, limit, a.bench_subprocess)
+                run_bench(argv)
             except BaseException as e:  # noqa: BLE001
                 load_error.append(f"{type(e).__name__}: {e}")
 
@@ -991,8 +974,7 @@ class Harness:
             args={k: v for k, v in vars(a).items() if k != "sides"}, common_server_args=common,
             sides=[s.record() for s in a.sides], release_root=a.release_root,
             client="sglang.bench_serving of the harness's own release (meta.sglang), for both sides",
-            bench_mode="python3 -m sglang.bench_serving (subprocess)" if a.bench_subprocess else
-            "sglang.bench_serving CLI run in-process (runpy)",
+            bench_mode="sglang.bench_serving CLI run in-process (runpy)",
             env={k: v for k, v in os.environ.items() if k.startswith("SGLANG_SPECV2")},
             cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
             complete=False, first_launch_s=None), configs={})
@@ -1078,9 +1060,8 @@ def env_facts():
 
 # ------------------------------------------------------------------------------------------ dry run
 def point_overhead_s(a):
-    """Planning: what a point costs on top of its load (bench_serving's warm-up request and cache flush; a
-    subprocess also imports it)."""
-    return 9.0 if a.bench_subprocess else 2.5
+    """Planning: what a point costs on top of its load (bench_serving's warm-up request and cache flush)."""
+    return 2.5
 
 
 def dry_run(a):
@@ -1181,7 +1162,6 @@ def build_parser():
     ap.add_argument("--first-launch-s", type=float, default=120, help="expected first launch (JIT, graphs), for planning")
     ap.add_argument("--later-launch-s", type=float, default=35, help="expected later launches, for planning")
     ap.add_argument("--base-port", type=int, default=BASE_PORT)
-    ap.add_argument("--bench-subprocess", action="store_true", help="run each point as python3 -m sglang.bench_serving")
     ap.add_argument("--log-cap-mb", type=float, default=12)
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="print the plan; launch nothing")
@@ -1245,10 +1225,9 @@ def main(argv=None):
     old = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = Router()
     standins.use_datasets_shim()  # the registered tests' import shim: the GPU bundle lacks `datasets` (bench_serving)
-    if not a.bench_subprocess:
-        # bench_serving's own imports (transformers, aiohttp, ...) now, not inside the first point's time limit: on a
-        # loaded 2-core machine they took the self-test's first point past its 60 s
-        importlib.import_module("sglang.bench_serving")
+    # bench_serving's own imports (transformers, aiohttp, ...) now, not inside the first point's time limit: on a
+    # loaded 2-core machine they took the self-test's first point past its 60 s
+    importlib.import_module("sglang.bench_serving")
     try:
         return Harness(a).run()
     except BaseException:

@@ -1,27 +1,19 @@
 #!/usr/bin/env python3
 """CPU self-test of bench/serving.py and bench/plot.py (no GPU, no network, writes only to a temp dir).
 
-    PYTHONPATH=.venv-cpu/releases/0.5.11 .venv-cpu/bin/python bench/serving_selftest.py [--e2e [--subprocess] [--real-launcher]]
+    PYTHONPATH=.venv-cpu/releases/0.5.11 .venv-cpu/bin/python bench/serving_selftest.py [--e2e [--real-launcher]]
 
-1. Output format: builds a sample JSONL line from the *installed release's* ``sglang/bench_serving.py`` (the keys
-   of the ``result`` dict that ``benchmark()`` writes with ``--output-file``, read from its AST) and parses it with
-   ``serving.parse_bench_line``; checks that every metric the harness keeps is a key the release writes, and that
-   every flag the harness passes is one the release's parser defines (``random-ids`` among the dataset choices).
-2. ``--e2e``: the whole harness (``serving.main``) against fake in-process SGLang HTTP servers (``/generate`` with
-   bench_serving's streaming protocol, ``/server_info``, ``/set_internal_state``, ``/v1/models``, ``/v1/loads``,
-   ``/start_profile`` / ``/stop_profile`` writing a synthetic kineto trace like SGLang's, gzipped in two goes): the
-   real ``sglang.bench_serving`` runs in-process as on the GPU, the tiny model's tokenizer from
-   ``sglang_specv2_fixes.testing.tiny_models``; then a run cut by ``--budget-s`` and a run with ``--profile-steps``
-   (profiles stopped by their steps, by ``/stop_profile`` when the load ends first, and refused by a server), and
-   runs with ``--host-profile-seconds`` (alone, and before ``--profile-steps``' torch profile): each fake server then
-   has a process tree like ``sglang serve``'s (a child titled ``sglang::scheduler`` beside a detokenizer) and a fake
-   ``py-spy`` on PATH writes a synthetic raw file (the nospec stock one fails as py-spy does without ptrace rights).
-   Needs the release importable (the CPU venv).
-   ``--subprocess``: the budget run goes through ``python3 -m sglang.bench_serving``; ``--real-launcher``: one more
+1. Output format: a JSONL line with the keys the *installed release's* ``bench_serving.benchmark()`` writes (read
+   from its AST) parsed by ``serving.parse_bench_line``; every flag the harness passes is one its parser defines.
+   ``--side`` parsing and each side's environment (``serving.side_env``).
+2. ``--e2e``: ``serving.main`` against fake in-process SGLang HTTP servers (bench_serving's streaming ``/generate``,
+   ``/server_info`` with the version of the release on the server's PYTHONPATH and its KV pool,
+   ``/set_internal_state``, ``/v1/loads``, ``/start_profile`` writing a synthetic kineto trace), the real
+   ``sglang.bench_serving`` in-process as on the GPU: the default pair, a run cut by ``--budget-s``, ``--profile-steps``
+   and ``--host-profile-seconds`` runs (process trees titled like SGLang's, a fake ``py-spy`` on PATH), two custom
+   sides on two releases, a refused side. Needs the release importable (the CPU venv). ``--real-launcher``: one more
    run through the real ``popen_launch_server`` / ``kill_process_tree``, with a fake ``sglang`` on PATH.
-3. ``plot.py`` on the (synthetic) results of 2, or on hand-made results without ``--e2e``: results.md always, PNGs
-   only where matplotlib exists (else the one-line message).
-Nothing is written outside a temporary directory.
+3. ``plot.py`` on the results of 2, or on hand-made results without ``--e2e``: results.md, PNGs where matplotlib is.
 """
 
 from __future__ import annotations
@@ -388,7 +380,7 @@ def install_fakes(d):
     serving.stop_process = lambda proc: proc.stop()
 
 
-def test_e2e(d, with_subprocess):
+def test_e2e(d):
     print("[selftest] harness end to end against fake servers (real sglang.bench_serving in-process)")
     install_fakes(d)
     out = os.path.join(d, "run1")
@@ -441,8 +433,7 @@ def test_e2e(d, with_subprocess):
     out2 = os.path.join(d, "run2")
     rc = serving.main(["--out", out2, "--configs", "eagle3-topk1,nospec", "--concurrency", "1", "4", "--repeats", "4",
                        "--point-seconds", "1.5", "--output-len", "32", "--input-len", "16", "--budget-s", "40",
-                       "--first-launch-s", "1", "--later-launch-s", "1", "--base-port", port(200)]
-                      + (["--bench-subprocess"] if with_subprocess else []))
+                       "--first-launch-s", "1", "--later-launch-s", "1", "--base-port", port(200)])
     r2 = json.load(open(os.path.join(out2, "results.json")))
     # 16 points of >= 1.5 s plus nospec's pair cannot fit 40 s on any machine; how many pairs fit depends on its speed
     check(rc == 0, "serving.main returned 0 on a budget cut")
@@ -466,22 +457,19 @@ def test_side_parsing():
         "a selection list, a release and env: env items are the ones with '='")
     check(S("upstream=off@0.5.17") == serving.Side("upstream", "off", "0.5.17", {}) and S("p=auto").release is None,
           "no @RELEASE: the harness's own release")
-    for bad in ("plugin", "=auto", "x=", "x=,A=1", "a/b=auto"):
+    def refused(f, *args):
         try:
-            S(bad)
-            check(False, f"--side {bad!r} refused")
+            f(*args)
         except SystemExit as e:
-            check("NAME=SELECTION" in str(e), f"--side {bad!r} refused")
+            return str(e)
+    for bad in ("plugin", "=auto", "x=", "x=,A=1", "a/b=auto"):
+        check("NAME=SELECTION" in (refused(S, bad) or ""), f"--side {bad!r} refused")
+    for argv in (["--side", "a=off"], ["--side", "a=off", "--side", "a=auto"], ["--side", "a=off"] * 3):
+        check("exactly two sides" in (refused(serving.parse_args, argv) or ""), f"{argv}: refused (two sides, two names)")
     a = serving.parse_args(["--out", tempfile.gettempdir()])
     check([s.record() for s in a.sides] == [dict(name="stock", selection="off", release=None, env={}),
                                             dict(name="plugin", selection="auto", release=None, env={})],
           "default: stock=off, then plugin=auto")
-    for argv in (["--side", "a=off"], ["--side", "a=off", "--side", "a=auto"], ["--side", "a=off"] * 3):
-        try:
-            serving.parse_args(argv)
-            check(False, f"{argv} refused")
-        except SystemExit as e:
-            check("exactly two sides" in str(e), f"{' '.join(argv)}: refused (two sides, two names)")
     a.release_root = "/r"
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(["/repo", "/tmp/specv2-ep-0.5.11", "/r/sglang-0.5.11", "/x"])
@@ -808,7 +796,6 @@ def test_plot(d, results_json):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--e2e", action="store_true", help="also run the harness against fake servers")
-    ap.add_argument("--subprocess", action="store_true", help="with --e2e: the budget run uses --bench-subprocess")
     ap.add_argument("--real-launcher", action="store_true",
                     help="with --e2e: also start fake `sglang serve` processes through popen_launch_server")
     if len(sys.argv) > 1 and sys.argv[1] == "--fake-server":
@@ -820,7 +807,7 @@ def main():
         results_json = None
         if a.e2e:
             standins.use_datasets_shim()
-            results_json = test_e2e(d, a.subprocess)
+            results_json = test_e2e(d)
             if a.real_launcher:
                 test_real_launcher(d)
         test_plot(d, results_json)
