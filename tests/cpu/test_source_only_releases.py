@@ -39,7 +39,11 @@ is present (the table must then patch it, or say open). A wrong table entry fail
                 builds the grammar mask (U)
   0.5.13 … 0.5.15.post1  multi-layer-draft: MultiLayerEagleDraftWorker.draft passes batch.seq_lens_sum (lazy,
                 None after the decode preparation) to build_tree_kernel_efficient; from 0.5.16 it calls
-                build_eagle_verify_input, which sizes the mask without it (U)
+                build_eagle_verify_input, which sizes the mask without it
+  0.5.16 / 0.5.17  multi-layer-draft: the eager draft extend plans each MTP runner also on an idle round (#33892,
+                no is_idle() guard); guarded from 0.5.18 (U)
+  every release here  tbo-verify-seq-lens: the verify input gets the batch's seq_lens_cpu (#24319: 0.5.12 / 0.5.13
+                prepare_for_v2_verify, from 0.5.14 eagle_utils.eagle_prepare_for_verify) (U; 0.5.11 patched)
 """
 
 import os
@@ -93,7 +97,8 @@ for _v in EXPECTED:
                                          "multi-layer-grammar-mask": B if _v in releases.release_set(
                                              "up-to:0.5.15.post1") else U,
                                          "multi-layer-draft": B if _v in releases.release_set(
-                                             "up-to:0.5.15.post1") else U})
+                                             "up-to:0.5.17") else U,
+                                         "tbo-verify-seq-lens": U})
 # 0.5.11 and 0.5.12.x: the releases the CPU suite imports and runs (test_catalog, test_fix_*, ...)
 RUN_HERE = {"0.5.11", "0.5.12", "0.5.12.post1"}
 
