@@ -47,7 +47,9 @@ class Note:
 
     state: str
     reason: str
-    check: Optional[Tuple[str, str, str]] = None  # (module, qualname, fingerprint) of the code meant
+    # (module, qualname, fingerprint) of the code meant; fingerprint None: that function must be absent (a
+    # not-applicable note whose code shape does not exist in the release)
+    check: Optional[Tuple[str, str, Optional[str]]] = None
 
     def __post_init__(self):
         if self.state not in NOTE_STATES:

@@ -263,15 +263,37 @@ BUGS: Tuple[Bug, ...] = (
         symptom="hybrid Mamba/GDN targets with MTP/EAGLE and the radix extra_buffer: TypeError crash when a freed / "
         "retracted request reaches a verify launch (up to 0.5.15); from 0.5.16 the None guard defaults to slot 0 "
         "and the post-verify scatter can overwrite a slot reallocated to a live request (silent state corruption)",
-        affected=span("0.5.11", "0.5.21"), fixed_in="0.5.22", answer=NOT_BACKPORTED,
-        reason="planned: issue 27; needs a hybrid Mamba/GDN target with MTP on a GPU. The main trigger on the "
-        "overlap and PD decode loops (a finished request launched in the next verify) is closed by "
-        "grammar-result-order",
+        affected=span("0.5.11", "0.5.21"), fixed_in="0.5.22", answer="mamba-track-freed-rows",
+        reason="patched on 0.5.12 … 0.5.21 as 0.5.22 has it: the verify's track index of a request whose "
+        "mamba_next_track_idx is None is -1, which the post-verify track scatter skips (beyond upstream's own "
+        "0.5.16 guard, which picks slot 0). Open on 0.5.11: the function that builds the indices is "
+        "tbo-verify-seq-lens's target there. The known trigger on the overlap and PD decode loops (a finished "
+        "request launched in the next verify, #28986) is closed by grammar-result-order on every release. CPU "
+        "proof only: the GPU row needs a tiny hybrid target with MTP (issue 27)",
         verified="grep `freed_rows` in schedule_batch.py (set_mamba_track_indices_from_reqs writes -1 for freed "
         "rows): absent up to 0.5.21, present from 0.5.22 (the survey's 0.5.16-0.5.23 risk ends at 0.5.22); the None "
         "guard `is not None else 0` is there from 0.5.16 (prepare_for_v2_verify / set_mamba_track_indices_from_reqs "
         "build the index list unguarded before)",
         evidence=(Evidence(_SB, r"freed_rows", fixed=True),)),
+    Bug(
+        id="inkling-draft-extend-freed-track",
+        title="Inkling MTP draft extend tracks a freed request's window at its stale or -1 track slot",
+        refs=(), found="source reading of the track-index consumers for mamba-track-freed-rows (2026-11-26)",
+        symptom="Inkling with MTP and the mamba extra_buffer: the draft extend after a verify that still holds a "
+        "freed request writes that request's short-convolution window at its track index: slot 0 of its request "
+        "row, which may be a live request's by then (0.5.16 … 0.5.21, as #29449 for the target), or slot -1, before "
+        "the draft's conv cache (0.5.22 / 0.5.23, which mark freed rows -1)",
+        affected=since("0.5.16"), fixed_in=None, answer="inkling-draft-extend-track-guard",
+        reason="patched on every release with Inkling (0.5.16 on): rows with a negative track index are not "
+        "tracked; with mamba-track-freed-rows (0.5.16 … 0.5.21) a freed row is -1 there too. Read from the source "
+        "only: no Inkling model runs on the GPU machines here",
+        verified="regex in models/inkling_common/sconv.py: the draft extend's `crossed` mask computed from the "
+        "sequence lengths alone, directly followed by the tracking boundary (no look at the track index), from "
+        "0.5.16 (the module is absent before); the fused kernels (Triton, CUDA draft_extend_sconv.cuh) index the "
+        "cache with the track index unchecked",
+        evidence=(Evidence("sglang/srt/models/inkling_common/sconv.py",
+                           r"crossed = \(pre_seqlen // mamba_track_interval\) != \(\n\s+post_seqlen // "
+                           r"mamba_track_interval\n\s+\)\n\s+tracking_boundary = ", fixed=False),)),
     Bug(
         id="radix-overshoot", title="speculative overshoot past the stop inserted into the radix cache",
         refs=("#35694",), found="survey G",

@@ -22,6 +22,7 @@ import logging
 import multiprocessing
 import os
 import sys
+import types
 from typing import Optional
 
 from . import catalog, core, probe, releases, selection
@@ -141,17 +142,22 @@ def server_info_payload(server_args=None) -> dict:
 
 # ------------------------------------------------------------------------ start-up cost of applying
 def _install_fast_propagate() -> None:
-    """Skip HookRegistry's ``sys.modules`` walk for this plugin's class-method targets.
+    """Replace HookRegistry's ``sys.modules`` walk for this plugin's targets by what each one needs.
 
     After replacing a target, ``HookRegistry._apply_target`` calls ``_propagate_patch(original, wrapped,
     owner)``, which scans every attribute of every loaded module (~6000 modules once a scheduler has
-    imported SGLang, ~19 ms per target) for module-level copies made by ``from X import name``. For a
-    function defined in a class body (``owner`` is that class, ``original.__qualname__`` starts with the
-    class's qualname) no such copy can exist: ``from X import Cls.method`` is not Python, and these
-    targets are never re-bound at module level. Every target this plugin registers is such a method, so
-    the walk can only find nothing; skipping it saves ~250 ms per process start. Any other target
-    (other plugins', module-level functions, classes) still gets SGLang's own walk. Installed once per
-    process, only when this plugin registered something; core.verify() still checks every target.
+    imported SGLang, ~19 ms per target) for module-level copies made by ``from X import name``.
+
+    * A function defined in a class body (``owner`` is that class, ``original.__qualname__`` starts with the
+      class's qualname): no such copy can exist (``from X import Cls.method`` is not Python, and these
+      targets are never re-bound at module level), so the walk is skipped; that saves ~250 ms per start.
+    * A module-level function (``run_eagle_verify``, ``set_mamba_track_indices_from_reqs``, which other SGLang
+      modules import by name): the copies ``from X import name`` makes carry the same name, so one dictionary
+      lookup per loaded module finds them, a fraction of the walk's time (47 ms on 0.5.16). The releases' sources
+      import these targets only so (no ``as``); tests/cpu/test_plugin_load.py checks every copy.
+
+    Any other target (other plugins', classes) still gets SGLang's own walk. Installed once per process, only
+    when this plugin registered something; core.verify() still checks every target.
     """
     from sglang.srt.plugins import hook_registry
 
@@ -160,13 +166,21 @@ def _install_fast_propagate() -> None:
         return
 
     def _propagate_patch(original, wrapped, source_module):
-        if (
-            isinstance(source_module, type)
-            and getattr(original, "__qualname__", "").startswith(source_module.__qualname__ + ".")
-            and any(id(f) in STATE.ours for f in core._chain(wrapped))
-        ):
+        if not any(id(f) in STATE.ours for f in core._chain(wrapped)):
+            return upstream(original, wrapped, source_module)
+        if isinstance(source_module, type) and getattr(original, "__qualname__", "").startswith(
+                source_module.__qualname__ + "."):
             return 0
-        return upstream(original, wrapped, source_module)
+        name = getattr(original, "__name__", None)
+        if not isinstance(source_module, types.ModuleType) or getattr(original, "__qualname__", None) != name:
+            return upstream(original, wrapped, source_module)
+        copies = 0
+        for mod in list(sys.modules.values()):
+            if mod is not source_module and isinstance(mod, types.ModuleType) and \
+                    getattr(mod, "__dict__", {}).get(name) is original:
+                setattr(mod, name, wrapped)
+                copies += 1
+        return copies
 
     _propagate_patch._specv2_fast = True
     _propagate_patch.__wrapped__ = upstream

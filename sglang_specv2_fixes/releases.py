@@ -112,6 +112,19 @@ _FIXES["0.5.11"] = {
     "reasoning-tokens-through-stop": patch("0.5.11"),
     "multi-layer-grammar-mask": patch("0.5.11"),
     "tbo-verify-seq-lens": patch("0.5.11"),
+    "mamba-track-freed-rows": note(
+        OPEN,
+        "EagleVerifyInputV2Mixin.prepare_for_v2_verify, where the track indices are built, is tbo-verify-seq-lens's "
+        "target on 0.5.11 (one fix per function); grammar-result-order closes the known way a freed request reaches "
+        "a verify (the #28986 grammar sync)",
+        check=('sglang.srt.speculative.eagle_info_v2', 'EagleVerifyInputV2Mixin.prepare_for_v2_verify',
+               'fe1799e2bab13260'),
+    ),
+    "inkling-draft-extend-track-guard": note(
+        NOT_APPLICABLE,
+        "no Inkling model before 0.5.16: its short-convolution draft extend is absent",
+        check=('sglang.srt.models.inkling_common.sconv', 'ShortConvolution._update_sconv_cache_for_draft_extend', None),
+    ),
     "multi-layer-draft": note(
         NOT_APPLICABLE,
         "seq_lens_sum is not lazy before 0.5.13: MultiLayerEagleDraftWorker.draft passes model_worker_batch.seq_lens_sum, "
@@ -164,6 +177,7 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
         check=('sglang.srt.speculative.eagle_info_v2', 'EagleVerifyInputV2Mixin.prepare_for_v2_verify',
                '9ad6b05a2ca12517'),
     ),
+    "mamba-track-freed-rows": patch("0.5.12"),
 })
 _FIXES["0.5.13"] = _derive("0.5.12", {
     "multi-token-finish": patch("0.5.13"),
@@ -221,6 +235,7 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     "multi-layer-grammar-mask": patch("0.5.13"),
     "multi-layer-draft": patch("0.5.13"),
     "tbo-verify-seq-lens": "68d3991f75450d87",
+    "mamba-track-freed-rows": patch("0.5.13"),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
     "multi-token-finish": patch("0.5.14"),
@@ -310,6 +325,8 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
     ),
     "multi-layer-draft": patch("0.5.16"),
     "tbo-verify-seq-lens": "d52cc152aa529b83",
+    "mamba-track-freed-rows": patch("0.5.16"),
+    "inkling-draft-extend-track-guard": patch("0.5.16"),
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
     "multi-token-finish": patch("0.5.17"),
@@ -329,6 +346,8 @@ _FIXES["0.5.17"] = _derive("0.5.16", {
     ),
     "multi-layer-draft": patch("0.5.17"),
     "tbo-verify-seq-lens": "88a18f0cd5dd5d59",
+    "mamba-track-freed-rows": patch("0.5.17"),
+    "inkling-draft-extend-track-guard": patch("0.5.17"),
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
     "multi-token-finish": patch("0.5.18"),
@@ -345,6 +364,8 @@ _FIXES["0.5.18"] = _derive("0.5.17", {
         check=('sglang.srt.speculative.multi_layer_eagle_worker_v2', 'MultiLayerEagleDraftWorker._draft_extend_for_decode',
                'a0a13ee2230a245d'),
     ),
+    "mamba-track-freed-rows": patch("0.5.18"),
+    "inkling-draft-extend-track-guard": patch("0.5.18"),
 })
 _FIXES["0.5.19"] = _derive("0.5.18", {
     "draft-decode-positions": "ca3661c7f59d4063",
@@ -356,6 +377,7 @@ _FIXES["0.5.19"] = _derive("0.5.18", {
     "accept-length-split": "a71354e818d059a4",
     "radix-overshoot": patch("0.5.19"),
     "reasoning-tokens-through-stop": patch("0.5.19"),
+    "mamba-track-freed-rows": patch("0.5.19"),
     "multi-layer-draft": "876994e50e62da2a",
 })
 _FIXES["0.5.20"] = _derive("0.5.19", {
@@ -368,6 +390,7 @@ _FIXES["0.5.20"] = _derive("0.5.19", {
     "multi-layer-grammar-mask": "107574408fdb6f11",
     "multi-layer-draft": "8a3bce03bcb851cd",
     "tbo-verify-seq-lens": "548760d639a05b86",
+    "inkling-draft-extend-track-guard": patch("0.5.20"),
 })
 _FIXES["0.5.21"] = _derive("0.5.20", {
     "draft-decode-positions": "1db04a9b1887b395",
@@ -395,6 +418,13 @@ _FIXES["0.5.22"] = _derive("0.5.21", {
     "reasoning-tokens-through-stop": patch("0.5.22"),
     "multi-layer-grammar-mask": "65dfae7bd3c395ed",
     "multi-layer-draft": "f977030ad6c04d7c",
+    "mamba-track-freed-rows": note(
+        UPSTREAM,
+        "#29449's approach: set_mamba_track_indices_from_reqs marks the rows of freed requests -1, which the "
+        "post-verify track scatter skips",
+        check=('sglang.srt.managers.schedule_batch', 'set_mamba_track_indices_from_reqs', '33bec99d4ec53628'),
+    ),
+    "inkling-draft-extend-track-guard": patch("0.5.22"),
     "tbo-verify-seq-lens": "de13591ee64bf29e",
 })
 _FIXES["0.5.23"] = _derive("0.5.22", {
@@ -407,6 +437,7 @@ _FIXES["0.5.23"] = _derive("0.5.22", {
     "seq-lens-helper": "8d9a4a2634685aaa",
     "reasoning-tokens-through-stop": patch("0.5.23"),
     "multi-layer-draft": "1d2d907b75d909a1",
+    "mamba-track-freed-rows": "1b130b4ba2edea99",
 })
 
 for _line, _fixes in _FIXES.items():

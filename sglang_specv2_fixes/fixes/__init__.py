@@ -278,6 +278,39 @@ tbo-verify-seq-lens  [#24319]  two-batch overlap + spec v2: the verify input car
     - applied: patches/tbo-verify-seq-lens/0.5.11.patch (0.5.11)
     - upstream (0.5.12 … 0.5.23)
     Removal: delete when 0.5.11 leaves the supported releases (upstream from 0.5.12: #24319)
+
+mamba-track-freed-rows  [#29449]  hybrid mamba + spec v2: a freed request's verify track row is skipped
+    What: the spec-v2 verify's mamba track indices (EagleVerifyInputV2Mixin.prepare_for_v2_verify on
+        0.5.12.x, set_mamba_track_indices_from_reqs from 0.5.13) are -1 for requests whose
+        mamba_next_track_idx is None (freed or retracted), which the post-verify track scatter skips
+    Why: hybrid Mamba/GDN targets with MTP/EAGLE and --mamba-scheduler-strategy extra_buffer: a
+        freed request in a verify stops the scheduler with a TypeError (up to 0.5.15.post1), or its
+        row points at a track slot another request may own and the commit overwrites that request's
+        mamba state (0.5.16 - 0.5.21)
+    - open (0.5.11)
+    - applied: patches/mamba-track-freed-rows/0.5.12.patch (0.5.12 … 0.5.12.post1)
+    - applied: patches/mamba-track-freed-rows/0.5.13.patch (0.5.13 … 0.5.15.post1)
+    - applied: patches/mamba-track-freed-rows/0.5.16.patch (0.5.16)
+    - applied: patches/mamba-track-freed-rows/0.5.17.patch (0.5.17)
+    - applied: patches/mamba-track-freed-rows/0.5.18.patch (0.5.18)
+    - applied: patches/mamba-track-freed-rows/0.5.19.patch (0.5.19 … 0.5.21)
+    - upstream (0.5.22 … 0.5.23)
+    Removal: per release once it marks freed rows itself (upstream from 0.5.22, #29449's approach)
+
+inkling-draft-extend-track-guard  [beyond upstream (#29449)]  Inkling MTP draft extend: no write at a freed request's -1
+    track slot
+    What: ShortConvolution._update_sconv_cache_for_draft_extend tracks only rows whose mamba track
+        index is >= 0 (crossed is false for a -1 row), from 0.5.16
+    Why: Inkling + MTP with the mamba extra_buffer: a request freed before the verify has track
+        index -1 (0.5.22 on, or mamba-track-freed-rows), and the draft extend's kernel writes its
+        window before the cache
+    - not-applicable (0.5.11 … 0.5.15.post1)
+    - applied: patches/inkling-draft-extend-track-guard/0.5.16.patch (0.5.16)
+    - applied: patches/inkling-draft-extend-track-guard/0.5.17.patch (0.5.17)
+    - applied: patches/inkling-draft-extend-track-guard/0.5.18.patch (0.5.18 … 0.5.19)
+    - applied: patches/inkling-draft-extend-track-guard/0.5.20.patch (0.5.20 … 0.5.21)
+    - applied: patches/inkling-draft-extend-track-guard/0.5.22.patch (0.5.22 … 0.5.23)
+    Removal: per release once upstream guards the draft extend's track slot (open as of 0.5.23)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -293,7 +326,9 @@ from . import (
     draft_extend_kv_range,
     grammar_result_order,
     grammar_run_end,
+    inkling_draft_extend_track_guard,
     live_accept_metrics,
+    mamba_track_freed_rows,
     multi_layer_grammar_mask,
     multi_layer_draft,
     multi_token_finish,
@@ -311,5 +346,5 @@ ALL_FIXES = [m.FIX for m in (
     draft_extend_kv_range, chunked_prefill_draft_chain, bonus_slot_accounting, accept_length_split,
     seq_lens_helper, grammar_result_order, draft_decode_positions, grammar_run_end, multi_token_finish,
     radix_overshoot, reasoning_tokens_through_stop, multi_layer_grammar_mask, multi_layer_draft,
-    tbo_verify_seq_lens,
+    tbo_verify_seq_lens, mamba_track_freed_rows, inkling_draft_extend_track_guard,
 )]

@@ -18,7 +18,10 @@ AUTO = selection.parse("auto", ALL_FIXES)
 PATCHED_HERE = [f.name for f in ALL_FIXES if LINE and isinstance(releases.entry(f.name, LINE), Patched)]
 TARGETS_HERE = [(fix, t) for fix in PATCHED_HERE for t in patchfile.load(fix, releases.entry(fix, LINE).name).targets]
 CHECKED_NOTES = [f.name for f in ALL_FIXES if LINE and isinstance(releases.entry(f.name, LINE), Note)
-                 and releases.entry(f.name, LINE).check]
+                 and releases.entry(f.name, LINE).check and releases.entry(f.name, LINE).check[2]]
+# notes whose check says the function is absent here (fingerprint None)
+ABSENT_NOTES = [f.name for f in ALL_FIXES if LINE and isinstance(releases.entry(f.name, LINE), Note)
+                and releases.entry(f.name, LINE).check and releases.entry(f.name, LINE).check[2] is None]
 
 
 def _ids(ft):
@@ -186,6 +189,18 @@ def test_note_reports_unverified_source(monkeypatch, tmp_path, fix):
     st = core.plan(AUTO).get(fix)
     assert st.state == entry.state and "not verified" in st.reason
     assert not st.targets[0].ok
+
+
+@pytest.mark.parametrize("fix", ABSENT_NOTES)
+def test_note_of_absent_code_is_verified_only_while_absent(monkeypatch, fix):
+    """A not-applicable note whose check expects the function absent: verified on the release (the function is not
+    there); once a function of that name exists (an edited install, a backport) the note is not verified."""
+    entry = releases.entry(fix, LINE)
+    st = core.plan(AUTO).get(fix)
+    assert st.state == entry.state and "source verified" in st.reason and st.targets[0].ok
+    monkeypatch.setattr(core, "_installed_fp", lambda module, qualname: "0123456789abcdef")
+    st = core.plan(AUTO).get(fix)
+    assert st.state == entry.state and "not verified" in st.reason and not st.targets[0].ok
 
 
 @pytest.mark.parametrize("version", ["0.5.10.post1", "0.5.11.dev3+gabc", "0.5.12.post2.dev0", "0.4.0", "9.9.9"])

@@ -98,6 +98,46 @@ print('RESULT ' + json.dumps(dict(
 """
 
 
+# module-level functions among the targets (``from X import name`` copies of them can exist in other modules)
+MODULE_LEVEL = sorted((t.module, t.qualname) for f in PATCHED_HERE
+                      for t in patchfile.load(f, releases.entry(f, LINE).name).targets if "." not in t.qualname)
+
+COPIES = PRELUDE + """
+import importlib, types
+import sglang.srt.managers.scheduler, sglang.srt.speculative.eagle_worker_v2  # before load_plugins(), as a scheduler
+targets = json.loads(sys.argv[1])
+original = {name: getattr(importlib.import_module(module), name) for module, name in targets}
+from sglang.srt.plugins import load_plugins
+load_plugins()
+from sglang_specv2_fixes import core
+def holders(obj, name):
+    return sorted(n for n, m in list(sys.modules.items()) if isinstance(m, types.ModuleType)
+                  and getattr(m, '__dict__', {}).get(name) is obj)
+print('RESULT ' + json.dumps({name: dict(
+    stale=holders(original[name], name), ours=holders(getattr(importlib.import_module(module), name), name),
+    patched=core.is_patched(module + '.' + name)) for module, name in targets}))
+"""
+
+
+@pytest.mark.release_scoped
+@pytest.mark.skipif(not MODULE_LEVEL, reason=f"sglang {VERSION}: every target is a method")
+def test_module_level_targets_replace_every_imported_copy():
+    """A module-level target (``set_mamba_track_indices_from_reqs`` from 0.5.13, ``run_eagle_verify`` from 0.5.16, which
+    other modules import by name) is replaced in every module that imported it before the plugin loaded, as SGLang's own
+    ``sys.modules`` walk would, through the plugin's name lookup (``plugin._install_fast_propagate``)."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT, child_env
+
+    proc = subprocess.run([sys.executable, "-c", COPIES, json.dumps(MODULE_LEVEL)], capture_output=True, text=True,
+                          timeout=240, env=child_env(), cwd=ROOT)
+    r = result_of(proc)
+    for module, name in MODULE_LEVEL:
+        assert r[name]["patched"] and r[name]["stale"] == [], r[name]
+        assert module in r[name]["ours"] and len(r[name]["ours"]) >= 2, r[name]  # its home and an importer
+
+
 @pytest.mark.release_scoped  # runs on every release in CI (ci/run_cpu_tests.sh)
 def test_every_patched_fix_is_applied_through_load_plugins():
     """Every fix the release table patches on this release reaches 'applied' through SGLang's real

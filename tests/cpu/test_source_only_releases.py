@@ -44,6 +44,12 @@ is present (the table must then patch it, or say open). A wrong table entry fail
                 no is_idle() guard); guarded from 0.5.18 (U)
   every release here  tbo-verify-seq-lens: the verify input gets the batch's seq_lens_cpu (#24319: 0.5.12 / 0.5.13
                 prepare_for_v2_verify, from 0.5.14 eagle_utils.eagle_prepare_for_verify) (U; 0.5.11 patched)
+  up to 0.5.21   mamba-track-freed-rows: set_mamba_track_indices_from_reqs builds a freed request's (None) track
+                position unguarded (TypeError, up to 0.5.15.post1) or as position 0 of its request row (0.5.16 on);
+                0.5.22 marks such rows -1 (U)
+  0.5.16 on      inkling-draft-extend-track-guard: ShortConvolution's draft extend tracks every row whose accepted
+                range crosses an interval, whatever its track index (open upstream; the module is absent before
+                0.5.16: NA)
 """
 
 import os
@@ -98,7 +104,11 @@ for _v in EXPECTED:
                                              "up-to:0.5.15.post1") else U,
                                          "multi-layer-draft": B if _v in releases.release_set(
                                              "up-to:0.5.17") else U,
-                                         "tbo-verify-seq-lens": U})
+                                         "tbo-verify-seq-lens": U,
+                                         "mamba-track-freed-rows": B if _v in releases.release_set(
+                                             "up-to:0.5.21") else U,
+                                         "inkling-draft-extend-track-guard": NA if _v in releases.release_set(
+                                             "up-to:0.5.15.post1") else B})
 # 0.5.11 and 0.5.12.x: the releases the CPU suite imports and runs (test_catalog, test_fix_*, ...)
 RUN_HERE = {"0.5.11", "0.5.12", "0.5.12.post1"}
 
