@@ -86,7 +86,8 @@ def test_import_overhead_benchmark_splits_the_cost():
     targets = [t for f in ALL_FIXES if patched_here(f.name)
                for t in patchfile.load(f.name, releases.entry(f.name, LINE).name).targets]
     assert targets and res["hooked_targets"] >= len(targets)  # the plugin hooked its targets ...
-    # ... and only module-level functions (0.5.16+: eagle_worker_common.run_eagle_verify, which other modules may
-    # have imported by name) pay SGLang's sys.modules walk; class-method targets skip it
-    assert res["hook_registry_walks"] == sum("." not in t.qualname for t in targets)
+    # ... and none pays SGLang's sys.modules walk: class-method targets skip it, module-level functions
+    # (run_eagle_verify 0.5.16+, set_mamba_track_indices_from_reqs 0.5.13+) get the plugin's lookup by name
+    # (plugin._install_fast_propagate; test_plugin_load checks that it replaces every imported copy)
+    assert res["hook_registry_walks"] == 0
     assert abs(res["plugin_own_ms"] + res["hook_registry_propagate_ms"] - res["added_ms"]) < 1e-6
