@@ -214,6 +214,23 @@ def build_once(folder, stamp, write, outputs):
             f.write(stamp)
 
 
+def build_shape(out_dir, name, cfg, source):
+    """A config-only model folder (config.json + the word-level tokenizer, no weights: served with
+    ``--load-format dummy``): OUT_DIR/NAME, written once per stamp of ``source`` (the module that defines ``cfg``)
+    and this file; returns its path."""
+    path = os.path.join(os.path.abspath(out_dir), name)
+
+    def write():
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=1)
+        write_tokenizer(path)
+
+    build_once(path, file_stamp(os.path.abspath(source), os.path.abspath(__file__)), write,
+               [os.path.join(path, n) for n in ("config.json", "tokenizer.json")])
+    return path
+
+
 def write_model(path, weights, cfg):
     """One model directory: bf16 safetensors, config.json and the word-level tokenizer."""
     os.makedirs(path, exist_ok=True)

@@ -48,8 +48,6 @@ vocab 1024 (``llama.write_tokenizer``). Non-obvious fields (file:function of the
   ``--speculative-num-steps`` is not checked against it.
 * ``layernorm_epsilon`` (not ``rms_norm_eps``), ``attention_bias``, ``hidden_act`` silu: read unguarded.
 """
-import json, os
-
 from . import llama as tm
 
 NAME = "mimo_v2"
@@ -80,14 +78,4 @@ def config():
 
 def build(out_dir):
     """Write OUT_DIR/mimo_v2 (config.json + tokenizer files) once per stamp; return its path."""
-    path = os.path.join(os.path.abspath(out_dir), NAME)
-
-    def write():
-        os.makedirs(path, exist_ok=True)
-        with open(os.path.join(path, "config.json"), "w") as f:
-            json.dump(config(), f, indent=1)
-        tm.write_tokenizer(path)
-
-    tm.build_once(path, tm.file_stamp(os.path.abspath(__file__), os.path.abspath(tm.__file__)), write,
-                  [os.path.join(path, n) for n in ("config.json", "tokenizer.json")])
-    return path
+    return tm.build_shape(out_dir, NAME, config(), __file__)

@@ -56,8 +56,6 @@ and building ``Qwen3NextForCausalLM`` and ``Qwen3NextForCausalLMMTP`` on the met
 Not checked without a GPU: the FLA / triton GDN kernels, fused MoE and attention kernels with these sizes, mamba
 pool sizing under the rows' ``--mem-fraction-static`` / ``--max-total-tokens``, CUDA graphs of the draft.
 """
-import json, os
-
 from . import llama as tm
 
 NAME = "qwen3_next"
@@ -89,14 +87,4 @@ def config():
 
 def build(out_dir):
     """Write OUT_DIR/qwen3_next (config.json + tokenizer files) once per stamp; return its path."""
-    path = os.path.join(os.path.abspath(out_dir), NAME)
-
-    def write():
-        os.makedirs(path, exist_ok=True)
-        with open(os.path.join(path, "config.json"), "w") as f:
-            json.dump(config(), f, indent=1)
-        tm.write_tokenizer(path)
-
-    tm.build_once(path, tm.file_stamp(os.path.abspath(__file__), os.path.abspath(tm.__file__)), write,
-                  [os.path.join(path, n) for n in ("config.json", "tokenizer.json")])
-    return path
+    return tm.build_shape(out_dir, NAME, config(), __file__)
