@@ -9,9 +9,11 @@ not read.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import inspect
+import itertools
 import os
 import re
 import textwrap
@@ -104,21 +106,57 @@ def _defs(text: str):
     return tuple(out)
 
 
+# line breaks str.splitlines knows besides LF: a text holding any of them is not scanned by ``_code_at`` (whose ``^``
+# only follows LF), so that its line numbers stay str.splitlines'
+_OTHER_BREAKS = re.compile("[\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+@functools.lru_cache(maxsize=16)
+def _starts(text: str):
+    """Offsets of the lines of ``text`` (``_lines``) in it, or None where ``text`` has other line breaks than LF."""
+    if _OTHER_BREAKS.search(text):
+        return None
+    return (0, *itertools.accumulate(map(len, _lines(text))))
+
+
+@functools.lru_cache(maxsize=32)
+def _code_at(indent: int):
+    """Candidates for a line that leaves a block at ``indent``: at most ``indent`` spaces or tabs, then anything but
+    blank, ``#`` or more spaces. A superset of the lines _leaves takes (every candidate is checked as it would be)."""
+    return re.compile(r"^[ \t]{0,%d}[^ \t\n#]" % indent, re.M)
+
+
+def _leaving(lines, i: int, indent: int):
+    """None if line ``i`` stays in a block at ``indent``; else whether it is taken for a multi-line string's tail
+    (True: not left, but noted) or leaves (False)."""
+    stripped = lines[i].lstrip()
+    if not stripped or stripped.startswith("#") or len(lines[i]) - len(stripped) > indent:
+        return None
+    return _in_string_guess(stripped)
+
+
 @functools.lru_cache(maxsize=256)
 def _leaves(text: str, start: int, indent: int) -> Tuple[int, bool]:
     """(0-based first line after ``start`` that leaves the block of the def/class at ``start``, the number of lines
     if none does; whether a line at ``indent`` or less that starts with a quote was taken for the tail of a multi-line
-    string on the way). Leaving: a non-blank, non-comment line at ``indent`` or less that does not look like such a tail."""
+    string on the way). Leaving: a non-blank, non-comment line at ``indent`` or less that does not look like such a tail.
+    Lines are found by a regex scan (``_code_at``) and each candidate checked line by line (``_leaving``): a class
+    body of thousands of lines costs one C-level search, not a Python step per line."""
     lines = _lines(text)
     guessed = False
-    for i in range(start + 1, len(lines)):
-        stripped = lines[i].lstrip()
-        if not stripped or stripped.startswith("#"):
+    starts = _starts(text)
+    if starts is None:  # other line breaks: every line, one by one
+        candidates = range(start + 1, len(lines))
+    else:
+        candidates = (bisect.bisect_right(starts, m.start()) - 1
+                      for m in _code_at(indent).finditer(text, starts[min(start + 1, len(lines))]))
+    for i in candidates:
+        tail = _leaving(lines, i, indent)
+        if tail is None:
             continue
-        if len(lines[i]) - len(stripped) <= indent:
-            if not _in_string_guess(stripped):
-                return i, guessed
-            guessed = guessed or stripped[:1] in "\"'"  # a closing bracket is checked by the balance instead
+        if not tail:
+            return i, guessed
+        guessed = guessed or lines[i].lstrip()[:1] in "\"'"  # a closing bracket is checked by the balance instead
     return len(lines), guessed
 
 

@@ -45,7 +45,7 @@ import sys
 import textwrap
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from .fingerprint import SourceNotFound, fingerprint_source, function_source, read_source
+from .fingerprint import SourceNotFound, _lines, fingerprint_source, function_source, read_source
 
 MAGIC = "specv2-fixes-patch: 1"
 MARK = "__specv2_fix__"  # attribute set on every compiled function: "<fix>:<target>"
@@ -276,13 +276,58 @@ def _patched(pf: PatchFile, root: str):
     return out
 
 
+def _code_cache_dir() -> Optional[str]:
+    """Where compiled patched functions are kept between processes (``SGLANG_SPECV2_FIXES_CODE_CACHE``: a folder,
+    or ``0`` for none; default ``$XDG_CACHE_HOME/sglang-specv2-fixes/code``, else ``~/.cache/...``)."""
+    d = os.environ.get("SGLANG_SPECV2_FIXES_CODE_CACHE")
+    if d is not None:
+        return None if d.strip() in ("", "0") else d
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "sglang-specv2-fixes", "code")
+
+
+def _compile_cached(source: str, filename: str):
+    """``compile(source, filename)`` (exec mode, postponed annotations: upstream annotations may name
+    TYPE_CHECKING-only types), kept as marshal data under ``_code_cache_dir()``, named by the sha256 of the
+    interpreter's bytecode magic, the file name and the source. A pyc for the patched functions: the same
+    source always gives the same code, so a hit is that compile's result; a miss, an unreadable entry or a
+    folder that cannot be written just compiles (nothing written while ``sys.dont_write_bytecode``). Every
+    process of a server compiles the same functions: this saves each one that cost (start cost,
+    docs/performance.md)."""
+    import hashlib
+    import importlib.util
+    import marshal
+
+    d = _code_cache_dir()
+    path = None
+    if d is not None:
+        h = hashlib.sha256(importlib.util.MAGIC_NUMBER + filename.encode() + b"\0" + source.encode())
+        path = os.path.join(d, h.hexdigest()[:32] + ".code")
+        try:
+            with open(path, "rb") as f:
+                return marshal.loads(f.read())
+        except (OSError, ValueError, EOFError, TypeError):
+            pass
+    code = compile(source, filename, "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    if path is not None and not sys.dont_write_bytecode:
+        try:
+            os.makedirs(d, exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(marshal.dumps(code))
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    return code
+
+
 def compile_target(pf: PatchFile, target: Target, path: str, patched: str, span=None) -> Callable:
     """Compile ``target`` out of the patched module text into the target module's globals (``span``: its 1-based
     lines there when known, else it is located)."""
     fp = None
     if span is not None:
         first = span[0]
-        src = "".join(patched.splitlines(keepends=True)[first - 1 : span[1]])
+        src = "".join(_lines(patched)[first - 1 : span[1]])
         fp = fingerprint_source(src)
     if fp != target.after:
         src, first, _ = function_source(patched, target.qualname)
@@ -290,14 +335,8 @@ def compile_target(pf: PatchFile, target: Target, path: str, patched: str, span=
     if fp != target.after:
         raise PatchError(f"{pf.path}: patched {target.dotted} has fingerprint {fp}, header says after={target.after}")
     filename = f"{path} [specv2-fixes {pf.fix}]"
-    linecache.cache[filename] = (len(patched), None, patched.splitlines(keepends=True), filename)
-    code = compile(
-        "\n" * (first - 1) + textwrap.dedent(src),
-        filename,
-        "exec",
-        flags=__future__.annotations.compiler_flag,  # upstream annotations may name TYPE_CHECKING-only types
-        dont_inherit=True,
-    )
+    linecache.cache[filename] = (len(patched), None, list(_lines(patched)), filename)
+    code = _compile_cached("\n" * (first - 1) + textwrap.dedent(src), filename)
     if "." in target.qualname and "super()" in src:
         raise PatchError(f"{target.dotted}: zero-argument super() cannot be compiled outside its class")
     module = importlib.import_module(target.module)

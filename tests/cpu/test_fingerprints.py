@@ -247,6 +247,8 @@ def test_indexed_lookup_equals_the_tokenizer_on_every_def_of_the_target_files():
     texts.append('@dataclass(frozen=True)\nclass A:\n    pass\n\n\n"""doc\n"""\nX = 1\n\n\n'
                  'def f(\n    a,\n) -> int:\n    s = \'\'\'\nb\n\'\'\'\n    return g(\n        a,\n    )\n\n\n'
                  'class B:\n    def h(self):\n        x = [\n1,\n]\n        return x\n    y = 2\n')
+    # line breaks other than LF (a CRLF file): _leaves' regex scan gives way to the line-by-line one
+    texts.append('class C:\r\n    def k(self):\r\n        return 1\r\n\r\n    z = 3\r\nW = 0\r\n')
     seen = 0
     for text in texts:
         for q in _every_def(text):

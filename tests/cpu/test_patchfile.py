@@ -279,6 +279,42 @@ def test_build_compiles_into_the_module_and_tracebacks_show_the_patched_line(pkg
     assert EDITED.splitlines()[frame.lineno - 1].strip() == frame.line
 
 
+def test_compiled_functions_are_kept_and_reused_by_source(pkg, tmp_path, monkeypatch):
+    """The code cache (start cost): a second build loads each patched function's code from the cache folder, the same
+    code a compile gives; an entry that cannot be read is compiled again and rewritten; a changed source is a new
+    entry; ``SGLANG_SPECV2_FIXES_CODE_CACHE=0`` and ``sys.dont_write_bytecode`` write nothing."""
+    import builtins
+
+    root, module, _, text = pkg
+    cache = tmp_path / "code"
+    monkeypatch.setenv("SGLANG_SPECV2_FIXES_CODE_CACHE", str(cache))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    compiled = []
+    real = builtins.compile
+    monkeypatch.setattr(patchfile, "compile", lambda *a, **k: compiled.append(a[1]) or real(*a, **k), raising=False)
+    pf = patchfile.parse(text)
+    first = patchfile.build(pf, root)
+    assert len(compiled) == 2 and len(list(cache.iterdir())) == 2
+    again = patchfile.build(pf, root)
+    assert len(compiled) == 2  # both from the cache
+    for target, fn in again.items():
+        assert fn.__code__ == first[target].__code__ and fn is not first[target]
+    assert again[f"{module}.helper"](1) == 1 + 3 + 1
+    entry = sorted(cache.iterdir())[0]
+    entry.write_bytes(b"not marshal data")
+    patchfile.build(pf, root)
+    assert len(compiled) == 3 and entry.read_bytes() != b"not marshal data"
+    other = patchfile._compile_cached("x = 1\n", "other.py")
+    assert len(compiled) == 4 and len(list(cache.iterdir())) == 3 and other.co_filename == "other.py"
+    for off in ({"SGLANG_SPECV2_FIXES_CODE_CACHE": "0"}, {"dont_write_bytecode": True}):
+        folder = tmp_path / f"none-{len(compiled)}"
+        monkeypatch.setenv("SGLANG_SPECV2_FIXES_CODE_CACHE", off.get("SGLANG_SPECV2_FIXES_CODE_CACHE", str(folder)))
+        monkeypatch.setattr(sys, "dont_write_bytecode", off.get("dont_write_bytecode", False))
+        patchfile._compile_cached("y = 2\n", "other.py")
+        assert not folder.exists()
+    assert len(compiled) == 6
+
+
 def test_after_fingerprint_mismatch_is_an_error(pkg):
     root, module, _, text = pkg
     after = re.search(r"Thing\.step before=[0-9a-f]{16} after=([0-9a-f]{16})", text).group(1)

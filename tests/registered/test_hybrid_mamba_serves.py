@@ -1,0 +1,94 @@
+"""mamba-track-freed-rows on the real server: a hybrid Gated-DeltaNet target (the tiny Qwen3-Next shape, dummy
+weights) with its MTP draft on spec v2 (``--speculative-algorithm NEXTN``, 3 steps / topk 1 / 4 tokens), the radix
+cache on with the mamba ``extra_buffer`` strategy, forced retraction (``SGLANG_TEST_RETRACT``) and the strict busy
+memory check. Requests of mixed lengths finish, are retracted and are aborted while others decode, so freed requests
+meet the spec-v2 verify's mamba track indices (``mamba_next_track_idx`` None): stock up to 0.5.15.post1 stops the
+scheduler with a ``TypeError`` there (#27325, #28407); 0.5.16 / 0.5.17 point the freed row at a slot a live request may
+own (#29449), which dummy weights cannot show as wrong text, so there the row checks only that the server serves.
+CPU: tests/cpu/test_fix_mamba_track_freed_rows.py on each release's real functions.
+
+Dummy weights give near-flat logits, so greedy text is no oracle: every request that is not aborted returns exactly
+``max_new_tokens`` tokens (``ignore_eos``) with finish ``length``, aborted ones return with finish ``abort``, speculative
+verify steps ran and the scheduler stays alive. Server flags: ``tiny_models/qwen3_next.py``'s docstring.
+"""
+
+import concurrent.futures
+import unittest
+
+from sglang_specv2_fixes.testing.client import post, server_info, specv2_state
+from sglang_specv2_fixes.testing.config import MODELS_DIR, prompts
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.rows import SpecChecks
+from sglang_specv2_fixes.testing.server import AB, launch, stop
+from sglang_specv2_fixes.testing.tiny_models import qwen3_next
+from sglang.test.test_utils import CustomTestCase
+
+register_specv2_ci(est_time=240, suite="specv2-gpu", releases="gpu&fix:mamba-track-freed-rows",
+                   bug_in="gpu&fix:mamba-track-freed-rows&up-to:0.5.15.post1")
+
+N, ROUNDS = 32, 2
+
+
+def max_new_tokens(i):
+    return 4 + 5 * (i % 11)
+
+
+class TestHybridMambaServes(CustomTestCase):
+    # no target-only reference (dummy weights): SpecChecks' liveness and abort checks only
+    check_alive = SpecChecks.check_alive
+    check_concurrent_abort = SpecChecks.check_concurrent_abort
+
+    @classmethod
+    def setUpClass(cls):
+        path = qwen3_next.build(MODELS_DIR)
+        cls.process = launch(
+            ["--speculative-algorithm", "NEXTN", "--speculative-draft-model-path", path,
+             "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+             "--load-format", "dummy", "--speculative-draft-load-format", "dummy",
+             "--mamba-scheduler-strategy", "extra_buffer", "--max-running-requests", "16"],
+            target=path, env={"SGLANG_TEST_RETRACT": "1"})
+
+    @classmethod
+    def tearDownClass(cls):
+        stop(cls.process)
+
+    def test_1_config(self):
+        info = server_info()
+        self.assertFalse(info["disable_overlap_schedule"], "overlap off: no spec v2")
+        self.assertFalse(info.get("disable_radix_cache"), "radix cache off: no extra_buffer tracking")
+        state = specv2_state(info)["fixes"]["mamba-track-freed-rows"]["state"]
+        self.assertEqual(state, "applied" if AB == "auto" else "disabled")
+
+    def test_2_mixed_lengths_with_retraction(self):
+        outs = []
+        for rnd in range(ROUNDS):
+            ps = prompts(N, seed=60 + rnd)
+
+            def one(i):
+                body = {"input_ids": ps[i], "sampling_params": {"temperature": 0, "ignore_eos": True,
+                                                                "max_new_tokens": max_new_tokens(i)}}
+                return i, post(body)
+
+            with concurrent.futures.ThreadPoolExecutor(N) as ex:
+                outs += list(ex.map(one, range(N)))
+        wrong = [f"request {i}: {o['meta_info']['finish_reason']} {o['meta_info']['completion_tokens']} tokens"
+                 for i, o in outs
+                 if o["meta_info"]["finish_reason"]["type"] != "length"
+                 or o["meta_info"]["completion_tokens"] != max_new_tokens(i)]
+        accept = server_info()["internal_states"][0].get("avg_spec_accept_length")
+        print(f"hybrid mamba serves ({AB}): {len(wrong)} of {len(outs)} requests wrong; {wrong[:4]}; "
+              f"avg_spec_accept_length {accept}")
+        self.assertEqual(len(outs), N * ROUNDS)
+        self.assertEqual(wrong, [])
+        self.assertIsNotNone(accept)
+        self.check_alive()
+
+    def test_3_concurrent_abort(self):
+        self.check_concurrent_abort(n=16, tokens=600)
+
+    def test_4_mixed_lengths_after_aborts(self):
+        self.test_2_mixed_lengths_with_retraction()
+
+
+if __name__ == "__main__":
+    unittest.main()
