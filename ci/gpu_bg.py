@@ -86,7 +86,8 @@ def start(a):
         if not os.path.exists(os.path.join(SNAP, "tests", "registered", f)):
             sys.exit(f"no such registered file in the snapshot: {f} (--files takes basenames)")
         name = f"{time.time():.6f}-{a.release}-{f}"
-        json.dump(dict(release=a.release, file=f, plugin_env=a.plugin_env), open(os.path.join(QUEUE, name), "w"))
+        json.dump(dict(release=a.release, file=f, plugin_env=a.plugin_env, modes=a.modes),
+                  open(os.path.join(QUEUE, name), "w"))
     say(f"queued {len(a.files)} row(s) of {a.release}: {' '.join(a.files)}")
     if not dispatcher_alive():
         log = open(DLOG, "a")
@@ -97,10 +98,12 @@ def start(a):
     status()
 
 
-def row_command(release, file, slot, timeout, out, plugin_env=()):
+def row_command(release, file, slot, timeout, out, plugin_env=(), modes=None):
     """The row in RELEASE's environment; OUT/rc (its exit status) marks it finished, whatever happened.
-    ``plugin_env``: extra KEY=VALUE for the plugin side only (e.g. SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1)."""
+    ``plugin_env``: extra KEY=VALUE for the plugin side only (e.g. SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1);
+    ``modes``: run_registered's ``--modes`` (default off and auto), e.g. one fix's name alone as its own row."""
     extra = "".join(f" --mode-env {shlex.quote('auto:' + kv)}" for kv in plugin_env)
+    extra += (" --modes " + " ".join(map(shlex.quote, modes))) if modes else ""
     return ("source ci/gpu_prepare.sh {r} > /dev/null && python3 ci/run_registered.py --out {o} --files {f} "
             "--jobs 1 --timeout {t} --gpus 0 --port-base {p} --mode-env auto:SGLANG_SPECV2_FIXES_CHECK=1{x}; "
             "echo $? > {o}/rc").format(r=release, o=out, f=file, t=timeout, p=port_base(slot), x=extra)
@@ -123,10 +126,11 @@ def port_base(slot):
 EARLIER_RUN = re.compile(r"\.run\d+$")
 
 
-def fresh_run_dir(release, file):
-    """The row's run directory, empty. A row queued again (e.g. a timeout re-run) moves its earlier run aside to
+def fresh_run_dir(release, file, modes=None):
+    """The row's run directory, empty (``FILE@MODE+MODE`` for a row run with its own ``--modes``, which may run beside
+    the same file's default row). A row queued again (e.g. a timeout re-run) moves its earlier run aside to
     NAME.runK: wait() and pack() read the new run, not the earlier one's rc and results (session 9)."""
-    out = os.path.join(RUNS, release, file[:-3])
+    out = os.path.join(RUNS, release, file[:-3] + ("@" + "+".join(modes) if modes else ""))
     if os.path.exists(out):
         k = 1
         while os.path.exists(f"{out}.run{k}"):
@@ -147,11 +151,11 @@ def dispatch():
                 break
             task = json.load(open(os.path.join(QUEUE, name)))
             os.remove(os.path.join(QUEUE, name))
-            out = fresh_run_dir(task["release"], task["file"])
+            out = fresh_run_dir(task["release"], task["file"], task.get("modes"))
             slot = free.pop(0)
             log = open(os.path.join(out, "runner.log"), "w")
             p = subprocess.Popen(["bash", "-c", row_command(task["release"], task["file"], slot, conf["timeout"], out,
-                                                          task.get("plugin_env") or ())],
+                                                          task.get("plugin_env") or (), task.get("modes"))],
                                  cwd=SNAP, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                  env={**os.environ, "SPECV2_MODELS": "/tmp/specv2-tiny-models"})
             running[p.pid] = (p, slot, task, time.time())
@@ -261,6 +265,8 @@ def main():
     s.add_argument("--plugin-env", action="append", default=[], metavar="KEY=VALUE",
                    help="extra environment of these rows' plugin side (repeatable), e.g. "
                         "SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1")
+    s.add_argument("--modes", nargs="+", help="run_registered's --modes for these rows (default off auto), e.g. a "
+                   "fix's name: that fix alone (a row of its own: a run of one mode holds one slot's ports)")
     w = sub.add_parser("wait")
     w.add_argument("seconds", type=float)
     sub.add_parser("dispatch")

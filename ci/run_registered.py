@@ -237,7 +237,9 @@ def write_reports(out, facts, results, t_start=None):
             lines.append(f"| {name} | not run | not run | ({why}) |")
             continue
         exp = "stock fails, plugin passes" if any(r["expected_fail"] for r in cells.values()) else "both pass"
-        lines.append(f"| {name} | {fmt(cells.get('off'))} | {fmt(cells.get('auto'))} | {exp}: {'met' if ok else 'NOT MET'} |")
+        others = "".join(f"; `--specv2-fixes {m}`: {fmt(r)}" for m, r in cells.items() if m not in ("off", "auto"))
+        lines.append(f"| {name} | {fmt(cells.get('off'))} | {fmt(cells.get('auto'))} | {exp}: {'met' if ok else 'NOT MET'}"
+                     f"{others} |")
     open(os.path.join(out, "results.md"), "w").write("\n".join(lines) + "\n")
     return lines
 

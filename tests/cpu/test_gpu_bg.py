@@ -36,6 +36,17 @@ def test_every_slot_fits_sglangs_port_limits(gpu_bg):
     cmd = gpu_bg.row_command("0.5.11", "test_tree_topk8.py", 0, 460, "/tmp/x",
                              ["SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1"])
     assert "--mode-env auto:SGLANG_SPECV2_FIXES_CHECK=1 --mode-env auto:SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1" in cmd
+    assert "--modes" not in cmd
+    cmd = gpu_bg.row_command("0.5.13", "test_hybrid_mamba_serves.py", 0, 460, "/tmp/x", (), ["mamba-track-freed-rows"])
+    assert cmd.count("--mode-env") == 1 and " --modes mamba-track-freed-rows;" in cmd
+
+
+def test_a_row_with_its_own_modes_runs_beside_the_default_one(gpu_bg):
+    plain = gpu_bg.fresh_run_dir("0.5.13", "test_hybrid_mamba_serves.py")
+    alone = gpu_bg.fresh_run_dir("0.5.13", "test_hybrid_mamba_serves.py", ["mamba-track-freed-rows"])
+    assert plain != alone and os.path.isdir(plain) and os.path.isdir(alone)  # neither moved the other aside
+    assert sorted(r[1] for r in gpu_bg.rows()) == ["test_hybrid_mamba_serves.py",
+                                                   "test_hybrid_mamba_serves@mamba-track-freed-rows.py"]
 
 
 def test_a_row_queued_again_is_waited_for(gpu_bg, tmp_path):
