@@ -8,8 +8,8 @@
 # Anchor releases run the whole tests/cpu suite; every other release runs the release-scoped subset:
 # the tests marked ``release_scoped`` (registered in pyproject.toml), i.e. those whose outcome depends on
 # the release under test (plugin load through load_plugins to 'applied', the fixes' own tests on the
-# release's objects, its patch series and fingerprints). Release-independent tests (table, patch-file
-# parser, selection grammar, cross-release patch checks) run once per anchor, not 16 times.
+# release's objects, its patch series and fingerprints). Tests marked ``release_independent`` (they read no
+# release on PYTHONPATH: pure-torch emulations, the catalogue's own trees) run on the first anchor only.
 #
 # Anchors: one release per source layout the fixes touch, so every layout gets the whole suite:
 #   0.5.11        SchedulerOutputProcessorMixin decode path; the four fixes patched (the original target)
@@ -19,10 +19,12 @@
 # still build 0.5.11/0.5.12-layout scenarios (tracked in the closing notes).
 # SPECV2_FULL_RELEASES overrides the anchors ("all": every release gets the whole suite);
 # SPECV2_SCOPED_ARGS overrides the subset's pytest selection (shell words, default: -m release_scoped).
-# SPECV2_PARALLEL pytest runs at once (default 1: two whole suites side by side on the 2-core CI machine made
-# the serving harness self-test's timing-dependent checks flaky).
-# pytest's exit 5 (no test collected) counts as a failure. JUnit XML per release: build/junit-<v>.xml;
-# full pytest output per release: build/pytest-<v>.log (printed as each run ends).
+# SPECV2_PARALLEL pytest runs at once (default 2, the CI machine's cores; whole suites first, then the subsets, each
+# run taken by the next free lane). Tests marked ``serial`` (the benchmark harness end to end against fake servers,
+# whose run budgets two busy cores would cut short) are left out of those runs and run afterwards, one pytest at a
+# time, on each anchor (build/*-serial.*).
+# pytest's exit 5 (no test collected) counts as a failure. JUnit XML per run: build/junit-<run>.xml; full pytest
+# output per run: build/pytest-<run>.log (printed as each run ends); <run> is the release, or <release>-serial.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${SPECV2_VENV:-$ROOT/.venv-cpu}
@@ -38,29 +40,34 @@ RELEASES=${SPECV2_RELEASES:-$ALL}
 FULL=${SPECV2_FULL_RELEASES:-"0.5.11 0.5.12.post1 0.5.13.post1"}
 [ "$FULL" = all ] && FULL=$ALL
 SCOPED_ARGS=${SPECV2_SCOPED_ARGS:-"-m release_scoped"}
-PARALLEL=${SPECV2_PARALLEL:-1}
+PARALLEL=${SPECV2_PARALLEL:-2}
 for v in $RELEASES; do
   case " $ALL " in *" $v "*) ;; *) echo "run_cpu_tests: $v has no CPU overlay in the release table" >&2; exit 2 ;; esac
 done
 is_full() { case " $FULL " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+FIRST=""  # the first anchor under test: the release_independent tests run there
+for v in $RELEASES; do is_full "$v" && { FIRST=$v; break; }; done
 
 # whole-suite runs first (the longest), then the subsets
 ORDER=()
 for v in $RELEASES; do is_full "$v" && ORDER+=("$v"); done
 for v in $RELEASES; do is_full "$v" || ORDER+=("$v"); done
 
-run_one() {  # version: pytest on that release, output to build/pytest-<v>.log, exit status to build/rc-<v>
-  local v=$1 sel what
-  if is_full "$v"; then sel=(); what="whole suite"; else eval "sel=($SCOPED_ARGS)"; what="release-scoped ($SCOPED_ARGS)"; fi
+run_one() {  # RUN (a release, or RELEASE-serial): pytest on that release, output to build/pytest-RUN.log, exit to build/rc-RUN
+  local run=$1 v=${1%-serial} sel what
+  if [ "$run" != "$v" ]; then sel=(-m serial); what="serial tests"
+  elif ! is_full "$v"; then eval "sel=($SCOPED_ARGS)"; what="release-scoped ($SCOPED_ARGS)"
+  elif [ "$v" = "$FIRST" ]; then sel=(-m "not serial"); what="whole suite"
+  else sel=(-m "not serial and not release_independent"); what="whole suite (release_independent: on $FIRST)"; fi
   local t=$SECONDS rc=0
   stamp "sglang $v: pytest tests/cpu, $what"
   PYTHONPATH="$VENV/releases/$v" "$VPY" -m pytest -p no:cacheprovider -q -rfEs \
     -W ignore::UserWarning -W ignore::DeprecationWarning \
-    --junitxml="$ROOT/build/junit-$v.xml" "${sel[@]}" "${EXTRA[@]}" tests/cpu >"build/pytest-$v.log" 2>&1 || rc=$?
-  echo "$rc" >"build/rc-$v"
+    --junitxml="$ROOT/build/junit-$run.xml" "${sel[@]}" "${EXTRA[@]}" tests/cpu >"build/pytest-$run.log" 2>&1 || rc=$?
+  echo "$rc" >"build/rc-$run"
   {
     echo "=== sglang $v ($what): pytest exit $rc in $((SECONDS - t))s ==="
-    cat "build/pytest-$v.log"
+    cat "build/pytest-$run.log"
   } | flock build/.print cat
 }
 EXTRA=("$@")
@@ -70,10 +77,13 @@ for v in "${ORDER[@]}"; do
   run_one "$v" &
 done
 wait
+RUNS=()
+for v in $RELEASES; do RUNS+=("$v"); is_full "$v" && RUNS+=("$v-serial"); done
+for v in "${ORDER[@]}"; do is_full "$v" && run_one "$v-serial"; done  # alone on the machine
 
 rc=0
 stamp "summary"
-for v in $RELEASES; do
+for v in "${RUNS[@]}"; do
   r=$(cat "build/rc-$v" 2>/dev/null || echo "?")
   # pytest exit 5 (no tests collected) is a failure here, like any non-zero exit
   [ "$r" = 0 ] || rc=1
@@ -88,10 +98,11 @@ t, f, e, k = (int(s.get(x, 0)) for x in ("tests", "failures", "errors", "skipped
 print(f"{t - f - e - k} passed, {f + e} failed, {k} skipped")
 EOF
 )
-  printf '  %-13s %-6s exit %-3s %s\n' "$v" "$(is_full "$v" && echo whole || echo scoped)" "$r" "$counts"
+  kind=scoped; case "$v" in *-serial) kind=serial ;; *) is_full "$v" && kind=whole ;; esac
+  printf '  %-20s %-6s exit %-3s %s\n' "$v" "$kind" "$r" "$counts"
 done
 # one closing line over every run (junit totals)
-"$VPY" - $(for v in $RELEASES; do echo "build/junit-$v.xml"; done) <<'EOF'
+"$VPY" - $(for v in "${RUNS[@]}"; do echo "build/junit-$v.xml"; done) <<'EOF'
 import sys, xml.etree.ElementTree as ET
 p = f = k = 0
 for path in sys.argv[1:]:

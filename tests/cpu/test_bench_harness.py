@@ -13,6 +13,7 @@ from conftest import ROOT, requires_sglang
 pytestmark = requires_sglang
 
 
+@pytest.mark.serial  # fake servers and run budgets: alone on the machine (ci/run_cpu_tests.sh)
 def test_serving_harness_selftest_on_the_release():
     p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "serving_selftest.py"), "--e2e"],
                        capture_output=True, text=True, timeout=600, cwd=ROOT)

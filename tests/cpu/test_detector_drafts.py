@@ -26,6 +26,8 @@ from sglang_specv2_fixes.testing.tiny_models import detectors
 from sglang_specv2_fixes.testing.tiny_models import llama as tm
 from sglang_specv2_fixes.testing.tiny_models import llama_ref as ref
 
+pytestmark = pytest.mark.release_independent  # ci/run_cpu_tests.sh: on the first anchor release only
+
 HD, NH, NKV = tm.HD, tm.NH, tm.NKV
 
 

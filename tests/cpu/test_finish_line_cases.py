@@ -10,6 +10,8 @@ from sglang_specv2_fixes.testing.config import prompts
 from sglang_specv2_fixes.testing.tiny_models import llama as tm
 from sglang_specv2_fixes.testing.tiny_models import llama_ref as ref
 
+pytestmark = pytest.mark.release_independent  # ci/run_cpu_tests.sh: on the first anchor release only
+
 ROW_PROMPTS = prompts(10, seed=31)  # as the row
 
 

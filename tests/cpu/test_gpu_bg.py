@@ -11,6 +11,8 @@ import pytest
 
 from conftest import ROOT
 
+pytestmark = pytest.mark.release_independent  # ci/run_cpu_tests.sh: on the first anchor release only
+
 
 @pytest.fixture()
 def gpu_bg(tmp_path, monkeypatch):

@@ -26,6 +26,8 @@ import profile_steps  # noqa: E402
 import real_size_report  # noqa: E402
 import serving  # noqa: E402
 
+pytestmark = pytest.mark.release_independent  # ci/run_cpu_tests.sh: on the first anchor release only
+
 sys.path.remove(BENCH)
 
 

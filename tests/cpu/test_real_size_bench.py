@@ -210,6 +210,7 @@ json.dump(dict(rc=rc, seen=seen, env_after=os.environ.get("SGLANG_SIMULATE_ACC_L
 
 
 @requires_sglang
+@pytest.mark.serial  # fake servers and run budgets: alone on the machine (ci/run_cpu_tests.sh)
 def test_harness_real_size_mode_end_to_end_against_fake_servers(tmp_path):
     pytest.importorskip("aiohttp")
     code = f"ROOT = {ROOT!r}\nD = {str(tmp_path)!r}\n" + E2E

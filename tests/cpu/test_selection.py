@@ -3,6 +3,8 @@ import pytest
 from sglang_specv2_fixes import selection
 from sglang_specv2_fixes.fixes import ALL_FIXES
 
+pytestmark = pytest.mark.release_independent  # ci/run_cpu_tests.sh: on the first anchor release only
+
 
 def parse(v):
     return selection.parse(v, ALL_FIXES)
