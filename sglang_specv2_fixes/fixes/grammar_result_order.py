@@ -19,6 +19,16 @@ verify (``supports_grammar_overlap``) and only host-draft algorithms (NGRAM) syn
 without grammar. The only overlap given up is that of a prefill launched right after a speculative grammar decode
 step (stock would overlap that result's processing with the prefill launch).
 
+The pending batch can also be a prefill whose result finishes a grammar request: a retracted request re-prefilled up
+to its grammar's end (or ``max_new_tokens`` 1). Its requests join the next speculative grammar decode, which syncs on
+that result after it is built, and so launches the finished request. Seen on a GPU on 2026-11-26
+(``test_hybrid_mamba_serves.py``: tiny Qwen3-Next, forced retraction, regex requests; the probe's check mode stopped
+the plugin side at such a launch on 0.5.12 - 0.5.13.post1). So a prefill batch's result is processed first too where
+that decode step syncs: up to 0.5.16 when it holds grammar requests under speculative decoding (the release's
+``need_grammar_sync`` without its decode test), from 0.5.17 when ``ScheduleBatch.grammar_needs_sync()`` says so.
+A prefill right after such a prefill then loses its overlap. CPU: tests/cpu/test_issue_28986_overlap_grammar.py
+``test_a_prefill_result_that_finishes_a_grammar_request``.
+
 The PD-disaggregation decode loop (``SchedulerDisaggregationDecodeMixin.event_loop_overlap_disagg_decode``) gets the
 same two changes in every patch file. From 0.5.14 it has the same get-batch / sync / launch order as
 ``event_loop_overlap`` (upstream #28039) and so the same #28986 hazard. Up to 0.5.13 it never asks
@@ -40,8 +50,9 @@ FIX = Fix(
     what=(
         "Scheduler.event_loop_overlap: when the release's is_disable_overlap_for_batch says the pending speculative "
         "grammar decode batch syncs on its result, that result is processed before get_next_batch_to_run (and not "
-        "popped again after the launch); the same in the PD decode loop (event_loop_overlap_disagg_decode), which "
-        "up to 0.5.13 also gets 0.5.14's missing grammar sync (#28039)"
+        "popped again after the launch), and so is a grammar prefill's result where the decode step its requests join "
+        "syncs; the same in the PD decode loop (event_loop_overlap_disagg_decode), which up to 0.5.13 also gets "
+        "0.5.14's missing grammar sync (#28039)"
     ),
     why=(
         "requests finished by the pending result (grammar EOS, stop, length) are launched in the next verify after "

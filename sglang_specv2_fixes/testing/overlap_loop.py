@@ -51,24 +51,27 @@ class StopLoop(Exception):
     """Raised by the stub ``get_next_batch_to_run`` once the prepared batches are used up."""
 
 
-def _batch(reqs, algorithm, has_grammar):
+def _batch(reqs, algorithm, has_grammar, mode="DECODE"):
     """A real ScheduleBatch of the release: a speculative decode step of ``reqs`` (what ``prepare_for_decode`` leaves
-    on the fields the loop and the probe read)."""
+    on the fields the loop and the probe read), or with ``mode`` "EXTEND" their prefill."""
     import torch
     from sglang.srt.managers.schedule_batch import ScheduleBatch
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
     seq_lens = [len(r.origin_input_ids) + len(r.output_ids) for r in reqs]
     fields = {f for f in ScheduleBatch.__dataclass_fields__}
-    kw = dict(reqs=list(reqs), forward_mode=ForwardMode.DECODE, spec_algorithm=algorithm, has_grammar=has_grammar,
+    kw = dict(reqs=list(reqs), forward_mode=getattr(ForwardMode, mode), spec_algorithm=algorithm, has_grammar=has_grammar,
               enable_overlap=True, seq_lens_cpu=torch.tensor(seq_lens, dtype=torch.int64), seq_lens_sum=sum(seq_lens))
     return ScheduleBatch(**{k: v for k, v in kw.items() if k in fields})
 
 
-def grammar_sync_case(algorithm="EAGLE3", around_run_batch=None, pd=False, finishes=True):
+def grammar_sync_case(algorithm="EAGLE3", around_run_batch=None, pd=False, finishes=True, prefill=False):
     """The scheduler, ready for ``run_loop``: (sched, trace, R). ``algorithm``: the speculative algorithm of both
     batches; ``around_run_batch(original, self, batch)``: an AROUND hook for the stub run_batch (the probe's
-    ``_around_run_batch``); ``pd``: stub for the PD decode loop; ``finishes``: B0's result ends R. ``trace``
+    ``_around_run_batch``); ``pd``: stub for the PD decode loop; ``finishes``: B0's result ends R; ``prefill``: B0 is
+    R's prefill (``ForwardMode.EXTEND``: a retracted request re-prefilled up to its grammar's end, whose first token
+    ends it; its result is still processed by the decode step, which is where R's finish is decided either way: the
+    loop's order is what is under test). ``trace``
     lists, in order, ``("schedule", name, {rid: finished when built})``, ``("launch", name, {rid: finished at
     launch})``,
     ``("process", name of the batch whose result was processed)`` and ``("finish-handler", rid)`` (the decode step
@@ -85,7 +88,7 @@ def grammar_sync_case(algorithm="EAGLE3", around_run_batch=None, pd=False, finis
     result.accept_lens, result.next_token_ids = result.accept_lens[:1], result.next_token_ids[:4]
     if finishes:
         live.sampling_params.stop_token_ids = {STOP_TOKEN}  # R stops on the last token of the pending result
-    b0 = _batch(pending.reqs, algo, has_grammar=True)  # R's previous step (nothing pending yet at its launch)
+    b0 = _batch(pending.reqs, algo, has_grammar=True, mode="EXTEND" if prefill else "DECODE")  # nothing pending yet
     b1 = _batch([live], algo, has_grammar=True)  # the next step: finished / retracted rows already filtered out
     names = {id(b0): "B0", id(b1): "B1"}
     trace = []

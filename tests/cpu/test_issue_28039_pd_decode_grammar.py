@@ -129,5 +129,5 @@ def test_without_grammar_no_sync(observed, monkeypatch, plugin):
     from sglang_specv2_fixes.testing import overlap_loop
 
     real = overlap_loop._batch
-    monkeypatch.setattr(overlap_loop, "_batch", lambda reqs, algo, has_grammar: real(reqs, algo, False))
+    monkeypatch.setattr(overlap_loop, "_batch", lambda reqs, algo, has_grammar, **kw: real(reqs, algo, False, **kw))
     check(*run("EAGLE3", plugin=plugin), UNSYNCED)

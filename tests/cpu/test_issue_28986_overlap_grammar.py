@@ -45,10 +45,11 @@ def plugin_loop():
     return body(grammar_result_order, grammar_result_order.FIX.name, target="Scheduler.event_loop_overlap")
 
 
-def run(algorithm, strict=False, plugin=False):
+def run(algorithm, strict=False, plugin=False, prefill=False):
     from sglang_specv2_fixes.testing import overlap_loop
 
-    sched, trace, r = overlap_loop.grammar_sync_case(algorithm, around_run_batch=probe._around_run_batch)
+    sched, trace, r = overlap_loop.grammar_sync_case(algorithm, around_run_batch=probe._around_run_batch,
+                                                     prefill=prefill)
     probe._strict = strict
     try:
         overlap_loop.run_loop(sched, plugin_loop() if plugin else None)
@@ -108,6 +109,30 @@ def test_plugin_processes_the_result_before_building_the_batch(observed, algorit
         check_overlap(trace, r, s)
 
 
+@pytest.mark.parametrize("plugin", [False, pytest.param(True, marks=FIXED_HERE)], ids=["stock", "plugin"])
+def test_a_prefill_result_that_finishes_a_grammar_request(observed, plugin):
+    """B0 is R's prefill, and its result ends R: a retracted grammar request re-prefilled up to its grammar's end (seen
+    on a GPU, tests/registered/test_hybrid_mamba_serves.py on 2026-11-26: check mode stopped the plugin side's
+    scheduler there before this case was covered). Up to 0.5.16 the speculative grammar decode B1 that R joins syncs
+    on that result after B1 is built, so stock launches B1 with R finished; the plugin processes a speculative grammar
+    prefill's result before building the next batch too. Later releases do not sync EAGLE there: whatever order the
+    release's own loop takes (0.5.17 processes this result first, 0.5.18+ overlap it with B1), nothing finished is
+    launched, and the plugin's loop takes the same order."""
+    trace, r, s = run("EAGLE3", plugin=plugin, prefill=True)
+    assert type(r.finished_reason).__name__ == "FINISH_MATCHED_TOKEN"
+    if not EAGLE_SYNCS:
+        assert (s["finished_in_launch"], s["examples"]) == (0, []), (trace, s)
+        assert trace in (OVERLAP_ORDER, RESULT_FIRST_ORDER), trace
+        if plugin:
+            probe.reset()
+            assert trace == run("EAGLE3", prefill=True)[0]  # the stock loop's order
+    elif plugin:
+        assert trace == RESULT_FIRST_ORDER and (s["finished_in_launch"], s["examples"]) == (0, []), (trace, s)
+    else:
+        assert trace == SYNC_ORDER and s["finished_in_launch"] == 1, (trace, s)
+        assert s["examples"] == ["launch rid=live: finished (FINISH_MATCHED_TOKEN) in a decode batch of 1 at run_batch"]
+
+
 @pytest.mark.skipif(not EAGLE_SYNCS, reason=f"sglang {VERSION}: EAGLE + grammar does not take the sync path")
 def test_check_mode_stops_the_loop_at_the_launch(observed):
     """Check mode (SGLANG_SPECV2_FIXES_CHECK=1) raises inside run_batch, before the verify is launched."""
@@ -147,6 +172,6 @@ def test_without_grammar_no_sync(observed, monkeypatch, plugin):
     from sglang_specv2_fixes.testing import overlap_loop
 
     real = overlap_loop._batch
-    monkeypatch.setattr(overlap_loop, "_batch", lambda reqs, algo, has_grammar: real(reqs, algo, False))
+    monkeypatch.setattr(overlap_loop, "_batch", lambda reqs, algo, has_grammar, **kw: real(reqs, algo, False, **kw))
     trace, r, s = run("EAGLE3", plugin=plugin)
     check_overlap(trace, r, s)
