@@ -4,10 +4,12 @@ cache on with the mamba ``extra_buffer`` strategy, xgrammar, forced retraction (
 busy memory check. A request freed before a verify launch that still holds it has ``mamba_next_track_idx`` None:
 stock up to 0.5.15.post1 then stops the scheduler with a ``TypeError`` in the verify's track indices (#27325,
 #28407); 0.5.16 / 0.5.17 point the freed row at a slot a live request may own (#29449), which dummy weights cannot
-show as wrong text, so there the row checks only that the server serves. The known way in is #28986 (up to 0.5.16):
-with a grammar, a speculative decode batch forces a sync that finishes requests of the batch already built, and the
-verify is launched with them (test_grammar_overlap_28986.py); the probe (``SGLANG_SPECV2_FIXES_PROBE``) counts such
-launches. Besides the A/B modes, run the mode ``mamba-track-freed-rows`` (this fix alone, ``grammar-result-order``
+show as wrong text. The known way in is #28986 (up to 0.5.16): with a grammar, a speculative decode batch forces a
+sync that finishes requests of the batch already built, and the verify is launched with them
+(test_grammar_overlap_28986.py); also a retracted grammar request whose re-prefill ends it. The probe
+(``SGLANG_SPECV2_FIXES_PROBE``) counts such launches, and the row requires none (``grammar-result-order``): on 0.5.12.x
+stock launches them (46 and 40 on the GPU, 2026-11-26) without reaching the ``TypeError`` (their track index was
+still set at the launch). Besides the A/B modes, run the mode ``mamba-track-freed-rows`` (this fix alone, ``grammar-result-order``
 off, so the freed rows do reach the verify): it must pass where stock fails. CPU:
 tests/cpu/test_fix_mamba_track_freed_rows.py on each release's real functions.
 
@@ -29,7 +31,7 @@ from sglang_specv2_fixes.testing.tiny_models import qwen3_next
 from sglang.test.test_utils import CustomTestCase
 
 register_specv2_ci(est_time=240, suite="specv2-gpu", releases="gpu&fix:mamba-track-freed-rows",
-                   bug_in="gpu&fix:mamba-track-freed-rows&up-to:0.5.15.post1")
+                   bug_in="gpu&fix:mamba-track-freed-rows&up-to:0.5.16")
 
 N, ROUNDS = 32, 2
 FIX = "mamba-track-freed-rows"
@@ -121,6 +123,8 @@ class TestHybridMambaServes(CustomTestCase):
         self.assertGreater(probe["launch_checks"], 0, "the probe saw no speculative decode launch")
         self.assertEqual(wrong, [])
         self.check_alive()
+        if AB != FIX:  # alone, the fix lets freed rows reach the verify (grammar-result-order off) and must survive them
+            self.assertEqual(probe["finished_in_launch"], 0, f"finished requests at verify launch: {probe['examples']}")
 
     def test_4_concurrent_abort(self):
         self.check_concurrent_abort(n=16, tokens=600)
