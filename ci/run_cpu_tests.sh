@@ -11,10 +11,12 @@
 # release's objects, its patch series and fingerprints). Tests marked ``release_independent`` (they read no
 # release on PYTHONPATH: pure-torch emulations, the catalogue's own trees) run on the first anchor only.
 #
-# Anchors: one release per source layout the fixes touch, so every layout gets the whole suite:
+# Anchors: one release per decode-step layout, so each gets the whole suite:
 #   0.5.11        SchedulerOutputProcessorMixin decode path; the four fixes patched (the original target)
-#   0.5.12.post1  same mixin, skip-stale upstream, tree-drafting's 0.5.12 patch
 #   0.5.13.post1  scheduler_components.batch_result_processor; spec v1 still present (is_spec_v2)
+# 0.5.12.x (the mixin too) was an anchor until the CI run passed 60 minutes (2026-11-26: 4633 s); the fixes' own
+# tests that read its objects (draft-extend-kv-range, chunked-prefill-draft-chain, draft-decode-positions,
+# skip-stale-overlap-updates) are release_scoped, so they run there as on every release they apply to.
 # 0.5.14+ (spec v2 only, Req.kv from 0.5.16) get the release-scoped subset only: many whole-suite tests
 # still build 0.5.11/0.5.12-layout scenarios (tracked in the closing notes).
 # SPECV2_FULL_RELEASES overrides the anchors ("all": every release gets the whole suite);
@@ -37,7 +39,7 @@ bash ci/setup_cpu_env.sh "$VENV"
 VPY="$VENV/bin/python"
 ALL=$(PYTHONPATH="$ROOT" "$VPY" -m sglang_specv2_fixes.releases set cpu)
 RELEASES=${SPECV2_RELEASES:-$ALL}
-FULL=${SPECV2_FULL_RELEASES:-"0.5.11 0.5.12.post1 0.5.13.post1"}
+FULL=${SPECV2_FULL_RELEASES:-"0.5.11 0.5.13.post1"}
 [ "$FULL" = all ] && FULL=$ALL
 SCOPED_ARGS=${SPECV2_SCOPED_ARGS:-"-m release_scoped"}
 PARALLEL=${SPECV2_PARALLEL:-2}

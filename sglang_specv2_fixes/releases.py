@@ -329,7 +329,6 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
     "inkling-draft-extend-track-guard": patch("0.5.16"),
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
-    "grammar-result-order": patch("0.5.17"),  # a grammar prefill's result first only where grammar_needs_sync()
     "multi-token-finish": patch("0.5.17"),
     "draft-decode-positions": "e2c44d33d10a95e8",
     "skip-stale-overlap-updates": "2c4bc18f7e2bf70a",

@@ -122,10 +122,10 @@ grammar-result-order  [#28986, #28039]  spec + grammar + overlap: process the pe
     built
     What: Scheduler.event_loop_overlap: when the release's is_disable_overlap_for_batch says the
         pending speculative grammar decode batch syncs on its result, that result is processed
-        before get_next_batch_to_run (and not popped again after the launch), and so is a grammar
-        prefill's result where the decode step its requests join syncs; the same in the PD decode
-        loop (event_loop_overlap_disagg_decode), which up to 0.5.13 also gets 0.5.14's missing
-        grammar sync (#28039)
+        before get_next_batch_to_run (and not popped again after the launch), and so is a prefill's
+        result where the release's rule says the decode step its requests join syncs; the same in
+        the PD decode loop (event_loop_overlap_disagg_decode), which up to 0.5.13 also gets 0.5.14's
+        missing grammar sync (#28039)
     Why: requests finished by the pending result (grammar EOS, stop, length) are launched in the
         next verify after their request slot and KV were released (hybrid Mamba/GDN targets crash;
         dense targets compute and write KV for freed slots); in PD decode up to 0.5.13 the verify's
@@ -135,8 +135,7 @@ grammar-result-order  [#28986, #28039]  spec + grammar + overlap: process the pe
     - applied: patches/grammar-result-order/0.5.13.patch (0.5.13 … 0.5.13.post1)
     - applied: patches/grammar-result-order/0.5.14.patch (0.5.14)
     - applied: patches/grammar-result-order/0.5.15.patch (0.5.15 … 0.5.15.post1)
-    - applied: patches/grammar-result-order/0.5.16.patch (0.5.16)
-    - applied: patches/grammar-result-order/0.5.17.patch (0.5.17)
+    - applied: patches/grammar-result-order/0.5.16.patch (0.5.16 … 0.5.17)
     - applied: patches/grammar-result-order/0.5.18.patch (0.5.18)
     - applied: patches/grammar-result-order/0.5.19.patch (0.5.19)
     - applied: patches/grammar-result-order/0.5.20.patch (0.5.20)

@@ -23,11 +23,12 @@ The pending batch can also be a prefill whose result finishes a grammar request:
 to its grammar's end (or ``max_new_tokens`` 1). Its requests join the next speculative grammar decode, which syncs on
 that result after it is built, and so launches the finished request. Seen on a GPU on 2026-11-26
 (``test_hybrid_mamba_serves.py``: tiny Qwen3-Next, forced retraction, regex requests; the probe's check mode stopped
-the plugin side at such a launch on 0.5.12 - 0.5.13.post1). So a prefill batch's result is processed first too where
-that decode step syncs: up to 0.5.16 when it holds grammar requests under speculative decoding (the release's
-``need_grammar_sync`` without its decode test), from 0.5.17 when ``ScheduleBatch.grammar_needs_sync()`` says so.
-A prefill right after such a prefill then loses its overlap. CPU: tests/cpu/test_issue_28986_overlap_grammar.py
-``test_a_prefill_result_that_finishes_a_grammar_request``.
+the plugin side at such a launch on 0.5.12 - 0.5.13.post1). So the release's own rule is also asked of a pending
+prefill batch, as the decode step its requests join next (``syncs_as_decode``: a shallow copy with a DECODE forward
+mode): up to 0.5.16 that says yes for every speculative grammar prefill, from 0.5.17 only where
+``ScheduleBatch.grammar_needs_sync()`` does (host-draft algorithms). One patch text can then serve 0.5.16 and 0.5.17
+alike, whose loops are the same function. A prefill right after such a prefill then loses its overlap. CPU:
+tests/cpu/test_issue_28986_overlap_grammar.py ``test_a_prefill_result_that_finishes_a_grammar_request``.
 
 The PD-disaggregation decode loop (``SchedulerDisaggregationDecodeMixin.event_loop_overlap_disagg_decode``) gets the
 same two changes in every patch file. From 0.5.14 it has the same get-batch / sync / launch order as
@@ -41,6 +42,8 @@ order.
 
 from __future__ import annotations
 
+import copy
+
 from ..catalog import Fix
 
 FIX = Fix(
@@ -50,8 +53,8 @@ FIX = Fix(
     what=(
         "Scheduler.event_loop_overlap: when the release's is_disable_overlap_for_batch says the pending speculative "
         "grammar decode batch syncs on its result, that result is processed before get_next_batch_to_run (and not "
-        "popped again after the launch), and so is a grammar prefill's result where the decode step its requests join "
-        "syncs; the same in the PD decode loop (event_loop_overlap_disagg_decode), which up to 0.5.13 also gets "
+        "popped again after the launch), and so is a prefill's result where the release's rule says the decode step "
+        "its requests join syncs; the same in the PD decode loop (event_loop_overlap_disagg_decode), which up to 0.5.13 also gets "
         "0.5.14's missing grammar sync (#28039)"
     ),
     why=(
@@ -65,3 +68,15 @@ FIX = Fix(
         "loops (the PD loop's sync alone, #28039, is upstream from 0.5.14)"
     ),
 )
+
+
+def syncs_as_decode(scheduler, batch, **kwargs) -> bool:
+    """Whether the speculative decode step that the requests of the prefill ``batch`` join next syncs on its result:
+    the release's own ``Scheduler.is_disable_overlap_for_batch`` (``kwargs``: its ``last_batch=`` from 0.5.16) asked of
+    ``batch`` as a decode step (a shallow copy with ``forward_mode`` DECODE; nothing of ``batch`` changes). Up to 0.5.16
+    that is every speculative grammar batch, from 0.5.17 what ``ScheduleBatch.grammar_needs_sync()`` says (host-draft
+    algorithms): one rule, the release's, on every release the patch files serve."""
+    view = copy.copy(batch)
+    view.forward_mode = type(batch.forward_mode).DECODE
+    return bool(scheduler.is_disable_overlap_for_batch(view, **kwargs))
+

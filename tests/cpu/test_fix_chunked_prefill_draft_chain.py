@@ -29,7 +29,7 @@ from conftest import LINE, ROOT, child_env, requires_sglang
 FIX_NAME = "chunked-prefill-draft-chain"
 PATCH_FOR_LINE = {"0.5.11": "0.5.11", "0.5.12": "0.5.12"}  # until releases.py names it
 
-pytestmark = [requires_sglang, pytest.mark.skipif(LINE not in PATCH_FOR_LINE, reason="fix patches 0.5.11 / 0.5.12.x only")]
+pytestmark = [requires_sglang, pytest.mark.skipif(LINE not in PATCH_FOR_LINE, reason="fix patches 0.5.11 / 0.5.12.x only"), pytest.mark.release_scoped]
 
 TARGET = "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker._draft_extend_for_prefill"
 CHUNK = 8

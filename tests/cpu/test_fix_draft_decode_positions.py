@@ -26,7 +26,7 @@ SEQ_LENS, STEPS = [69, 100], 3
 RIGHT = [[69, 100], [70, 101]]  # step i at seq_lens + i
 ONE_PAST = [[70, 101], [71, 102]]
 
-pytestmark = requires_sglang
+pytestmark = [requires_sglang, pytest.mark.release_scoped]
 
 
 def patched_here():

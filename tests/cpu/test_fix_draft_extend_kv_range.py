@@ -39,7 +39,7 @@ FIX_NAME = "draft-extend-kv-range"
 # patch file per code line until releases.py names it (the same functions on 0.5.11 and 0.5.12.x)
 PATCH_FOR_LINE = {"0.5.11": "0.5.11", "0.5.12": "0.5.11"}
 
-pytestmark = [requires_sglang, pytest.mark.skipif(LINE not in PATCH_FOR_LINE, reason="fix patches 0.5.11 / 0.5.12.x only")]
+pytestmark = [requires_sglang, pytest.mark.skipif(LINE not in PATCH_FOR_LINE, reason="fix patches 0.5.11 / 0.5.12.x only"), pytest.mark.release_scoped]
 
 H, D, KVH = 2, 16, 2
 STEPS, ND = 3, 4  # topk 1 chain: num_draft_tokens == steps + 1

@@ -8,7 +8,7 @@ from sglang_specv2_fixes.catalog import Note
 from sglang_specv2_fixes.fixes import ALL_FIXES, skip_stale_overlap_updates
 from sglang_specv2_fixes.testing.scenarios import observe, resolve_name
 
-pytestmark = requires_sglang
+pytestmark = [requires_sglang, pytest.mark.release_scoped]
 FIX = skip_stale_overlap_updates.FIX
 
 
