@@ -7,6 +7,7 @@ unpacks the one bundle it carried and queues that release's rows, and one dispat
 global cap on rows at once, while the next calls bring the next bundles::
 
     python3 ci/gpu_bg.py start RELEASE FILE [FILE ...] [--slots K] [--timeout T] [--plugin-env KEY=VALUE ...]
+                                 [--gpus 0,1]
         (this call) unpack .device-bundle/RELEASE (+ RELEASE-xgrammar) into /tmp/sglang-RELEASE
         (ci/gpu_env.sh), queue one task per FILE (basenames, as ci/run_registered.py --files), start the
         dispatcher if it is not running; returns at once
@@ -86,7 +87,7 @@ def start(a):
         if not os.path.exists(os.path.join(SNAP, "tests", "registered", f)):
             sys.exit(f"no such registered file in the snapshot: {f} (--files takes basenames)")
         name = f"{time.time():.6f}-{a.release}-{f}"
-        json.dump(dict(release=a.release, file=f, plugin_env=a.plugin_env, modes=a.modes),
+        json.dump(dict(release=a.release, file=f, plugin_env=a.plugin_env, modes=a.modes, gpus=a.gpus),
                   open(os.path.join(QUEUE, name), "w"))
     say(f"queued {len(a.files)} row(s) of {a.release}: {' '.join(a.files)}")
     if not dispatcher_alive():
@@ -98,15 +99,18 @@ def start(a):
     status()
 
 
-def row_command(release, file, slot, timeout, out, plugin_env=(), modes=None):
+def row_command(release, file, slot, timeout, out, plugin_env=(), modes=None, gpus="0"):
     """The row in RELEASE's environment; OUT/rc (its exit status) marks it finished, whatever happened.
     ``plugin_env``: extra KEY=VALUE for the plugin side only (e.g. SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1);
-    ``modes``: run_registered's ``--modes`` (default off and auto), e.g. one fix's name alone as its own row."""
+    ``modes``: run_registered's ``--modes`` (default off and auto), e.g. one fix's name alone as its own row;
+    ``gpus``: run_registered's ``--gpus`` (a row registered with ``gpus=2`` needs two ids, e.g. ``0,1``: rows at once
+    then share those GPUs)."""
     extra = "".join(f" --mode-env {shlex.quote('auto:' + kv)}" for kv in plugin_env)
     extra += (" --modes " + " ".join(map(shlex.quote, modes))) if modes else ""
     return ("source ci/gpu_prepare.sh {r} > /dev/null && python3 ci/run_registered.py --out {o} --files {f} "
-            "--jobs 1 --timeout {t} --gpus 0 --port-base {p} --mode-env auto:SGLANG_SPECV2_FIXES_CHECK=1{x}; "
-            "echo $? > {o}/rc").format(r=release, o=out, f=file, t=timeout, p=port_base(slot), x=extra)
+            "--jobs 1 --timeout {t} --gpus {g} --port-base {p} --mode-env auto:SGLANG_SPECV2_FIXES_CHECK=1{x}; "
+            "echo $? > {o}/rc").format(r=release, o=out, f=file, t=timeout, g=shlex.quote(gpus), p=port_base(slot),
+                                        x=extra)
 
 
 # A row (run_registered --jobs 1: its slot 0) uses ports base .. base + 1520 (stock on base, plugin on base + 1000,
@@ -155,7 +159,8 @@ def dispatch():
             slot = free.pop(0)
             log = open(os.path.join(out, "runner.log"), "w")
             p = subprocess.Popen(["bash", "-c", row_command(task["release"], task["file"], slot, conf["timeout"], out,
-                                                          task.get("plugin_env") or (), task.get("modes"))],
+                                                          task.get("plugin_env") or (), task.get("modes"),
+                                                          task.get("gpus") or "0")],
                                  cwd=SNAP, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                  env={**os.environ, "SPECV2_MODELS": "/tmp/specv2-tiny-models"})
             running[p.pid] = (p, slot, task, time.time())
@@ -267,6 +272,8 @@ def main():
                         "SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1")
     s.add_argument("--modes", nargs="+", help="run_registered's --modes for these rows (default off auto), e.g. a "
                    "fix's name: that fix alone (a row of its own: a run of one mode holds one slot's ports)")
+    s.add_argument("--gpus", default="0", help="run_registered's --gpus for these rows (default 0); 0,1 for a row "
+                   "registered with gpus=2 (e.g. test_dp2_multi_layer_idle.py on nvidia-h100-x2)")
     w = sub.add_parser("wait")
     w.add_argument("seconds", type=float)
     sub.add_parser("dispatch")

@@ -41,6 +41,9 @@ def test_every_slot_fits_sglangs_port_limits(gpu_bg):
     assert "--modes" not in cmd
     cmd = gpu_bg.row_command("0.5.13", "test_hybrid_mamba_serves.py", 0, 460, "/tmp/x", (), ["mamba-track-freed-rows"])
     assert cmd.count("--mode-env") == 1 and " --modes mamba-track-freed-rows;" in cmd
+    assert " --gpus 0 " in cmd  # one GPU unless asked
+    cmd = gpu_bg.row_command("0.5.16", "test_dp2_multi_layer_idle.py", 1, 460, "/tmp/x", gpus="0,1")
+    assert " --gpus 0,1 " in cmd and f"--port-base {bases[1]}" in cmd
 
 
 def test_a_row_with_its_own_modes_runs_beside_the_default_one(gpu_bg):
