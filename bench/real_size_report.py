@@ -11,6 +11,14 @@ profiles where the runs have none. Writes OUT_DIR/NAME.json (``points``: ``plugi
 pairs of plugin / stock output tok/s, ``stock_tok_s``, ``plugin_tok_s``, ``pairs``, ``tp``; ``profiles`` and
 ``host_profiles`` when the runs have some), OUT_DIR/NAME.md (table, per-pair ratios, sanity checks) and
 OUT_DIR/NAME.png (with matplotlib). The schema in full: docs/bench/README.md.
+
+    python3 bench/real_size_report.py --parity [--out-dir docs/bench] [--name upstream-parity] [--previous P] RESULTS...
+
+Upstream parity (issue 30): runs whose sides are ``upstream=off@BASELINE`` (a) and ``plugin=auto@RELEASE`` (b)
+(``bench/serving.py --side``) give OUT_DIR/NAME.json ``{"device", "date", "commit", "model", "acc_len", "points":
+[{"release", "baseline_release", "backend", "config", "concurrency", "plugin_over_upstream", "pairs", "tp",
+"upstream_tok_s", "plugin_tok_s", "pair_ratios"}]}`` (``plugin_over_upstream``: median over pairs of plugin /
+upstream output tok/s) and NAME.md; ``--previous`` keeps an earlier parity file's points where the runs have none.
 """
 
 from __future__ import annotations
@@ -487,6 +495,75 @@ def write(runs, out_dir, name, commit=None, previous=None):
     return summary, written
 
 
+PARITY_SIDES = ("upstream", "plugin")
+PARITY_CONFIG = {"eagle3-topk1": "chain"}  # the issue's name of the configuration; the rest keep serving.py's
+
+
+def _arg(args, flag, default=None):
+    return args[args.index(flag) + 1] if flag in args[:-1] else default
+
+
+def parity(paths, commit=None, previous=None):
+    """The upstream-parity summary of upstream/plugin runs (module docstring) and its Markdown."""
+    points, metas = {}, []
+    for path in paths:
+        r = read_results(path)
+        m = r.get("meta", {})
+        if not m.get("real_size") or plot.side_names(r) != PARITY_SIDES:
+            raise SystemExit(f"{path}: sides {plot.side_names(r)}: --parity reads real-size runs of the sides "
+                             "upstream=off@BASELINE and plugin=auto@RELEASE")
+        metas.append(m)
+        tp = variant(m)[0]
+        for name, cfg in r.get("configs", {}).items():
+            sides = cfg.get("sides", {})
+            rel, base = sides["plugin"].get("version"), sides["upstream"].get("version")
+            if not rel or not base:  # a side that did not start: no point
+                continue
+            backend = _arg(cfg.get("server_args", []), "--attention-backend", "default")
+            for row in plot.summarize({"meta": m, "configs": {name: cfg}}):
+                if row["pairs"] < 1 or row["throughput_ratio"] is None:
+                    continue
+                pt = {"release": rel, "baseline_release": base, "backend": backend,
+                      "config": PARITY_CONFIG.get(name, name), "concurrency": row["concurrency"],
+                      "plugin_over_upstream": round(row["throughput_ratio"], 3), "pairs": row["pairs"], "tp": tp,
+                      "upstream_tok_s": round(row["output_throughput"]["upstream"], 1),
+                      "plugin_tok_s": round(row["output_throughput"]["plugin"], 1),
+                      "pair_ratios": [round(x, 3) for x in row["pair_throughput_ratios"]]}
+                key = (rel, base, backend, pt["config"], tp, pt["concurrency"])
+                if key not in points or pt["pairs"] >= points[key]["pairs"]:
+                    points[key] = pt
+    prev = previous or {}
+    for p in prev.get("points", []):
+        key = (p["release"], p["baseline_release"], p["backend"], p["config"], int(p.get("tp") or 1), p["concurrency"])
+        points.setdefault(key, p)
+    order = lambda k: (_release_key(k[0]), _release_key(k[1]), k[2], k[4], _config_key(  # noqa: E731
+        {v: n for n, v in PARITY_CONFIG.items()}.get(k[3], k[3])), k[5])
+    summary = {
+        "device": _joined([m.get("device") for m in metas] + [prev.get("device")]),
+        "date": max([m.get("date") or "" for m in metas] + [prev.get("date") or ""]) or None,
+        "commit": _joined([_joined(m["real_size"].get("commit") for m in metas) or commit, prev.get("commit")]),
+        "model": _one([_hl(m["real_size"].get("model")) for m in metas] + ([prev["model"]] if prev.get("model") else []),
+                      "model"),
+        "acc_len": _one([m["real_size"].get("acc_len") for m in metas] + ([prev["acc_len"]] if "acc_len" in prev else []),
+                        "acc_len"),
+        "points": [points[k] for k in sorted(points, key=order)],
+    }
+    md = [f"# Upstream parity: the plugin on a pinned release vs upstream's own spec v2", "",
+          f"{summary['device']}, {summary['date']}, commit {summary['commit']}; Llama-shaped target (hidden "
+          f"{(summary['model'] or {}).get('hidden_size')}, {(summary['model'] or {}).get('num_hidden_layers')} layers, "
+          "dummy weights) + 1-layer EAGLE3 draft, "
+          f"`SGLANG_SIMULATE_ACC_LEN={summary['acc_len']}` on both sides, the same KV pool (`--max-total-tokens`). "
+          "Ratio: median over alternating pairs of plugin / upstream output tok/s (> 1: the plugin is faster). "
+          "Generated by `bench/real_size_report.py --parity`.", "",
+          "| release | upstream | backend | TP | config | conc | pairs | upstream tok/s | plugin tok/s | plugin / upstream "
+          "| per pair |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for p in summary["points"]:
+        md.append(f"| {p['release']} | {p['baseline_release']} | {p['backend']} | {p.get('tp', 1)} | {p['config']} | "
+                  f"{p['concurrency']} | {p['pairs']} | {p.get('upstream_tok_s', '')} | {p.get('plugin_tok_s', '')} | "
+                  f"{p['plugin_over_upstream']:.3f} | {', '.join(f'{x:.3f}' for x in p.get('pair_ratios') or [])} |")
+    return summary, "\n".join(md) + "\n"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -497,11 +574,28 @@ def main(argv=None):
     ap.add_argument("--previous", default=None, metavar="SUMMARY_JSON",
                     help="an earlier NAME.json whose points are kept where the runs have no (release, tp, shape, "
                          "config) of their own (e.g. docs/bench/real-size-latest.json: TP 1 beside new TP 2 points)")
+    ap.add_argument("--parity", action="store_true", help="the upstream-parity summary of upstream/plugin runs "
+                    "(default --name upstream-parity)")
     a = ap.parse_args(argv)
     previous = None
     if a.previous:
         with open(a.previous) as f:
             previous = json.load(f)
+    if a.parity:
+        summary, md = parity(a.results, a.commit, previous)
+        base = os.path.join(a.out_dir, a.name if a.name != "real-size-latest" else "upstream-parity")
+        os.makedirs(a.out_dir, exist_ok=True)
+        with open(base + ".json", "w") as f:
+            json.dump(summary, f, indent=1)
+            f.write("\n")
+        with open(base + ".md", "w") as f:
+            f.write(md)
+        for p in summary["points"]:
+            print(f"[real_size_report] {p['release']} vs {p['baseline_release']} {p['backend']} TP{p['tp']} "
+                  f"{p['config']} c={p['concurrency']}: plugin/upstream {p['plugin_over_upstream']:.3f} "
+                  f"over {p['pairs']} pairs")
+        print(f"[real_size_report] wrote {base}.json, {base}.md")
+        return 0
     summary, written = write(load(a.results), a.out_dir, a.name, a.commit, previous)
     for p in written:
         print(f"[real_size_report] wrote {p}")

@@ -622,3 +622,58 @@ def test_report_reads_results_inside_run_archives(tmp_path):
     assert f"`{cited}`" in md and str(plain) not in md
     with pytest.raises(SystemExit, match=r"no file 'bench-0.5.12/results.json' .*bench-0.5.11/results.json"):
         real_size_report.main(["--out-dir", str(tmp_path / "c"), f"{archive}:bench-0.5.12/results.json"])
+
+
+def upstream_run(release, baseline, configs, backend="triton", tp=2):
+    """``synthetic``'s run with the sides of the upstream pairing: a = upstream=off@BASELINE, b = plugin=auto@RELEASE."""
+    r = synthetic(release, {}, tp=tp)
+    r["meta"]["sides"] = [dict(name="upstream", selection="off", release=baseline, env={}),
+                          dict(name="plugin", selection="auto", release=release, env={})]
+    for name, pts in configs.items():
+        for p in pts:
+            p["side"] = "upstream" if p["side"] == "stock" else p["side"]
+        r["configs"][name] = {"about": name, "points": pts, "greedy": None,
+                              "server_args": ["--attention-backend", backend, "--tp-size", str(tp)],
+                              "sides": {"upstream": {"version": baseline}, "plugin": {"version": release}}}
+    return r
+
+
+def test_parity_report_of_upstream_pairings(tmp_path):
+    """``--parity``: plugin / upstream per (release, baseline, backend, config, TP, concurrency), the median over
+    pairs; the issue's schema; a side that did not start gives no point; --previous keeps other points; a stock /
+    plugin run is refused."""
+    sys.path.insert(0, BENCH)
+    try:
+        import real_size_report
+    finally:
+        sys.path.remove(BENCH)
+    up, pl = [100.0, 110.0, 90.0], [95.0, 99.0, 93.0]  # 0.95, 0.9, 1.0333 -> median 0.95
+    r = upstream_run("0.5.11", "0.5.17", {"eagle3-topk1": _points(1, 3, up, pl),
+                                           "tree-topk4": _points(8, 3, [200.0] * 3, [210.0, 190.0, 200.0])})
+    down = upstream_run("0.5.11", "0.5.17", {"tree-topk8": _points(1, 3, up, pl)})
+    down["configs"]["tree-topk8"]["sides"]["plugin"]["version"] = None  # never came up
+    paths = [str(tmp_path / "a.json"), str(tmp_path / "b.json")]
+    json.dump(r, open(paths[0], "w"))
+    json.dump(down, open(paths[1], "w"))
+    prev = {"device": "NVIDIA H200", "date": "2026-11-20 10:00 UTC", "commit": "0ld", "acc_len": 3.0,
+            "model": {"hidden_size": 4096, "num_hidden_layers": 32},
+            "points": [{"release": "0.5.12.post1", "baseline_release": "0.5.17", "backend": "flashinfer",
+                        "config": "chain", "concurrency": 32, "plugin_over_upstream": 0.99, "pairs": 3, "tp": 1}]}
+    json.dump(prev, open(tmp_path / "prev.json", "w"))
+    assert real_size_report.main(["--parity", "--out-dir", str(tmp_path / "out"), "--previous",
+                                  str(tmp_path / "prev.json"), *paths]) == 0
+    s = json.load(open(tmp_path / "out" / "upstream-parity.json"))
+    assert set(s) == SCHEMA_TOP and s["acc_len"] == 3.0 and s["commit"] == "abc123def456 + 0ld"
+    pts = {(p["release"], p["backend"], p["config"], p["tp"], p["concurrency"]): p for p in s["points"]}
+    assert list(pts) == [("0.5.11", "triton", "chain", 2, 1), ("0.5.11", "triton", "tree-topk4", 2, 8),
+                         ("0.5.12.post1", "flashinfer", "chain", 1, 32)]
+    chain = pts[("0.5.11", "triton", "chain", 2, 1)]
+    assert {"release", "baseline_release", "backend", "config", "concurrency", "plugin_over_upstream", "pairs"} <= set(chain)
+    assert chain["baseline_release"] == "0.5.17" and chain["pairs"] == 3
+    assert chain["plugin_over_upstream"] == round(statistics.median(b / a for a, b in zip(up, pl)), 3) == 0.95
+    assert chain["upstream_tok_s"] == 100.0 and chain["plugin_tok_s"] == 95.0
+    md = open(tmp_path / "out" / "upstream-parity.md").read()
+    assert "| 0.5.11 | 0.5.17 | triton | 2 | chain | 1 | 3 | 100.0 | 95.0 | 0.950 |" in md
+    json.dump(synthetic("0.5.11", {"tree-topk4": _points(1, 3, up, pl)}), open(tmp_path / "stock.json", "w"))
+    with pytest.raises(SystemExit, match="--parity reads"):
+        real_size_report.main(["--parity", "--out-dir", str(tmp_path / "x"), str(tmp_path / "stock.json")])
