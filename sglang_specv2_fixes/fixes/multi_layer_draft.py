@@ -27,6 +27,18 @@ round: with DP attention a rank that has no requests still runs the draft extend
 that rank. 0.5.18 skips the planning on an idle round, and so do the patches of 0.5.13 … 0.5.17. The runner's own idle
 forward (``EagerRunner._execute_idle``) plans a padded idle batch itself and drops stale metadata otherwise.
 
+**The DP padding (beyond upstream, open through 0.5.23).** With DP attention the runner's forward first pads the batch
+to the largest rank's token count (``ForwardBatch.prepare_mlp_sync_batch``, MAX_LEN), but every plan of the eager draft
+extend is made before that (the preparation's of runner 0, "Planned pre-pad", and the per-step ones), and the
+preparation marks the batch so that the forward does not plan again: the attention writes the padded K/V to the plan's
+unpadded cache locations (fa3 takes the sliding-window write locations from its plan: ``Size mismatch for
+shape#0('batch_size'): expected 28 but got 24`` in ``set_kv_buffer``, and the rank with fewer tokens stops; GPU row
+test_dp2_multi_layer_idle.py on 0.5.16 / 0.5.17). The patches of 0.5.13 … 0.5.17 mark each step's plan
+``replan_equivalent``: the forward plans again, with the same backend, exactly when the padding reshaped the batch (as
+the loop's own comment asks: "each step's forward must init its own metadata post-pad"); without DP attention, or on
+the rank with the most tokens, nothing more is planned. Not patched on 0.5.11 … 0.5.12.post1 and 0.5.18 … 0.5.23 (known
+bug ``multi-layer-dp-padding``).
+
 ``on_import`` as ``multi-layer-grammar-mask``: SGLang imports ``multi_layer_eagle_worker_v2`` only when multi-layer
 EAGLE is on.
 """

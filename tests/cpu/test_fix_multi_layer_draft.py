@@ -11,6 +11,17 @@ batch; the plugin plans each of them before its forward. 0.5.16 / 0.5.17 plan ev
 round on 0.5.13 … 0.5.17, as 0.5.18 does. The test's runners record, at each forward, whether their backend was
 planned for the batch being run; their planning raises on an idle round, as the real backends' does.
 
+The draft extend with DP attention: every plan of the eager draft extend (the preparation's of runner 0, the per-step
+ones) is made before the runner's forward pads the batch to the largest rank's token count
+(``ForwardBatch.prepare_mlp_sync_batch``, MAX_LEN), and the preparation's mark forbids the forward to plan again: the
+attention then writes the padded K/V to the plan's unpadded cache locations (fa3 takes the sliding-window write
+locations from the plan: ``Size mismatch`` in ``set_kv_buffer`` on the rank with fewer tokens, GPU row
+test_dp2_multi_layer_idle.py on 0.5.16 / 0.5.17). Stock, on every release; the plugin (0.5.13 … 0.5.17) marks each
+step's plan ``replan_equivalent``, so the forward plans again after the padding. Here the batch is the release's real
+``ForwardBatch`` (its ``mark_forward_metadata_ready`` / ``needs_forward_metadata_init`` / ``_pad_inputs_to_size``), and
+the runners' forward does what ``ModelRunner._forward_raw`` does around the model: pad (MAX_LEN), plan if the batch
+needs it (the eager runner's extend), run; the backend's plan records the cache locations it was made for.
+
 The functions under test are the release's ``MultiLayerEagleDraftWorker.draft`` (stock, or the plugin's, compiled from
 the release's source and the patch file) and the release's real ``build_tree_kernel_efficient``, run on a worker made
 without ``__init__``. The GPU-only steps are stand-ins: the draft batch preparation and the draft forward return fixed
@@ -152,27 +163,53 @@ def test_the_rule_is_the_release_eagle_worker_v2_rule():
 STEPS_EXTEND = 3
 
 
-def run_draft_extend(plugin, monkeypatch, idle=False):
+def dp_padded_forward_batch(bs):
+    """The release's real ForwardBatch of a draft extend (NUM_DRAFT tokens per request), as the preparation makes it."""
+    from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
+
+    n = bs * NUM_DRAFT
+    spec_info = types.SimpleNamespace(is_draft_input=lambda: True, hidden_states=torch.zeros(n, 8),
+                                      num_tokens_per_req=NUM_DRAFT, pad_batch=lambda pad, bs: None)
+    fb = ForwardBatch(forward_mode=ForwardMode.DRAFT_EXTEND_V2, batch_size=bs, input_ids=torch.zeros(n, dtype=torch.long),
+                      req_pool_indices=torch.arange(bs), seq_lens=torch.tensor(SEQ_LENS) + NUM_DRAFT,
+                      out_cache_loc=torch.arange(100, 100 + n), seq_lens_sum=None, positions=torch.zeros(n, dtype=torch.long),
+                      spec_info=spec_info)
+    if VERSION in DRAFT_BUGGY:  # up to 0.5.15.post1 the padding extends the LoRA ids unconditionally
+        fb.lora_ids = [None] * bs
+    return fb
+
+
+def run_draft_extend(plugin, monkeypatch, idle=False, dp_pad_to=None):
     """Call the release's (or the plugin's) ``_draft_extend_for_decode`` with no draft-extend CUDA graph; returns, per
     step, whether that step's runner's attention backend was planned for the batch when the runner ran it. ``idle``: a
-    DP-attention rank's empty round, which the preparation does not plan (its planning would raise on no requests)."""
+    DP-attention rank's empty round, which the preparation does not plan (its planning would raise on no requests).
+    ``dp_pad_to``: DP attention, another rank runs that many requests: each forward pads the batch to them first, and
+    the step counts as planned when its backend's plan is for the padded cache locations the attention writes."""
     from sglang.srt.speculative import multi_layer_eagle_worker_v2 as mod
 
     from sglang_specv2_fixes import core
 
     bs, vocab = len(SEQ_LENS), 32
-    forward_batch = types.SimpleNamespace(spec_info=types.SimpleNamespace(), extend_seq_lens=None,
-                                          mark_forward_metadata_ready=lambda *a, **k: None,
-                                          forward_mode=types.SimpleNamespace(is_idle=lambda: idle))
+    if dp_pad_to is None:
+        forward_batch = types.SimpleNamespace(spec_info=types.SimpleNamespace(), extend_seq_lens=None,
+                                              mark_forward_metadata_ready=lambda *a, **k: None,
+                                              forward_metadata_ready=True,  # the preparation marks the batch planned
+                                              forward_mode=types.SimpleNamespace(is_idle=lambda: idle))
+    else:
+        forward_batch = dp_padded_forward_batch(bs)
+    # what ForwardBatch._pad_inputs_to_size reads of the model runner: the backend's fill value for padded seq_lens
+    pad_runner = types.SimpleNamespace(attn_backend=types.SimpleNamespace(get_cuda_graph_seq_len_fill_value=lambda: 1))
     seen = []
 
     class AttnBackend:
-        planned_for = None
+        planned_for = planned_locs = None
 
         def init_forward_metadata(self, fb):
             if idle:  # the real backends read the batch's sequence lengths: an empty round raises (#33892)
                 raise ValueError("max() arg is an empty sequence")
             self.planned_for = fb
+            # fa3 translates the batch's out_cache_loc into the sliding-window write locations when it plans
+            self.planned_locs = getattr(fb, "out_cache_loc", None)
 
     class Runner:
         def __init__(self, step):
@@ -180,7 +217,21 @@ def run_draft_extend(plugin, monkeypatch, idle=False):
             self.req_to_token_pool = self.token_to_kv_pool = None
 
         def forward(self, fb, **kw):
-            seen.append(self.attn_backend.planned_for is fb)
+            if dp_pad_to is None:
+                seen.append(self.attn_backend.planned_for is fb)
+            else:
+                # ModelRunner._forward_raw with DP attention: prepare_mlp_sync_batch pads the batch to the largest
+                # rank's token count (MAX_LEN; batch size = tokens / tokens per request), then the eager runner's
+                # extend plans it unless it is marked planned (needs_forward_metadata_init), then the model runs:
+                # the attention writes as many K/V rows as the padded batch has tokens, to the plan's locations
+                raw_bs = fb.batch_size
+                fb.batch_size = dp_pad_to
+                fb._pad_inputs_to_size(pad_runner, dp_pad_to * NUM_DRAFT, dp_pad_to)
+                if fb.needs_forward_metadata_init():
+                    self.attn_backend.init_forward_metadata(fb)
+                locs = self.attn_backend.planned_locs
+                seen.append(locs is not None and locs.shape[0] == fb.input_ids.shape[0])
+                fb.batch_size = raw_bs  # post_forward_mlp_sync_batch restores the batch size
             if self.step == STEPS_EXTEND - 1:
                 raise Stop
             return types.SimpleNamespace(logits_output=types.SimpleNamespace(
@@ -195,6 +246,7 @@ def run_draft_extend(plugin, monkeypatch, idle=False):
     def prepare(*args, **kw):  # the release's preparation: plans runner 0 only (not an idle round), marks the batch
         if not idle:
             runners[0].attn_backend.init_forward_metadata(forward_batch)
+            forward_batch.mark_forward_metadata_ready()  # pre-pad, no re-plan ("Planned pre-pad" in the release)
         return forward_batch
 
     class Input:  # EagleDraftInput (0.5.13) / EagleDraftExtendInput (0.5.14 on)
@@ -261,11 +313,52 @@ def test_the_patched_releases_are_the_draft_and_the_extend_ranges():
     assert set(releases.release_set(f"fix:{FIX}")) == DRAFT_BUGGY | IDLE_PLANNED
 
 
-@pytest.mark.skipif(VERSION is None or VERSION in DRAFT_BUGGY | IDLE_PLANNED
-                    or VERSION in releases.release_set("up-to:0.5.12.post1"),
-                    reason=f"sglang {VERSION}: not an upstream-fixed release (0.5.18+)")
+UPSTREAM_FROM_18 = pytest.mark.skipif(VERSION is None or VERSION in DRAFT_BUGGY | IDLE_PLANNED
+                                      or VERSION in releases.release_set("up-to:0.5.12.post1"),
+                                      reason=f"sglang {VERSION}: not an upstream-fixed release (0.5.18+)")
+
+
+@UPSTREAM_FROM_18
 def test_upstream_skips_an_idle_round_from_0_5_18(monkeypatch):
     """What the release table's upstream note claims, on the release's own draft extend: every busy step planned,
     nothing planned (and nothing raised) on an idle round."""
     assert run_draft_extend(False, monkeypatch) == [True, True, True]
     assert run_draft_extend(False, monkeypatch, idle=True) == [False, False, False]
+
+
+DP_PAD_TO = len(SEQ_LENS) + 1  # the other DP rank runs one request more
+
+
+@pytest.mark.skipif(VERSION is None or VERSION in releases.release_set("up-to:0.5.12.post1"),
+                    reason=f"sglang {VERSION}: the harness runs the draft extend of 0.5.13 on")
+def test_stock_eager_draft_extend_plans_before_the_dp_padding(monkeypatch):
+    """Stock, every release from 0.5.13 (0.5.18 … 0.5.23 included: known bug multi-layer-dp-padding): step 0 runs on
+    the preparation's plan, made before the padding and marked planned, so the forward does not plan again and the
+    attention writes DP_PAD_TO * NUM_DRAFT K/V rows to len(SEQ_LENS) * NUM_DRAFT locations. Later steps: planned on
+    0.5.16 on (the per-step plan sees the locations the previous forward padded), unplanned before."""
+    seen = run_draft_extend(False, monkeypatch, dp_pad_to=DP_PAD_TO)
+    assert seen == ([False, False, False] if BUGGY else [False, True, True])
+
+
+@EXTEND_FIXED_HERE
+def test_plugin_plans_each_step_after_the_dp_padding(monkeypatch):
+    """The plugin marks each step's plan replan_equivalent: the padded forward plans again, for the padded batch."""
+    assert run_draft_extend(True, monkeypatch, dp_pad_to=DP_PAD_TO) == [True, True, True]
+
+
+@EXTEND_FIXED_HERE
+def test_plugin_keeps_the_plan_without_dp_padding(monkeypatch):
+    """No padding (no DP attention, or this rank has the most tokens): the forward keeps the step's plan, planned once."""
+    from sglang.srt.model_executor.forward_batch_info import ForwardBatch
+
+    plans = []
+    original = ForwardBatch.needs_forward_metadata_init
+
+    def counting(self):
+        need = original(self)
+        plans.append(need)
+        return need
+
+    monkeypatch.setattr(ForwardBatch, "needs_forward_metadata_init", counting)
+    assert run_draft_extend(True, monkeypatch, dp_pad_to=len(SEQ_LENS)) == [True, True, True]
+    assert plans == [False, False, False]
