@@ -394,6 +394,27 @@ BUGS: Tuple[Bug, ...] = (
                            r"\]\.token_to_kv_pool\n\s+self\.draft_runner_list\[\s*step\s*\]\.attn_backend"
                            r"\.init_forward_metadata\(", fixed=False),)),
     Bug(
+        id="multi-layer-dp-padding", title="multi-layer EAGLE + DP attention: the eager draft extend is planned before "
+        "the DP padding",
+        refs=(), found="GPU row test_dp2_multi_layer_idle.py on 0.5.16 / 0.5.17 (with the plugin)",
+        symptom="multi-layer EAGLE (MiMo-V2, Step-3.5) with --enable-dp-attention, the draft extend run eagerly "
+        "(--disable-cuda-graph, or more requests than its graphs): when the DP ranks run different token counts, the "
+        "rank with fewer stops in the draft extend's attention (fa3 sliding-window layers: set_kv_buffer 'Size "
+        "mismatch for shape#0('batch_size'): expected 28 but got 24')",
+        affected=since("0.5.13"), fixed_in=None, answer=NOT_BACKPORTED,
+        reason="patched on 0.5.13 … 0.5.17 as part of multi-layer-draft: each eager step marks its plan "
+        "replan_equivalent, so the runner's forward plans again after prepare_mlp_sync_batch pads the batch (MAX_LEN). "
+        "Not on 0.5.18 … 0.5.23, where the table calls multi-layer-draft upstream (#33892): the same change fits their "
+        "_draft_extend_for_decode, but needs five more patch files and a GPU row that tells the two bugs apart "
+        "(test_multi_layer_serves.py passes stock there). 0.5.11 … 0.5.12.post1 plan the same way "
+        "(skip_attn_backend_init=True) but are not read here. CPU proof: tests/cpu/test_fix_multi_layer_draft.py; "
+        "the GPU row of the fix is not yet run",
+        verified="regex: the draft extend's preparation marks its plan without a re-plan (\"Planned pre-pad; do NOT opt "
+        "into post-pad re-plan\") in sglang/srt/speculative: 0.5.13 … 0.5.23; the stock draft extend on a padded "
+        "real ForwardBatch plans step 0 for the unpadded batch (tests/cpu/test_fix_multi_layer_draft.py, 0.5.13 … "
+        "0.5.23)",
+        evidence=(Evidence(_SPEC, r"Planned pre-pad; do NOT opt into post-pad re-plan", fixed=False),)),
+    Bug(
         id="draft-extend-read-done-early", title="draft-extend CUDA graph publishes the WAR read-done event before "
         "replay",
         refs=("#37988", "#37936"), found="survey M",
