@@ -295,6 +295,29 @@ BUGS: Tuple[Bug, ...] = (
                            r"crossed = \(pre_seqlen // mamba_track_interval\) != \(\n\s+post_seqlen // "
                            r"mamba_track_interval\n\s+\)\n\s+tracking_boundary = ", fixed=False),)),
     Bug(
+        id="hybrid-verify-mask-overflow",
+        title="hybrid linear-attention target on triton: a verify at the largest captured batch size overflows the "
+        "graph's tree-mask buffer",
+        refs=("#32920",), found="GPU row test_hybrid_mamba_serves.py on 0.5.14, 0.5.15.post1 and 0.5.16",
+        symptom="a hybrid GDN target (Qwen3-Next shape) with its MTP draft on spec v2, --attention-backend triton and "
+        "CUDA graphs: the first verify at the largest captured batch size stops the scheduler in "
+        "TritonAttnBackend._update_target_verify_buffers (RuntimeError: The expanded size of the tensor (131072) must "
+        "match the existing size (131200), tiny model: 4096 context, 4 draft tokens, graphs up to bs 8)",
+        affected=span("0.5.14", "0.5.16"), fixed_in="0.5.17", answer="triton-verify-mask-size",
+        reason="patched on 0.5.14 … 0.5.16: the triton verify graph's cuda_graph_custom_mask gets 0.5.17's size, "
+        "max_num_tokens * (max_context_len + num_draft_tokens), which holds the draft's bs * max_context_len mask at "
+        "every captured batch size. Not affected up to 0.5.13.post1 (HybridLinearAttnBackend keeps needs_cpu_seq_lens "
+        "True, so the draft sizes the mask by the real seq_lens_sum); upstream from 0.5.17 (#32920: VerifyMask sized "
+        "with the draft term, handed out by the hybrid backend)",
+        verified="regex: HybridLinearAttnBackend.__init__ ORs its sub-backends' needs_cpu_seq_lens (0.5.14 on; before, "
+        "the base class's True) and triton_backend.py allocates cuda_graph_custom_mask as max_num_tokens * "
+        "max_context_len (up to 0.5.16; 0.5.17 on: maybe_create_verify_mask). Both: 0.5.14 … 0.5.16",
+        evidence=(Evidence("sglang/srt/layers/attention/hybrid_linear_attn_backend.py",
+                           r"self\.needs_cpu_seq_lens = \(\n\s+full_attn_backend\.needs_cpu_seq_lens", fixed=False),
+                  Evidence("sglang/srt/layers/attention/triton_backend.py",
+                           r"self\.cuda_graph_custom_mask = torch\.zeros\(\n\s+\(max_num_tokens \* "
+                           r"self\.max_context_len\),", fixed=False))),
+    Bug(
         id="radix-overshoot", title="speculative overshoot past the stop inserted into the radix cache",
         refs=("#35694",), found="survey G",
         symptom="tokens accepted past the stop (never sent to the client) are inserted into the radix tree: KV held "

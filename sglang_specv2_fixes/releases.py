@@ -146,6 +146,13 @@ _FIXES["0.5.11"] = {
         "eager seq_lens_sum and no overlap batch snapshot in this release: nothing can go "
         "stale",
     ),
+    "triton-verify-mask-size": note(
+        NOT_APPLICABLE,
+        "seq_lens_sum is eager before 0.5.13: the draft sizes a hybrid target's tree mask by the batch's real "
+        "seq_lens_sum, never bs * max_context_len (HybridLinearAttnBackend has no max_context_len here)",
+        check=('sglang.srt.layers.attention.hybrid_linear_attn_backend', 'HybridLinearAttnBackend.__init__',
+               '0b50408978b3bc73'),
+    ),
 }
 _FIXES["0.5.12"] = _derive("0.5.11", {
     "draft-decode-positions": note(
@@ -236,6 +243,13 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     "multi-layer-draft": patch("0.5.13"),
     "tbo-verify-seq-lens": "68d3991f75450d87",
     "mamba-track-freed-rows": patch("0.5.13"),
+    "triton-verify-mask-size": note(
+        NOT_APPLICABLE,
+        "HybridLinearAttnBackend keeps the base class's needs_cpu_seq_lens = True (its opt-out and max_context_len "
+        "came in 0.5.14): FutureMap publishes seq_lens_sum and the draft sizes the tree mask by the real sum",
+        check=('sglang.srt.layers.attention.hybrid_linear_attn_backend', 'HybridLinearAttnBackend.__init__',
+               '58e2c245b9c945b6'),
+    ),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
     "multi-token-finish": patch("0.5.14"),
@@ -271,6 +285,7 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
         "#24319: eagle_prepare_for_verify sets the verify input's seq_lens_cpu / seq_lens_sum from the batch",
         check=('sglang.srt.speculative.eagle_utils', 'eagle_prepare_for_verify', 'befaa4f3ac4e4ba7'),
     ),
+    "triton-verify-mask-size": patch("0.5.14"),
 })
 _FIXES["0.5.15"] = _derive("0.5.14", {
     "draft-decode-positions": "8a9134a65c6747d0",
@@ -296,6 +311,7 @@ _FIXES["0.5.15"] = _derive("0.5.14", {
     "reasoning-tokens-through-stop": patch("0.5.15"),
     "multi-layer-draft": patch("0.5.15"),
     "tbo-verify-seq-lens": "1c47bb30577eb240",
+    "triton-verify-mask-size": patch("0.5.15"),
 })
 _FIXES["0.5.16"] = _derive("0.5.15", {
     "draft-decode-positions": "c40e353048697ee2",
@@ -327,6 +343,7 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
     "tbo-verify-seq-lens": "d52cc152aa529b83",
     "mamba-track-freed-rows": patch("0.5.16"),
     "inkling-draft-extend-track-guard": patch("0.5.16"),
+    "triton-verify-mask-size": patch("0.5.16"),
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
     "multi-token-finish": patch("0.5.17"),
@@ -348,6 +365,14 @@ _FIXES["0.5.17"] = _derive("0.5.16", {
     "tbo-verify-seq-lens": "88a18f0cd5dd5d59",
     "mamba-track-freed-rows": patch("0.5.17"),
     "inkling-draft-extend-track-guard": patch("0.5.17"),
+    "triton-verify-mask-size": note(
+        UPSTREAM,
+        "#32920: init_cuda_graph_state allocates the mask through maybe_create_verify_mask, max_bs * "
+        "num_draft_tokens * (max_context_len + num_draft_tokens) cells (verify_mask.tree_mask_numel), and "
+        "HybridLinearAttnBackend.verify_mask hands out its full-attention backend's",
+        check=('sglang.srt.layers.attention.triton_backend', 'TritonAttnBackend.init_cuda_graph_state',
+               '8e1138a2163fa0fe'),
+    ),
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
     "multi-token-finish": patch("0.5.18"),
@@ -379,6 +404,7 @@ _FIXES["0.5.19"] = _derive("0.5.18", {
     "reasoning-tokens-through-stop": patch("0.5.19"),
     "mamba-track-freed-rows": patch("0.5.19"),
     "multi-layer-draft": "876994e50e62da2a",
+    "triton-verify-mask-size": "d2e280ca5a1bad8c",
 })
 _FIXES["0.5.20"] = _derive("0.5.19", {
     "grammar-result-order": patch("0.5.20"),
@@ -391,6 +417,7 @@ _FIXES["0.5.20"] = _derive("0.5.19", {
     "multi-layer-draft": "8a3bce03bcb851cd",
     "tbo-verify-seq-lens": "548760d639a05b86",
     "inkling-draft-extend-track-guard": patch("0.5.20"),
+    "triton-verify-mask-size": "9f6c8ac2bfd4b46f",
 })
 _FIXES["0.5.21"] = _derive("0.5.20", {
     "draft-decode-positions": "1db04a9b1887b395",
@@ -426,6 +453,7 @@ _FIXES["0.5.22"] = _derive("0.5.21", {
     ),
     "inkling-draft-extend-track-guard": patch("0.5.22"),
     "tbo-verify-seq-lens": "de13591ee64bf29e",
+    "triton-verify-mask-size": "d353e393d7cf5c55",
 })
 _FIXES["0.5.23"] = _derive("0.5.22", {
     "draft-decode-positions": "3cd7b89c0f5625e2",
@@ -438,6 +466,7 @@ _FIXES["0.5.23"] = _derive("0.5.22", {
     "reasoning-tokens-through-stop": patch("0.5.23"),
     "multi-layer-draft": "1d2d907b75d909a1",
     "mamba-track-freed-rows": "1b130b4ba2edea99",
+    "triton-verify-mask-size": "3189ebc4a59c870b",
 })
 
 for _line, _fixes in _FIXES.items():

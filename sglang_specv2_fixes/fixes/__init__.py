@@ -312,6 +312,23 @@ inkling-draft-extend-track-guard  [beyond upstream (#29449)]  Inkling MTP draft 
     - applied: patches/inkling-draft-extend-track-guard/0.5.20.patch (0.5.20 … 0.5.21)
     - applied: patches/inkling-draft-extend-track-guard/0.5.22.patch (0.5.22 … 0.5.23)
     Removal: per release once upstream guards the draft extend's track slot (open as of 0.5.23)
+
+triton-verify-mask-size  [#32920]  hybrid linear-attention target on triton: the verify graph's tree-mask buffer holds
+    the draft's mask
+    What: TritonAttnBackend.init_cuda_graph_state sizes cuda_graph_custom_mask max_num_tokens *
+        (max_context_len + num_draft_tokens), what the tree kernel writes per request (0.5.17's
+        VerifyMask size), instead of max_num_tokens * max_context_len
+    Why: hybrid linear-attention targets (Qwen3-Next / GDN) with EAGLE/MTP spec v2 on --attention-
+        backend triton, 0.5.14 - 0.5.16: the draft sizes the tree mask for bs * max_context_len
+        (seq_lens_sum lazy, no preallocated mask handed out), and a verify at the largest captured
+        CUDA-graph batch size stops the scheduler (RuntimeError: expanded size ... must match, in
+        TritonAttnBackend._update_target_verify_buffers)
+    - not-applicable (0.5.11 … 0.5.13.post1)
+    - applied: patches/triton-verify-mask-size/0.5.14.patch (0.5.14)
+    - applied: patches/triton-verify-mask-size/0.5.15.patch (0.5.15 … 0.5.15.post1)
+    - applied: patches/triton-verify-mask-size/0.5.16.patch (0.5.16)
+    - upstream (0.5.17 … 0.5.23)
+    Removal: per release once it sizes the buffer itself (upstream from 0.5.17, #32920)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -340,6 +357,7 @@ from . import (
     skip_stale_overlap_updates,
     tbo_verify_seq_lens,
     tree_drafting,
+    triton_verify_mask_size,
 )
 
 ALL_FIXES = [m.FIX for m in (
@@ -347,5 +365,5 @@ ALL_FIXES = [m.FIX for m in (
     draft_extend_kv_range, chunked_prefill_draft_chain, bonus_slot_accounting, accept_length_split,
     seq_lens_helper, grammar_result_order, draft_decode_positions, grammar_run_end, multi_token_finish,
     radix_overshoot, reasoning_tokens_through_stop, multi_layer_grammar_mask, multi_layer_draft,
-    tbo_verify_seq_lens, mamba_track_freed_rows, inkling_draft_extend_track_guard,
+    tbo_verify_seq_lens, mamba_track_freed_rows, inkling_draft_extend_track_guard, triton_verify_mask_size,
 )]

@@ -50,6 +50,10 @@ is present (the table must then patch it, or say open). A wrong table entry fail
   0.5.16 on      inkling-draft-extend-track-guard: ShortConvolution's draft extend tracks every row whose accepted
                 range crosses an interval, whatever its track index (open upstream; the module is absent before
                 0.5.16: NA)
+  0.5.14 … 0.5.16  triton-verify-mask-size: HybridLinearAttnBackend opts out of the CPU seq lens with its sub-backends
+                and hands out no verify buffer, so the draft sizes the tree mask for bs * max_context_len, past
+                triton's cuda_graph_custom_mask (max_num_tokens * max_context_len) at the largest captured bs; 0.5.13.x
+                keeps needs_cpu_seq_lens True on the hybrid backend (NA); 0.5.17's VerifyMask has the draft term (U)
 """
 
 import os
@@ -108,7 +112,9 @@ for _v in EXPECTED:
                                          "mamba-track-freed-rows": B if _v in releases.release_set(
                                              "up-to:0.5.21") else U,
                                          "inkling-draft-extend-track-guard": NA if _v in releases.release_set(
-                                             "up-to:0.5.15.post1") else B})
+                                             "up-to:0.5.15.post1") else B,
+                                         "triton-verify-mask-size": NA if _v in ("0.5.13", "0.5.13.post1") else
+                                         B if _v in releases.release_set("up-to:0.5.16") else U})
 # 0.5.11 and 0.5.12.x: the releases the CPU suite imports and runs (test_catalog, test_fix_*, ...)
 RUN_HERE = {"0.5.11", "0.5.12", "0.5.12.post1"}
 
