@@ -90,6 +90,11 @@ def start(a):
         json.dump(dict(release=a.release, file=f, plugin_env=a.plugin_env, modes=a.modes, gpus=a.gpus),
                   open(os.path.join(QUEUE, name), "w"))
     say(f"queued {len(a.files)} row(s) of {a.release}: {' '.join(a.files)}")
+    mixed = mixed_gpus()
+    if mixed:
+        say(f"WARNING: rows on GPUs {' and '.join(sorted(mixed))} at once: SGLang refuses to start a multi-GPU server "
+            "whose GPUs' free memory differs by more than 10% ('The memory capacity is unbalanced'), which one-GPU rows "
+            "beside it cause (session 18 lost every dp2 row so); queue multi-GPU rows alone")
     if not dispatcher_alive():
         log = open(DLOG, "a")
         p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "dispatch"], cwd=SNAP, stdout=log,
@@ -97,6 +102,22 @@ def start(a):
         open(PIDFILE, "w").write(str(p.pid))
         say(f"dispatcher started (pid {p.pid}, {conf['slots']} rows at once)")
     status()
+
+
+def mixed_gpus():
+    """The distinct ``--gpus`` of queued and running rows when some row spans several GPUs and another does not
+    span the same ones (empty: nothing mixed)."""
+    seen = set()
+    for name in os.listdir(QUEUE) if os.path.isdir(QUEUE) else ():
+        try:
+            seen.add(json.load(open(os.path.join(QUEUE, name))).get("gpus") or "0")
+        except (OSError, ValueError):
+            pass
+    for d in glob.glob(os.path.join(RUNS, "*", "*")):
+        task = os.path.join(d, "task.json")
+        if os.path.isdir(d) and not os.path.exists(os.path.join(d, "rc")) and os.path.exists(task):
+            seen.add(json.load(open(task)).get("gpus") or "0")
+    return seen if len(seen) > 1 and any("," in g for g in seen) else set()
 
 
 def row_command(release, file, slot, timeout, out, plugin_env=(), modes=None, gpus="0"):
@@ -156,6 +177,7 @@ def dispatch():
             task = json.load(open(os.path.join(QUEUE, name)))
             os.remove(os.path.join(QUEUE, name))
             out = fresh_run_dir(task["release"], task["file"], task.get("modes"))
+            json.dump(task, open(os.path.join(out, "task.json"), "w"))
             slot = free.pop(0)
             log = open(os.path.join(out, "runner.log"), "w")
             p = subprocess.Popen(["bash", "-c", row_command(task["release"], task["file"], slot, conf["timeout"], out,

@@ -66,3 +66,19 @@ def test_a_row_queued_again_is_waited_for(gpu_bg, tmp_path):
     rows = gpu_bg.rows()
     assert [r[:2] for r in rows] == [("0.5.15", "test_routed_experts_tree.py")]
     assert rows[0][2] is None  # still running: wait() keeps waiting
+
+
+def test_multi_gpu_rows_beside_one_gpu_rows_are_called_out(gpu_bg):
+    """A TP 2 row started beside one-GPU rows finds its GPUs' free memory unbalanced and SGLang refuses to start it
+    (session 18): queued or running rows of both kinds are reported."""
+    os.makedirs(gpu_bg.QUEUE, exist_ok=True)
+    assert gpu_bg.mixed_gpus() == set()
+    json.dump(dict(release="0.5.16", file="test_dp2_multi_layer_idle.py", gpus="0,1"),
+              open(os.path.join(gpu_bg.QUEUE, "1-a"), "w"))
+    assert gpu_bg.mixed_gpus() == set()  # multi-GPU rows alone
+    run = gpu_bg.fresh_run_dir("0.5.16", "test_hybrid_mamba_serves.py")
+    json.dump(dict(release="0.5.16", file="test_hybrid_mamba_serves.py", gpus="1"), open(os.path.join(run, "task.json"), "w"))
+    assert gpu_bg.mixed_gpus() == {"0,1", "1"}
+    open(os.path.join(run, "rc"), "w").write("0\n")  # finished: no longer beside it
+    assert gpu_bg.mixed_gpus() == set()
+

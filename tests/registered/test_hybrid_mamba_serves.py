@@ -13,6 +13,10 @@ still set at the launch). Besides the A/B modes, run the mode ``mamba-track-free
 off, so the freed rows do reach the verify): it must pass where stock fails. CPU:
 tests/cpu/test_fix_mamba_track_freed_rows.py on each release's real functions.
 
+On 0.5.14 - 0.5.16 both sides first stop at the largest captured batch size in the triton verify graph (the draft's
+mask sized for ``bs * context_len``, copied into a buffer one draft-width short: ``triton-verify-mask-size``), so
+there the plugin side passes with that fix and stock fails on it (GPU, 2026-11-26, docs/gpu-runs/2026-11-26-s18).
+
 Dummy weights give near-flat logits, so greedy text is no oracle: plain requests return exactly ``max_new_tokens``
 tokens (``ignore_eos``) with finish ``length``, regex requests end as their regex and ``max_new_tokens`` say (K whole
 tokens then the grammar-forced EOS, or ``length``), aborted requests return with finish ``abort``, speculative verify
