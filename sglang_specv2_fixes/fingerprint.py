@@ -16,6 +16,7 @@ import inspect
 import itertools
 import os
 import re
+import sys
 import textwrap
 from typing import Optional, Tuple
 
@@ -203,6 +204,59 @@ def _block_end_fast(text: str, start: int, indent: int) -> Optional[int]:
     return end
 
 
+def cache_dir() -> Optional[str]:
+    """Where start-up results are kept between processes (``SGLANG_SPECV2_FIXES_CODE_CACHE``: a folder, or ``0``
+    for none; default ``$XDG_CACHE_HOME/sglang-specv2-fixes/code``, else ``~/.cache/...``): compiled patched
+    functions (patchfile) and where functions are in a module text (function_source)."""
+    d = os.environ.get("SGLANG_SPECV2_FIXES_CODE_CACHE")
+    if d is not None:
+        return None if d.strip() in ("", "0") else d
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "sglang-specv2-fixes", "code")
+
+
+_SPANS: dict = {}  # text digest -> {qualname: [first, last]} read from / written to cache_dir() in this process
+
+
+def _spans_path(digest: str) -> Optional[str]:
+    d = cache_dir()
+    return os.path.join(d, f"{digest}.spans.json") if d else None
+
+
+def _known_spans(digest: str) -> dict:
+    if digest not in _SPANS:
+        import json
+
+        path, spans = _spans_path(digest), {}
+        if path:
+            try:
+                with open(path) as f:
+                    spans = {k: tuple(v) for k, v in json.load(f).items()
+                             if isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) for x in v)}
+            except (OSError, ValueError, AttributeError):
+                spans = {}
+        _SPANS[digest] = spans
+    return _SPANS[digest]
+
+
+def _remember_span(digest: str, qualname: str, span: Tuple[int, int]) -> None:
+    spans = _known_spans(digest)
+    spans[qualname] = span
+    path = _spans_path(digest)
+    if path is None or sys.dont_write_bytecode:
+        return
+    import json
+
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({k: list(v) for k, v in spans.items()}, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 @functools.lru_cache(maxsize=256)
 def function_source(text: str, qualname: str) -> Tuple[str, int, int]:
     """(source, first line, last line) of ``qualname`` in module text; decorators included, 1-based.
@@ -212,13 +266,21 @@ def function_source(text: str, qualname: str) -> Tuple[str, int, int]:
     patchfile.apply_text() (where its hunks go), the same text object from read_source() both times. Located on a
     per-text index of def lines and ended by indentation, with the tokenizer (``inspect.getblock``, as before)
     only where a block's text is not balanced: start-up cost, checked equal to the tokenizer on every def of every
-    release (tests/cpu/test_fingerprint.py)."""
+    release (tests/cpu/test_fingerprint.py). The span found is also kept under cache_dir(), named by the sha256 of
+    the text (the same text always gives the same span), so the next process of a server only slices the lines;
+    the source sliced is what plan() fingerprints, so a wrong span could only refuse a fix, never patch other code."""
     lines = _lines(text)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    known = _known_spans(digest).get(qualname)
+    if known is not None and 1 <= known[0] <= known[1] <= len(lines):
+        return "".join(lines[known[0] - 1 : known[1]]), known[0], known[1]
     start, indent = _locate_indexed(text, qualname)
     end = _block_end_fast(text, start, indent)
     if end is None:
         end = _last_code_line(lines, start, _block_end(lines, start))
-    return _with_decorators(lines, start, indent, end)
+    found = _with_decorators(lines, start, indent, end)
+    _remember_span(digest, qualname, found[1:])
+    return found
 
 
 def function_source_tokenized(text: str, qualname: str) -> Tuple[str, int, int]:

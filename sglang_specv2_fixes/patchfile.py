@@ -46,6 +46,7 @@ import textwrap
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .fingerprint import SourceNotFound, _lines, fingerprint_source, function_source, read_source
+from .fingerprint import cache_dir as _code_cache_dir
 
 MAGIC = "specv2-fixes-patch: 1"
 MARK = "__specv2_fix__"  # attribute set on every compiled function: "<fix>:<target>"
@@ -274,16 +275,6 @@ def _patched(pf: PatchFile, root: str):
         text = read_source(path)
         out[rel] = (path, text, *_apply(pf, rel, text))
     return out
-
-
-def _code_cache_dir() -> Optional[str]:
-    """Where compiled patched functions are kept between processes (``SGLANG_SPECV2_FIXES_CODE_CACHE``: a folder,
-    or ``0`` for none; default ``$XDG_CACHE_HOME/sglang-specv2-fixes/code``, else ``~/.cache/...``)."""
-    d = os.environ.get("SGLANG_SPECV2_FIXES_CODE_CACHE")
-    if d is not None:
-        return None if d.strip() in ("", "0") else d
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "sglang-specv2-fixes", "code")
 
 
 def _compile_cached(source: str, filename: str):

@@ -228,13 +228,19 @@ def _every_def(text):
     return names
 
 
-def test_indexed_lookup_equals_the_tokenizer_on_every_def_of_the_target_files():
+def test_indexed_lookup_equals_the_tokenizer_on_every_def_of_the_target_files(monkeypatch):
     """function_source locates a def on a per-text index and ends its block by indentation (start-up cost: 26
     targets cost ~110 ms through the tokenizer under load); on every def and class of every file a patch file
-    here touches, stock and patched, it must give what the tokenizer-based reference gives."""
+    here touches, stock and patched, it must give what the tokenizer-based reference gives (located here, not
+    read from the span cache)."""
+    from sglang_specv2_fixes import fingerprint
     from sglang_specv2_fixes.fingerprint import function_source_tokenized
 
     import os
+
+    monkeypatch.setenv("SGLANG_SPECV2_FIXES_CODE_CACHE", "0")
+    monkeypatch.setattr(fingerprint, "_SPANS", {})
+    function_source.cache_clear()
 
     root = os.path.dirname(installed.sglang_root())
     files = {patchfile.module_path(t.module, root) for _, t in TARGETS_HERE}
@@ -263,3 +269,44 @@ def test_indexed_lookup_equals_the_tokenizer_on_every_def_of_the_target_files():
             assert got == want, q
             seen += 1
     assert seen > 500, seen
+
+
+def test_function_spans_are_kept_between_processes(monkeypatch, tmp_path):
+    """Start cost: where a function is in a module text is kept under the cache folder, named by the text's sha256; a
+    later process (here: the in-process caches cleared) slices the lines without locating; a span that does not fit
+    the text is located again; ``SGLANG_SPECV2_FIXES_CODE_CACHE=0`` and ``sys.dont_write_bytecode`` write nothing."""
+    import json
+    import sys
+
+    from sglang_specv2_fixes import fingerprint
+
+    text = "import os\n\n\nclass A:\n    @staticmethod\n    def f(x):\n        return x + 1\n\n    y = 2\n\n\ndef g():\n    pass\n"
+    want = ("    @staticmethod\n    def f(x):\n        return x + 1\n", 5, 7)
+    monkeypatch.setenv("SGLANG_SPECV2_FIXES_CODE_CACHE", str(tmp_path / "c"))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.setattr(fingerprint, "_SPANS", {})
+    function_source.cache_clear()
+    located = []
+    real = fingerprint._locate_indexed
+    monkeypatch.setattr(fingerprint, "_locate_indexed", lambda t, q: located.append(q) or real(t, q))
+    assert function_source(text, "A.f") == want and located == ["A.f"]
+    (entry,) = (tmp_path / "c").glob("*.spans.json")
+    assert json.loads(entry.read_text()) == {"A.f": [5, 7]}
+    monkeypatch.setattr(fingerprint, "_SPANS", {})  # a new process
+    function_source.cache_clear()
+    assert function_source(text, "A.f") == want and located == ["A.f"]  # sliced, not located
+    assert fingerprint.fingerprint_source(function_source(text, "A.f")[0]) == fingerprint.fingerprint_source(want[0])
+    assert function_source(text + "\n# more\n", "A.f") == want and located == ["A.f", "A.f"]  # another text
+    entry.write_text(json.dumps({"A.f": [5, 99]}))  # does not fit the text: located again
+    monkeypatch.setattr(fingerprint, "_SPANS", {})
+    function_source.cache_clear()
+    assert function_source(text, "A.f") == want and located[-1] == "A.f" and len(located) == 3
+    assert json.loads(entry.read_text()) == {"A.f": [5, 7]}
+    for env, dont in (("0", False), (str(tmp_path / "d"), True)):
+        monkeypatch.setenv("SGLANG_SPECV2_FIXES_CODE_CACHE", env)
+        monkeypatch.setattr(sys, "dont_write_bytecode", dont)
+        monkeypatch.setattr(fingerprint, "_SPANS", {})
+        function_source.cache_clear()
+        assert function_source(text, "g") == ("def g():\n    pass\n", 12, 13)
+    assert not (tmp_path / "d").exists() and not (tmp_path / "0").exists()
+
