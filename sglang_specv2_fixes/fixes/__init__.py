@@ -313,8 +313,7 @@ inkling-draft-extend-track-guard  [beyond upstream (#29449)]  Inkling MTP draft 
     - applied: patches/inkling-draft-extend-track-guard/0.5.22.patch (0.5.22 … 0.5.23)
     Removal: per release once upstream guards the draft extend's track slot (open as of 0.5.23)
 
-triton-verify-mask-size  [#32920]  hybrid linear-attention target on triton: the verify graph's tree-mask buffer holds
-    the draft's mask
+triton-verify-mask-size  [#32920]  hybrid GDN target on triton: the verify graph's mask buffer holds the draft's mask
     What: TritonAttnBackend.init_cuda_graph_state sizes cuda_graph_custom_mask max_num_tokens *
         (max_context_len + num_draft_tokens), what the tree kernel writes per request (0.5.17's
         VerifyMask size), instead of max_num_tokens * max_context_len

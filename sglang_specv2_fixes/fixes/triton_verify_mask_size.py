@@ -37,7 +37,7 @@ from ..catalog import Fix
 FIX = Fix(
     name="triton-verify-mask-size",
     upstream=("#32920",),
-    title="hybrid linear-attention target on triton: the verify graph's tree-mask buffer holds the draft's mask",
+    title="hybrid GDN target on triton: the verify graph's mask buffer holds the draft's mask",
     what=(
         "TritonAttnBackend.init_cuda_graph_state sizes cuda_graph_custom_mask max_num_tokens * (max_context_len + "
         "num_draft_tokens), what the tree kernel writes per request (0.5.17's VerifyMask size), instead of "
