@@ -408,8 +408,8 @@ BUGS: Tuple[Bug, ...] = (
         affected=span("0.5.16", "0.5.17"), fixed_in="0.5.18", answer="multi-layer-draft",
         reason="backported as 0.5.18 has it: the eager draft extend skips the per-step planning on an idle round "
         "(the runner's own idle forward plans a padded idle batch); CPU proof on the releases' real draft extend "
-        "(tests/cpu/test_fix_multi_layer_draft.py); the GPU row needs DP attention on 2 GPUs (registered gpus=2, "
-        "not yet run)",
+        "(tests/cpu/test_fix_multi_layer_draft.py); GPU: test_dp2_multi_layer_idle.py (DP attention on 2 GPUs) met "
+        "A/B on 0.5.16 and 0.5.17 (2026-11-26, 2 x H200)",
         verified="regex in multi_layer_eagle_worker_v2.py: `...token_to_kv_pool` directly followed by "
         "`self.draft_runner_list[step].attn_backend.init_forward_metadata(` (no is_idle() guard): 0.5.16, 0.5.17; "
         "guarded from 0.5.18; the per-step loop does not exist before 0.5.16",
