@@ -73,8 +73,9 @@ class Fix:
     why: str  # the user-visible bug
     removal: str  # when this patch can be deleted
     related: Tuple[str, ...] = ()  # a beyond-upstream fix: the upstream issues / open PRs about its bug
-    # its targets' modules are imported only on the path it fixes (e.g. the multi-layer EAGLE worker): the patch is
-    # applied when SGLang imports them (core.register), so a process that never does pays no import for it
+    # its targets' modules are imported only on the path it fixes (e.g. the multi-layer EAGLE worker), or only after
+    # plugins load (model_runner in a scheduler): the patch is applied when SGLang imports them (core.register), so
+    # a process that never does pays no import for it
     on_import: bool = False
 
     @property

@@ -50,6 +50,6 @@ FIX = Fix(
         "(RuntimeError: expanded size ... must match, in TritonAttnBackend._update_target_verify_buffers)"
     ),
     removal="per release once it sizes the buffer itself (upstream from 0.5.17, #32920)",
-    # not on_import: the default selection's other fixes (routed-experts-draft-guard's ModelRunner) import
-    # triton_backend at load already, so registering this one there adds no import
+    # not on_import: a scheduler process has imported triton_backend before plugins load (0.5.14 - 0.5.16), so
+    # registering this one there adds no import
 )

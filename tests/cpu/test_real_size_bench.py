@@ -333,7 +333,8 @@ def test_report_schema_medians_and_merging(tmp_path):
     md = open(tmp_path / "out" / "real-size-latest.md").read()
     assert "| 0.5.11 | 1 | tree-topk8 | 1 | 3 | 100.0 | 126.0 | **1.300** |" in md  # release, TP, config, ...
     assert "mean accept length 2.20, not the simulated 3.0" in md  # the sanity check
-    assert f"{ENV}=3.0" in md and "Tree drafting goal" in md
+    assert f"{ENV}=3.0" in md and "goal" not in md  # the retired 1.25x tree goal
+    assert "Chain control (plugin / stock >= 0.99, median over pairs): met at 1 of 1 chain points; lowest 1.000" in md
     png = tmp_path / "out" / "real-size-latest.png"
     try:
         import matplotlib  # noqa: F401
