@@ -285,8 +285,9 @@ def _on_installed(sel: selection.Selection, version, line) -> str:
     wanted = [f.name for f in ALL_FIXES if sel.wants(f.name)]
     patched = [n for n in wanted if isinstance(releases.entry(n, line), Patched)]
     if sel.mode == "auto":
-        return (f"on the installed sglang {version} auto patches {len(patched)} of {len(wanted)} fixes (the others "
-                f"are upstream or not applicable there):")
+        left_out = f" (left out: {_list(sorted(sel.without))})" if sel.without else ""
+        return (f"on the installed sglang {version} auto patches {len(patched)} of {len(wanted)} fixes{left_out} "
+                f"(the others are upstream or not applicable there):")
     others: dict = {}
     for n in wanted:
         if n not in patched:
@@ -328,7 +329,7 @@ def _check_selection(args) -> int:
     print(_fill(_on_installed(sel, version, line)))
     if line is not None:
         for f in ALL_FIXES:
-            if isinstance(releases.entry(f.name, line), Patched):
+            if sel.wants(f.name) and isinstance(releases.entry(f.name, line), Patched):
                 print(_patched_on(f.name))
     return 0
 

@@ -5,7 +5,9 @@
                             present / ready
     register(r)             apply each READY fix's patch file to the installed source, compile the patched
                             functions and hand them to SGLang's HookRegistry (REPLACE); an ``on_import`` fix
-                            whose modules are not imported yet is built, applied and verified when they are
+                            whose modules are not imported yet is built, applied and verified when they are;
+                            two fixes on one function only where the later's file composes with the earlier's
+                            (``compose:``, patchfile.build_stack): built and hooked once, else the later is refused
     verify(r)               after HookRegistry.apply_hooks(): check each target really runs our function
                             now; READY -> applied, or failed with the reason (HookRegistry only logs failures)
 
@@ -146,23 +148,29 @@ def _plan_note(st: FixStatus, entry: Note) -> FixStatus:
     return st
 
 
-def _plan_patch(st: FixStatus, entry: Patched, selection: Selection, line: str) -> FixStatus:
+def _plan_patch(st: FixStatus, entry: Patched, selection: Selection, line: str, composed=None) -> FixStatus:
+    """``composed``: (fix, target) -> fingerprints of that target with this fix's and another's patch applied
+    (``compose:`` lines), which also count as carrying this fix."""
     st.patch = f"patches/{st.name}/{entry.name}.patch"
     pf = patchfile.load(st.name, entry.name)
     for t in pf.targets:
         installed = _installed_fp(t.module, t.qualname)
         st.targets.append(TargetCheck(t.dotted, t.before, installed, installed == t.before))
+
+    def carried(c, t):
+        return c.installed == t.after or c.installed in (composed or {}).get((st.name, t.dotted), ())
+
     if not selection.wants(st.name):
         st.state, st.reason = catalog.DISABLED, f"not selected (selection: {selection.canonical})"
     elif all(c.ok for c in st.targets):
         st.state, st.reason = catalog.READY, f"fingerprints match {st.patch}"
-    elif all(c.installed == t.after for c, t in zip(st.targets, pf.targets)):
+    elif all(carried(c, t) for c, t in zip(st.targets, pf.targets)):
         st.state, st.reason = catalog.PRESENT, f"the installed source already carries {st.patch}"
     else:
-        bad = [c for c, t in zip(st.targets, pf.targets) if not c.ok and c.installed != t.after]
+        bad = [c for c, t in zip(st.targets, pf.targets) if not c.ok and not carried(c, t)]
         st.state = catalog.REFUSED
         if not bad:  # every target is either upstream or already patched, but not all alike
-            done = [c.target for c, t in zip(st.targets, pf.targets) if c.installed == t.after]
+            done = [c.target for c, t in zip(st.targets, pf.targets) if carried(c, t)]
             todo = [c.target for c in st.targets if c.ok]
             st.reason = (f"partly applied by hand: {', '.join(done)} already carry {st.patch}, {', '.join(todo)} "
                          f"do not - refusing to patch a mix; apply or revert the whole patch file")
@@ -184,7 +192,8 @@ def plan(selection: Selection, version: Optional[str] = None, fixes=None) -> Rep
     if line is None and version is not None and unknown_release_mode() == "fingerprint":
         from .survey import plan_unknown  # only here: an unknown release, opted in
 
-        return plan_unknown(report, selection, fixes)
+        return _compose(plan_unknown(report, selection, fixes))
+    composed = _composed_fingerprints(line) if line else {}
     for fix in fixes:
         st = FixStatus(fix.name, list(fix.upstream), fix.title, catalog.UNSUPPORTED, "", related=list(fix.related))
         if line is None:
@@ -194,10 +203,57 @@ def plan(selection: Selection, version: Optional[str] = None, fixes=None) -> Rep
             if isinstance(entry, Note):
                 _plan_note(st, entry)
             else:
-                _plan_patch(st, entry, selection, line)
+                _plan_patch(st, entry, selection, line, composed)
                 if st.state == catalog.REFUSED:
                     report.warnings.append(f"{fix.name} refused: {st.reason}")
         report.fixes.append(st)
+    return _compose(report)
+
+
+def _composed_fingerprints(line: str) -> Dict[tuple, set]:
+    """(fix, target) -> the ``after=`` of every ``compose:`` line of this line's patch files that involves the fix (as
+    the file's own fix or as the one applied before it): that target with both fixes' patches applied."""
+    out: Dict[tuple, set] = {}
+    for fix, entry in releases.LINES[line].fixes.items():
+        if isinstance(entry, Patched):
+            for c in patchfile.load(fix, entry.name).composes:
+                for name in (fix, c.fix):
+                    out.setdefault((name, c.dotted), set()).add(c.after)
+    return out
+
+
+def _compose(report: Report) -> Report:
+    """Two READY fixes that replace one function: the later one (catalogue order) is kept READY only where its patch
+    file has a ``compose:`` line for the earlier one that matches that one's file (register then builds the function
+    from both, ``patchfile.build_stack``); otherwise it is refused, naming both, and the earlier one applies alone."""
+    owner: Dict[str, tuple] = {}  # target -> (the last READY fix that replaces it, the fingerprint it leaves)
+    for st in report.fixes:
+        if st.state != catalog.READY:
+            continue
+        pf = _patch_file(st)
+        clash = []
+        for t in pf.targets:
+            if t.dotted not in owner:
+                continue
+            first, after = owner[t.dotted]
+            c = pf.composed(first.name, t.dotted)
+            if c is None:
+                clash.append(f"{t.dotted} is also replaced by {first.name} ({first.patch}), and {st.patch} has no "
+                             f"compose line for it")
+            elif c.before != after:
+                clash.append(f"{st.patch} composes with {first.name} on {t.dotted} after fingerprint {c.before}, "
+                             f"but {first.patch} now gives {after}")
+        if clash:
+            st.state = catalog.REFUSED
+            st.reason = "; ".join(clash) + " - refusing to let one fix replace the other's function"
+            report.warnings.append(f"{st.name} refused: {st.reason}")
+            continue
+        for t in pf.targets:
+            if t.dotted in owner:
+                st.reason += f"; composed with {owner[t.dotted][0].name} on {t.qualname} (applied after it)"
+                owner[t.dotted] = (st, pf.composed(owner[t.dotted][0].name, t.dotted).after)
+            else:
+                owner[t.dotted] = (st, t.after)
     return report
 
 
@@ -227,6 +283,7 @@ def register(report: Report) -> None:
     (:class:`_OnImport`); until then it stays READY."""
     root = os.path.dirname(installed.sglang_root())
     on_import = {f.name for f in ALL_FIXES if f.on_import}
+    now = []
     for st in report.fixes:
         if st.state != catalog.READY or st.name in STATE.built or _waiting(st.name):
             continue
@@ -237,7 +294,17 @@ def register(report: Report) -> None:
                 STATE.on_import.setdefault(module, []).append(st.name)
             st.reason = f"fingerprints match {st.patch}; applied when SGLang imports {', '.join(waiting)}"
             continue
-        _build_and_register(report, st, pf, root)
+        now.append((st, pf))
+    for stack in _stacks(now):
+        _build_and_register(report, stack, root)
+    # building those may have imported a module an on_import fix waits for (0.5.11's scheduler imports model_runner):
+    # its import is over, so the finder would never see it; register such a fix now, with the others
+    late = [m for m in STATE.on_import if m in sys.modules]
+    names = {n for m in late for n in STATE.on_import.pop(m)}
+    again = [(st, _patch_file(st)) for st in report.fixes
+             if st.name in names and not _waiting(st.name) and st.state == catalog.READY]
+    for stack in _stacks(again):
+        _build_and_register(report, stack, root)
     if STATE.on_import and not any(isinstance(f, _OnImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _OnImport())
 
@@ -252,16 +319,39 @@ def _patch_file(st: FixStatus):
     return patchfile.load(st.name, os.path.basename(st.patch)[: -len(".patch")])
 
 
-def _build_and_register(report: Report, st: FixStatus, pf, root: str) -> bool:
+def _stacks(ready: list) -> List[list]:
+    """``ready``: (status, patch file) of READY fixes in catalogue order -> groups that replace common functions (one
+    fix each, but for fixes whose files compose, see _compose), each in catalogue order."""
+    groups: List[tuple] = []  # (targets, [(st, pf)])
+    for item in ready:
+        names = {t.dotted for t in item[1].targets}
+        hit = [g for g in groups if g[0] & names]
+        merged = (names.union(*(g[0] for g in hit)), [x for g in hit for x in g[1]] + [item])
+        groups = [g for g in groups if all(g is not h for h in hit)] + [merged]
+    order = {id(item[0]): i for i, item in enumerate(ready)}
+    return [sorted(g[1], key=lambda x: order[id(x[0])]) for g in groups]
+
+
+def _build_and_register(report: Report, stack: list, root: str) -> bool:
+    """Build one fix's patched functions, or those of fixes whose files compose on shared functions (``stack``: (status,
+    patch file) in order; a shared function is built from every file once and is each fix's), and register them."""
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
     try:
-        built = patchfile.build(pf, root)
+        built = patchfile.build_stack([pf for _, pf in stack], root)
     except Exception as e:  # a patch that does not apply/compile here: that fix is not applied
+        if len(stack) > 1:  # the composition failed: the first fix alone, the later ones are not applied
+            for st, _ in stack[1:]:
+                st.state = catalog.FAILED
+                st.reason = f"{st.patch} could not be composed with {stack[0][0].name}: {type(e).__name__}: {e}"
+                report.warnings.append(f"{st.name} failed: {st.reason}")
+            return _build_and_register(report, stack[:1], root)
+        st = stack[0][0]
         st.state, st.reason = catalog.FAILED, f"{st.patch} could not be built: {type(e).__name__}: {e}"
         report.warnings.append(f"{st.name} failed: {st.reason}")
         return False
-    STATE.built[st.name] = built
+    for st, pf in stack:
+        STATE.built[st.name] = {t.dotted: built[t.dotted] for t in pf.targets}
     for target, fn in built.items():
         STATE.ours.add(id(fn))
         HookRegistry.register(target, fn, HookType.REPLACE)
@@ -301,7 +391,8 @@ def _imported(module: str) -> None:
         from sglang.srt.plugins.hook_registry import HookRegistry
 
         root = os.path.dirname(installed.sglang_root())
-        built = [_build_and_register(report, st, _patch_file(st), root) for st in ready]  # every one, then apply
+        stacks = _stacks([(st, _patch_file(st)) for st in ready])
+        built = [_build_and_register(report, stack, root) for stack in stacks]  # every one, then apply
         if any(built):
             HookRegistry.apply_hooks()
             verify(report)
@@ -379,16 +470,29 @@ def is_patched(target: str) -> bool:
 def build_fix(name: str, version: Optional[str] = None) -> Dict[str, Callable]:
     """Compile ``name``'s patched functions for the installed release without registering them (tests and
     benchmarks call the real patched code this way); fingerprints are checked as in plan()."""
+    return build_fixes([name], version)
+
+
+def build_fixes(names, version: Optional[str] = None) -> Dict[str, Callable]:
+    """As build_fix for several fixes at once, as register builds them: in catalogue order, a function two of them
+    replace built from both files (``compose:``), target -> function."""
     version = installed.version() if version is None else version
     line = releases.code_line(version)
-    entry = releases.entry(name, line) if line else None
-    if not isinstance(entry, Patched):
-        raise LookupError(f"{name} is not patched on sglang {version}")
-    pf = patchfile.load(name, entry.name)
-    for t in pf.targets:
-        if _installed_fp(t.module, t.qualname) != t.before:
-            raise patchfile.PatchError(f"{t.dotted}: installed source is not what {pf.path} was written against")
-    return patchfile.build(pf, os.path.dirname(installed.sglang_root()))
+    pfs = []
+    for fix in ALL_FIXES:
+        if fix.name not in names:
+            continue
+        entry = releases.entry(fix.name, line) if line else None
+        if not isinstance(entry, Patched):
+            raise LookupError(f"{fix.name} is not patched on sglang {version}")
+        pf = patchfile.load(fix.name, entry.name)
+        for t in pf.targets:
+            if _installed_fp(t.module, t.qualname) != t.before:
+                raise patchfile.PatchError(f"{t.dotted}: installed source is not what {pf.path} was written against")
+        pfs.append(pf)
+    if len(pfs) != len(set(names)):
+        raise LookupError(f"unknown fix among {sorted(names)}")
+    return patchfile.build_stack(pfs, os.path.dirname(installed.sglang_root()))
 
 
 def fix_by_alias(name: str) -> Optional[Fix]:

@@ -264,10 +264,10 @@ BUGS: Tuple[Bug, ...] = (
         "retracted request reaches a verify launch (up to 0.5.15); from 0.5.16 the None guard defaults to slot 0 "
         "and the post-verify scatter can overwrite a slot reallocated to a live request (silent state corruption)",
         affected=span("0.5.11", "0.5.21"), fixed_in="0.5.22", answer="mamba-track-freed-rows",
-        reason="patched on 0.5.12 … 0.5.21 as 0.5.22 has it: the verify's track index of a request whose "
+        reason="patched on 0.5.11 … 0.5.21 as 0.5.22 has it: the verify's track index of a request whose "
         "mamba_next_track_idx is None is -1, which the post-verify track scatter skips (beyond upstream's own "
-        "0.5.16 guard, which picks slot 0). Open on 0.5.11: the function that builds the indices is "
-        "tbo-verify-seq-lens's target there. The known trigger on the overlap and PD decode loops (a finished "
+        "0.5.16 guard, which picks slot 0). On 0.5.11 the function that builds the indices is also "
+        "tbo-verify-seq-lens's target: the two patch files compose there (compose line). The known trigger on the overlap and PD decode loops (a finished "
         "request launched in the next verify, #28986) is closed by grammar-result-order on every release. CPU "
         "proof only: the GPU row needs a tiny hybrid target with MTP (issue 27)",
         verified="grep `freed_rows` in schedule_batch.py (set_mamba_track_indices_from_reqs writes -1 for freed "
@@ -367,9 +367,14 @@ BUGS: Tuple[Bug, ...] = (
         refs=("#26380", "#26646", "#27967"), found="survey I",
         symptom="with the overlap scheduler, req_to_token / SWA mapping writes race the previous forward's reads "
         "(flaky accuracy; hybrid-SWA targets such as gpt-oss + EAGLE3)",
-        affected=span("0.5.11", "0.5.12.post1"), fixed_in="0.5.13", answer=NOT_BACKPORTED,
-        reason="planned: issue 27; a CUDA stream race that needs hybrid-SWA targets under load to show; the plain "
-        "barrier serializes the forward on 0.5.11 unless #26380's host-sync move is ported too",
+        affected=span("0.5.11", "0.5.12.post1"), fixed_in="0.5.13", answer="overlap-war-barrier",
+        reason="backported as 0.5.13 has it (#26380, CUDA-only by #26646): schedule_stream.wait_stream(forward_stream) "
+        "right before the next batch is built, as the first statement of get_next_batch_to_run and of the two PD "
+        "loops' batch getters, in an overlap loop on CUDA. #26380's host-sync move (non-blocking H2D in the spec-v2 "
+        "decode preparation, the seq_lens D2H off the schedule stream) is not ported, so the scheduler thread waits "
+        "for the previous forward's draft extend there; deselecting the fix turns the barrier off (its cost: "
+        "fixes/overlap_war_barrier.py). CPU proof on each release's real loop and batch getters with recorded stream "
+        "waits (tests/cpu/test_fix_overlap_war_barrier.py); no GPU row: the race needs hybrid-SWA targets under load",
         verified="grep `wait_stream(self.forward_stream)` in managers/scheduler.py: absent up to 0.5.12.post1, "
         "present from 0.5.13 (_apply_war_barrier from 0.5.14)",
         evidence=(Evidence("sglang/srt/managers/scheduler.py", r"wait_stream\(self\.forward_stream\)", fixed=True),)),
@@ -391,10 +396,17 @@ BUGS: Tuple[Bug, ...] = (
         id="eagle-decode-page-align", title="spec-v2 decode allocation not page-aligned at page_size > 1",
         refs=("#31616", "#35265", "#27789"), found="survey K",
         symptom="page_size > 1 (MLA backends, DeepSeek / GLM / Kimi MTP, DSv4): the unaligned tail of the last page "
-        "is allocated but not recorded, a KV leak per upstream (not reproduced by reading release_kv_cache)",
+        "is allocated but not recorded, a KV leak per upstream; not reproduced here: the pages balance",
         affected=span("0.5.11", "0.5.15.post1"), fixed_in="0.5.16", answer=NOT_BACKPORTED,
-        reason="planned: issue 27; needs page_size > 1 on a GPU and a reproduction of the leak first (low "
-        "confidence); the row-width invariant must move with it",
+        reason="not reproduced, so not backported (issue 27): on each release's real paged allocator, ReqToTokenPool, "
+        "RadixCache / ChunkCache, decode allocation and release_kv_cache at page 16 and 64, the unaligned "
+        "kv_allocated_len occurs but every page stays free, held by a row or cached through decode rounds, retract, "
+        "abort and finish (tests/cpu/test_eagle_decode_page_align.py, 0.5.11 - 0.5.16): the allocator frees whole "
+        "pages (unique(index // page_size)), the next round's alloc_extend fills the unrecorded tail from last_loc + "
+        "1, release_kv_cache frees [ceil_align(committed), kv_allocated_len) and check_decode_mem / the busy check "
+        "round to pages too. GPU guard row test_page_align_decode.py (page 16 radix, page 64 no radix; stock "
+        "expected to pass, not yet run). A port would also need the row headroom of 0.5.16's "
+        "get_req_to_token_extra_context_len (+ page_size - 1)",
         verified="regex `(double_alloc|reserve) + page_size - 1) // page_size * page_size` under sglang/srt/: "
         "absent up to 0.5.15.post1 (eagle_prepare_for_decode / prepare_for_decode), present from 0.5.16",
         evidence=(Evidence("sglang/srt/**/*.py",
@@ -424,18 +436,21 @@ BUGS: Tuple[Bug, ...] = (
         "(--disable-cuda-graph, or more requests than its graphs): when the DP ranks run different token counts, the "
         "rank with fewer stops in the draft extend's attention (fa3 sliding-window layers: set_kv_buffer 'Size "
         "mismatch for shape#0('batch_size'): expected 28 but got 24')",
-        affected=since("0.5.13"), fixed_in=None, answer=NOT_BACKPORTED,
-        reason="patched on 0.5.13 … 0.5.17 as part of multi-layer-draft: each eager step marks its plan "
-        "replan_equivalent, so the runner's forward plans again after prepare_mlp_sync_batch pads the batch (MAX_LEN). "
-        "Not on 0.5.18 … 0.5.23, where the table calls multi-layer-draft upstream (#33892): the same change fits their "
-        "_draft_extend_for_decode, but needs five more patch files and a GPU row that tells the two bugs apart "
-        "(test_multi_layer_serves.py passes stock there). 0.5.11 … 0.5.12.post1 plan the same way "
-        "(skip_attn_backend_init=True) but are not read here. CPU proof: tests/cpu/test_fix_multi_layer_draft.py; "
-        "the GPU row of the fix is not yet run",
+        affected=since("0.5.13"), fixed_in=None, answer="multi-layer-draft",
+        reason="beyond upstream (open as of 0.5.23): patched on every affected release by multi-layer-draft: each busy "
+        "step of the eager draft extend marks its plan replan_equivalent, so the runner's forward plans again, with "
+        "the same backend, after prepare_mlp_sync_batch pads the batch (MAX_LEN), and only when the padding reshaped "
+        "it. On 0.5.18 … 0.5.23 #33892's idle guard is upstream and this mark is all their patch files add "
+        "(patches/multi-layer-draft/0.5.18, 0.5.19, 0.5.20 (0.5.21 too: the same function), 0.5.22, 0.5.23); the "
+        "table has no part-upstream state, so it calls multi-layer-draft applied there (see the fix's docstring). "
+        "0.5.11 … 0.5.12.post1 plan the same way (skip_attn_backend_init=True) but are not read here. GPU A/B: "
+        "test_dp2_multi_layer_idle.py on 0.5.13 … 0.5.17 (docs/gpu-runs/2026-11-26-s19/); 0.5.18 … 0.5.23 (torch "
+        "2.13 / 2.14, no GPU image) on CPU only: tests/cpu/test_fix_multi_layer_draft.py",
         verified="regex: the draft extend's preparation marks its plan without a re-plan (\"Planned pre-pad; do NOT opt "
-        "into post-pad re-plan\") in sglang/srt/speculative: 0.5.13 … 0.5.23; the stock draft extend on a padded "
-        "real ForwardBatch plans step 0 for the unpadded batch (tests/cpu/test_fix_multi_layer_draft.py, 0.5.13 … "
-        "0.5.23)",
+        "into post-pad re-plan\", eagle_worker_common.prepare_for_draft_extend from 0.5.16) in sglang/srt/speculative: "
+        "0.5.13 … 0.5.23; ModelRunner._forward_raw pads (_prepare_eager_forward_batch) before the eager runner asks "
+        "needs_forward_metadata_init (read in 0.5.18 … 0.5.23); the stock draft extend on a padded real ForwardBatch "
+        "plans step 0 for the unpadded batch (tests/cpu/test_fix_multi_layer_draft.py, 0.5.13 … 0.5.23)",
         evidence=(Evidence(_SPEC, r"Planned pre-pad; do NOT opt into post-pad re-plan", fixed=False),)),
     Bug(
         id="draft-extend-read-done-early", title="draft-extend CUDA graph publishes the WAR read-done event before "

@@ -7,6 +7,7 @@ header that ``patch`` ignores::
     fix: live-accept-metrics
     written-against: sglang 0.5.11
     target: sglang.srt.managers.x Cls.fn before=<fp> after=<fp> span=412-598
+    compose: other-fix sglang.srt.managers.x Cls.fn before=<fp> after=<fp>     (optional, see below)
 
     what changes and why, free text
 
@@ -22,6 +23,13 @@ serves every release whose functions are unchanged), requires the ``after`` fing
 and compiles the patched function in the target module's globals. The compiled code names the installed
 file with a ``[specv2-fixes <fix>]`` suffix and carries the patched file's line numbers; the patched text
 is registered in ``linecache``, so a traceback shows the line that ran.
+
+Two fixes that change one function compose only where the later one's file says so: ``compose: F M Q before=B
+after=A`` means "where fix F's patch of this release is applied too, apply this file after it: on F's result
+(fingerprint B, F's ``after=``) this file's hunks for M.Q apply exactly and give A". Each file is still written
+against the upstream source, so each fix also applies alone. ``build_stack`` applies the files in that order, checks
+each step's fingerprint, and compiles the shared function once; core.plan refuses the later fix, naming both, where
+a shared function has no such line or the line no longer matches F's file.
 
     python -m sglang_specv2_fixes.patchfile write --fix F --release R --pristine DIR --edited DIR \
         --target MODULE:QUALNAME [...] --message TEXT        # author a patch file (DIR: site-packages)
@@ -54,6 +62,7 @@ PATCH_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "patches")
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _TARGET = re.compile(r"^target: (\S+) (\S+) before=([0-9a-f]{16}) after=([0-9a-f]{16}) span=(\d+)-(\d+)$")
+_COMPOSE = re.compile(r"^compose: (\S+) (\S+) (\S+) before=([0-9a-f]{16}) after=([0-9a-f]{16})$")
 
 
 class PatchError(ValueError):
@@ -77,6 +86,22 @@ class Target:
         """Path of the target's module relative to site-packages (a package's ``__init__.py`` too)."""
         base = self.module.replace(".", "/")
         return base + "/__init__.py" if self.module.endswith(".__init__") else base + ".py"
+
+
+@dataclasses.dataclass(frozen=True)
+class Compose:
+    """A ``compose:`` line: this file's hunks for ``module.qualname`` also apply after ``fix``'s patch file of the same
+    release, on its result (fingerprint ``before``), and give ``after``."""
+
+    fix: str
+    module: str
+    qualname: str
+    before: str
+    after: str
+
+    @property
+    def dotted(self) -> str:
+        return f"{self.module}.{self.qualname}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +145,11 @@ class PatchFile:
     files: Tuple[Tuple[str, Tuple[Hunk, ...]], ...]  # (rel path "sglang/...", hunks)
     description: str
     path: str
+    composes: Tuple[Compose, ...] = ()
+
+    def composed(self, fix: str, dotted: str) -> Optional[Compose]:
+        """This file's ``compose:`` line for target ``dotted`` after ``fix``'s file, if any."""
+        return next((c for c in self.composes if c.fix == fix and c.dotted == dotted), None)
 
     def targets_in(self, rel: str) -> List[Target]:
         return [t for t in self.targets if t.rel_path == rel]
@@ -131,6 +161,7 @@ def parse(text: str, path: str = "<patch>", check_spans: bool = True) -> PatchFi
         raise PatchError(f"{path}: first line must be {MAGIC!r}")
     fix = against = None
     targets: List[Target] = []
+    composes: List[Compose] = []
     i = 1
     while i < len(lines) and lines[i].strip():
         ln = lines[i]
@@ -143,11 +174,20 @@ def parse(text: str, path: str = "<patch>", check_spans: bool = True) -> PatchFi
             if not m:
                 raise PatchError(f"{path}:{i + 1}: malformed target line")
             targets.append(Target(m[1], m[2], m[3], m[4], (int(m[5]), int(m[6]))))
+        elif ln.startswith("compose: "):
+            m = _COMPOSE.match(ln.strip())
+            if not m:
+                raise PatchError(f"{path}:{i + 1}: malformed compose line")
+            composes.append(Compose(*m.groups()))
         else:
             raise PatchError(f"{path}:{i + 1}: unknown header line {ln!r}")
         i += 1
     if not fix or not against or not targets:
         raise PatchError(f"{path}: header needs fix:, written-against: and at least one target:")
+    own = {t.dotted for t in targets}
+    for c in composes:
+        if c.dotted not in own or c.fix == fix:
+            raise PatchError(f"{path}: compose line for {c.dotted} after {c.fix}: not a target of this file, or itself")
     desc: List[str] = []
     while i < len(lines) and not lines[i].startswith("--- "):
         desc.append(lines[i])
@@ -191,7 +231,7 @@ def parse(text: str, path: str = "<patch>", check_spans: bool = True) -> PatchFi
             first, last = h.first_index + 1, h.first_index + h.old_len
             if not any(a <= first and last <= b + 1 for a, b in spans) and h.old_len:
                 raise PatchError(f"{path}: hunk @@ -{h.old_start} of {rel} reaches outside its target function")
-    return PatchFile(fix, against, tuple(targets), tuple(files), "\n".join(desc).strip(), path)
+    return PatchFile(fix, against, tuple(targets), tuple(files), "\n".join(desc).strip(), path, tuple(composes))
 
 
 def patch_path(fix: str, name: str) -> str:
@@ -222,10 +262,25 @@ def apply_text(pf: PatchFile, rel: str, text: str) -> str:
     return _apply(pf, rel, text)[0]
 
 
-def _apply(pf: PatchFile, rel: str, text: str):
+def _added_above(h: Hunk, index: int) -> int:
+    """Lines hunk ``h`` adds (net) above 0-based base line ``index``."""
+    n, pos = 0, h.first_index
+    for ln in h.lines:
+        tag = ln[:1]
+        if tag == "+":
+            n += pos <= index
+        elif tag == "-":
+            n -= pos < index
+        pos += tag != "+"
+    return n
+
+
+def _apply(pf: PatchFile, rel: str, text: str, done: Sequence[Tuple[Target, Hunk]] = ()):
     """(patched text, {target: (first, last) 1-based lines of its function in the patched text}). The spans follow
     from where each target sits in ``text`` and the line counts its hunks change, so the patched text need not be
-    tokenized again to find the functions (compile_target still checks each one's ``after=`` fingerprint)."""
+    tokenized again to find the functions (compile_target still checks each one's ``after=`` fingerprint).
+    ``done``: (target, hunk) of files already applied to ``text`` (build_stack): a hunk of a target they changed too
+    moves by the lines their hunks added above it in that function."""
     targets = pf.targets_in(rel)
     hunks = dict(pf.files).get(rel)
     if hunks is None:
@@ -242,7 +297,14 @@ def _apply(pf: PatchFile, rel: str, text: str):
     grown = dict.fromkeys(targets, 0)  # lines each target's own hunks added
     for h in hunks:
         owner = _owner(h, targets)
-        at = h.first_index + delta[owner] + shift
+        moved = 0
+        for t, d in done:
+            if t.dotted == owner.dotted:
+                if t.span != owner.span:
+                    raise PatchError(f"{pf.path}: {t.dotted} spans {owner.span} here, {t.span} in the file applied "
+                                     f"before it: not written against the same source")
+                moved += _added_above(d, h.first_index)
+        at = h.first_index + delta[owner] + shift + moved
         old = h.old
         if lines[at : at + len(old)] != old:
             raise PatchError(f"{pf.path}: hunk @@ -{h.old_start} does not apply exactly to {rel} (at line {at + 1})")
@@ -350,9 +412,48 @@ def build(pf: PatchFile, root: str) -> Dict[str, Callable]:
             for t in pf.targets}
 
 
+def build_stack(pfs: Sequence[PatchFile], root: str) -> Dict[str, Callable]:
+    """As ``build`` for several patch files applied one after the other, in the order given, to the tree at ``root``.
+    A function an earlier file already changed is taken by a later one only through that file's ``compose:`` line for
+    the earlier fix: its text then must have the line's ``before=`` fingerprint (else PatchError, before anything is
+    compiled), and the function both changed is compiled once, with the line's ``after=`` (checked as any
+    ``after=``). Each file's own ``before=`` against the installed source is core.plan's check."""
+    if len(pfs) == 1:
+        return build(pfs[0], root)
+    texts: Dict[str, Tuple[str, str]] = {}  # rel -> (path, text with the files so far applied)
+    done: Dict[str, List[Tuple[Target, Hunk]]] = {}  # rel -> (target, hunk) of the files so far applied
+    last: Dict[str, Tuple[PatchFile, Target, str]] = {}  # dotted -> (last file to change it, target, label)
+    for pf in pfs:
+        for rel, _ in pf.files:
+            path, text = texts.get(rel) or (os.path.join(root, rel), read_source(os.path.join(root, rel)))
+            for t in pf.targets_in(rel):
+                if t.dotted not in last:
+                    continue
+                prev = last[t.dotted][0]
+                c = pf.composed(prev.fix, t.dotted)
+                if c is None:
+                    raise PatchError(f"{pf.path}: {t.dotted} is also changed by {prev.path}, and this file has no "
+                                     f"compose line for {prev.fix}")
+                got = fingerprint_source(function_source(text, t.qualname)[0])
+                if got != c.before:
+                    raise PatchError(f"{pf.path}: after {prev.path}, {t.dotted} has fingerprint {got}; this file's "
+                                     f"compose line for {prev.fix} expects {c.before}")
+            texts[rel] = (path, _apply(pf, rel, text, done.get(rel, ()))[0])
+            done.setdefault(rel, []).extend((_owner(h, pf.targets_in(rel)), h) for h in dict(pf.files)[rel])
+        for t in pf.targets:
+            if t.dotted in last:
+                prev, _, label = last[t.dotted]
+                last[t.dotted] = (pf, dataclasses.replace(t, after=pf.composed(prev.fix, t.dotted).after),
+                                  f"{label}+{pf.fix}")
+            else:
+                last[t.dotted] = (pf, t, pf.fix)
+    return {dotted: compile_target(dataclasses.replace(pf, fix=label), t, *texts[t.rel_path])
+            for dotted, (pf, t, label) in last.items()}
+
+
 # ----------------------------------------------------------------------------------------- authoring
 def render(fix: str, release: str, pristine_root: str, edited_root: str, targets: Sequence[Tuple[str, str]],
-           message: str, context: int = 3) -> str:
+           message: str, context: int = 3, compose: Sequence[str] = ()) -> str:
     """Patch file text: header + whole-file unified diffs (``context`` lines, 3 by default) from pristine to edited.
     More context makes a hunk unique where its 3 lines also occur elsewhere in the file (GNU patch, which searches
     by context, would otherwise apply it at the nearest copy, e.g. another event loop's identical lines); context
@@ -373,7 +474,24 @@ def render(fix: str, release: str, pristine_root: str, edited_root: str, targets
         diffs.extend(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}", n=context))
     raw = "".join(ln if ln.endswith("\n") else ln + "\n" for ln in diffs)
     head = "\n".join(header) + "\n\n" + textwrap.fill(message.strip(), 100) + "\n\n"
-    return normalize(head + raw)
+    text = normalize(head + raw)
+    if compose:  # "FIX/NAME": that file applied first, then this one, on each function both change
+        pf = parse(text)
+        lines = header[:]
+        for ref in compose:
+            first = load(*ref.split("/", 1))
+            for t in pf.targets:
+                if not any(o.dotted == t.dotted for o in first.targets):
+                    continue
+                base = read_source(module_path(t.module, pristine_root))
+                earlier = [(_owner(h, first.targets_in(t.rel_path)), h) for h in dict(first.files)[t.rel_path]]
+                both = _apply(pf, t.rel_path, apply_text(first, t.rel_path, base), earlier)[0]
+                after = fingerprint_source(function_source(both, t.qualname)[0])
+                lines.append(f"compose: {first.fix} {t.module} {t.qualname} before="
+                             f"{next(o.after for o in first.targets if o.dotted == t.dotted)} after={after}")
+        text = "\n".join(lines) + text[len("\n".join(header)):]
+        parse(text)
+    return text
 
 
 def normalize(text: str) -> str:
@@ -430,6 +548,8 @@ def _main(argv=None) -> int:
     w.add_argument("--message", required=True)
     w.add_argument("--out", help="default: the package's patches/<fix>/<release>.patch")
     w.add_argument("--context", type=int, default=3, help="context lines per hunk (default 3)")
+    w.add_argument("--compose", action="append", default=[], metavar="FIX/NAME",
+                   help="a compose line for every function patches/FIX/NAME.patch also changes (applied before this one)")
     n = sub.add_parser("normalize", help="trim every hunk's context to its target function, in place")
     n.add_argument("files", nargs="+")
     c = sub.add_parser("check", help="apply a patch file to a tree in memory and compile-check the result")
@@ -438,7 +558,7 @@ def _main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.cmd == "write":
         targets = [tuple(t.split(":", 1)) for t in a.target]
-        text = render(a.fix, a.release, a.pristine, a.edited, targets, a.message, a.context)
+        text = render(a.fix, a.release, a.pristine, a.edited, targets, a.message, a.context, a.compose)
         out = a.out or patch_path(a.fix, a.release)
         os.makedirs(os.path.dirname(out), exist_ok=True)
         with open(out, "w", encoding="utf-8") as f:

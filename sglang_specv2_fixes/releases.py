@@ -112,14 +112,7 @@ _FIXES["0.5.11"] = {
     "reasoning-tokens-through-stop": patch("0.5.11"),
     "multi-layer-grammar-mask": patch("0.5.11"),
     "tbo-verify-seq-lens": patch("0.5.11"),
-    "mamba-track-freed-rows": note(
-        OPEN,
-        "EagleVerifyInputV2Mixin.prepare_for_v2_verify, where the track indices are built, is tbo-verify-seq-lens's "
-        "target on 0.5.11 (one fix per function); grammar-result-order closes the known way a freed request reaches "
-        "a verify (the #28986 grammar sync)",
-        check=('sglang.srt.speculative.eagle_info_v2', 'EagleVerifyInputV2Mixin.prepare_for_v2_verify',
-               'fe1799e2bab13260'),
-    ),
+    "mamba-track-freed-rows": patch("0.5.11"),  # composes with tbo-verify-seq-lens on prepare_for_v2_verify
     "inkling-draft-extend-track-guard": note(
         NOT_APPLICABLE,
         "no Inkling model before 0.5.16: its short-convolution draft extend is absent",
@@ -153,6 +146,7 @@ _FIXES["0.5.11"] = {
         check=('sglang.srt.layers.attention.hybrid_linear_attn_backend', 'HybridLinearAttnBackend.__init__',
                '0b50408978b3bc73'),
     ),
+    "overlap-war-barrier": patch("0.5.11"),
 }
 _FIXES["0.5.12"] = _derive("0.5.11", {
     "draft-decode-positions": note(
@@ -185,6 +179,7 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
                '9ad6b05a2ca12517'),
     ),
     "mamba-track-freed-rows": patch("0.5.12"),
+    "overlap-war-barrier": patch("0.5.12"),
 })
 _FIXES["0.5.13"] = _derive("0.5.12", {
     "multi-token-finish": patch("0.5.13"),
@@ -250,6 +245,13 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
         check=('sglang.srt.layers.attention.hybrid_linear_attn_backend', 'HybridLinearAttnBackend.__init__',
                '58e2c245b9c945b6'),
     ),
+    "overlap-war-barrier": note(
+        UPSTREAM,
+        "#26380 / #26646: event_loop_overlap (and both PD-disaggregation overlap loops) issue "
+        "schedule_stream.wait_stream(forward_stream) before the next batch is built, when _war_barrier_enabled "
+        "(is_cuda())",
+        check=('sglang.srt.managers.scheduler', 'Scheduler.event_loop_overlap', 'bd3f55147ce45662'),
+    ),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
     "multi-token-finish": patch("0.5.14"),
@@ -286,6 +288,12 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
         check=('sglang.srt.speculative.eagle_utils', 'eagle_prepare_for_verify', 'befaa4f3ac4e4ba7'),
     ),
     "triton-verify-mask-size": patch("0.5.14"),
+    "overlap-war-barrier": note(
+        UPSTREAM,
+        "#26380 as _apply_war_barrier at each overlap loop's top; #28363: it waits on the forward's read-done event "
+        "where one was published, else on the whole forward stream",
+        check=('sglang.srt.managers.scheduler', 'Scheduler._apply_war_barrier', 'adf25e93ccffb168'),
+    ),
 })
 _FIXES["0.5.15"] = _derive("0.5.14", {
     "draft-decode-positions": "8a9134a65c6747d0",
@@ -344,6 +352,11 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
     "mamba-track-freed-rows": patch("0.5.16"),
     "inkling-draft-extend-track-guard": patch("0.5.16"),
     "triton-verify-mask-size": patch("0.5.16"),
+    "overlap-war-barrier": note(
+        UPSTREAM,
+        "_apply_war_barrier (#26380, #28363), called right after each run_batch launch from here (#31687)",
+        check=('sglang.srt.managers.scheduler', 'Scheduler._apply_war_barrier', '86e93caf5148008c'),
+    ),
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
     "multi-token-finish": patch("0.5.17"),
@@ -382,15 +395,12 @@ _FIXES["0.5.18"] = _derive("0.5.17", {
     "routed-experts-draft-guard": patch("0.5.18"),
     "accept-length-split": "8dd1c176a3cab4e3",
     "multi-layer-grammar-mask": "528ea3df035482fa",
-    "multi-layer-draft": note(
-        UPSTREAM,
-        "#33892: the eager draft extend plans each MTP runner's attention backend except on an idle round; the draft "
-        "sizes its tree mask with eagle_worker_common.build_eagle_verify_input (0.5.16)",
-        check=('sglang.srt.speculative.multi_layer_eagle_worker_v2', 'MultiLayerEagleDraftWorker._draft_extend_for_decode',
-               'a0a13ee2230a245d'),
-    ),
+    # #33892's idle guard is upstream from here (the patch's `before` fingerprint is that code); the patch adds only
+    # the DP-padding re-plan (known bug multi-layer-dp-padding, open upstream): see fixes/multi_layer_draft.py
+    "multi-layer-draft": patch("0.5.18"),
     "mamba-track-freed-rows": patch("0.5.18"),
     "inkling-draft-extend-track-guard": patch("0.5.18"),
+    "overlap-war-barrier": "b77eca6dce141bc7",
 })
 _FIXES["0.5.19"] = _derive("0.5.18", {
     "draft-decode-positions": "ca3661c7f59d4063",
@@ -403,7 +413,7 @@ _FIXES["0.5.19"] = _derive("0.5.18", {
     "radix-overshoot": patch("0.5.19"),
     "reasoning-tokens-through-stop": patch("0.5.19"),
     "mamba-track-freed-rows": patch("0.5.19"),
-    "multi-layer-draft": "876994e50e62da2a",
+    "multi-layer-draft": patch("0.5.19"),
     "triton-verify-mask-size": "d2e280ca5a1bad8c",
 })
 _FIXES["0.5.20"] = _derive("0.5.19", {
@@ -414,7 +424,7 @@ _FIXES["0.5.20"] = _derive("0.5.19", {
     "routed-experts-draft-guard": patch("0.5.20"),
     "accept-length-split": "55d7626f9ed09a40",
     "multi-layer-grammar-mask": "107574408fdb6f11",
-    "multi-layer-draft": "8a3bce03bcb851cd",
+    "multi-layer-draft": patch("0.5.20"),
     "tbo-verify-seq-lens": "548760d639a05b86",
     "inkling-draft-extend-track-guard": patch("0.5.20"),
     "triton-verify-mask-size": "9f6c8ac2bfd4b46f",
@@ -444,7 +454,7 @@ _FIXES["0.5.22"] = _derive("0.5.21", {
     ),
     "reasoning-tokens-through-stop": patch("0.5.22"),
     "multi-layer-grammar-mask": "65dfae7bd3c395ed",
-    "multi-layer-draft": "f977030ad6c04d7c",
+    "multi-layer-draft": patch("0.5.22"),
     "mamba-track-freed-rows": note(
         UPSTREAM,
         "#29449's approach: set_mamba_track_indices_from_reqs marks the rows of freed requests -1, which the "
@@ -464,7 +474,7 @@ _FIXES["0.5.23"] = _derive("0.5.22", {
     "accept-length-split": "61266326a73fcba5",
     "seq-lens-helper": "8d9a4a2634685aaa",
     "reasoning-tokens-through-stop": patch("0.5.23"),
-    "multi-layer-draft": "1d2d907b75d909a1",
+    "multi-layer-draft": patch("0.5.23"),
     "mamba-track-freed-rows": "1b130b4ba2edea99",
     "triton-verify-mask-size": "3189ebc4a59c870b",
 })

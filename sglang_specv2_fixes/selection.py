@@ -1,6 +1,7 @@
 """The user's choice of fixes: ``SGLANG_SPECV2_FIXES`` or ``--specv2-fixes`` (same grammar).
 
     auto            every fix this release needs (default)
+    auto,-NAME[,-NAME...]  auto without these (e.g. to measure or work around one fix); "auto" may be left out
     off | none      nothing is patched (status and reporting still work)
     NAME[,NAME...]  exactly these; a name is a fix name or one of its upstream PR numbers ("#23456",
                     "23456"); a fix that goes beyond upstream is named by its name only
@@ -43,14 +44,17 @@ class Selection:
     mode: str  # "auto" | "off" | "explicit"
     names: FrozenSet[str] = frozenset()  # canonical fix names when explicit
     raw: str = dataclasses.field(default="auto", compare=False)  # as the user wrote it
+    without: FrozenSet[str] = frozenset()  # auto without these (canonical fix names)
 
     @property
     def canonical(self) -> str:
-        return ",".join(sorted(self.names)) if self.explicit else self.mode
+        if self.explicit:
+            return ",".join(sorted(self.names))
+        return ",".join([self.mode] + [f"-{n}" for n in sorted(self.without)])
 
     def wants(self, fix_name: str) -> bool:
         if self.mode == "auto":
-            return True
+            return fix_name not in self.without
         if self.mode == "off":
             return False
         return fix_name in self.names
@@ -70,9 +74,20 @@ def parse(value: Optional[str], fixes: Iterable) -> Selection:
     if low in OFF_VALUES:
         return Selection("off", raw=raw)
     alias = {a.lower(): f.name for f in fixes for a in f.aliases}
+    items = [item.strip() for item in raw.split(",")]
+    if any(item.startswith("-") for item in items):  # auto without some: "auto,-a,-b" or "-a,-b"
+        if items[0].lower() in AUTO_VALUES[1:]:
+            items = items[1:]
+        bad = [item for item in items if not item.startswith("-")]
+        if bad or not items:
+            raise _invalid(f"{raw!r} mixes fix names with '-NAME' exclusions (use 'auto,-NAME,...' for auto "
+                           f"without some fixes, or list exactly the fixes wanted)", fixes)
+        items = [item[1:].strip() for item in items]
+        without = True
+    else:
+        without = False
     names, unknown = set(), []
-    for item in raw.split(","):
-        item = item.strip()
+    for item in items:
         if not item:
             raise _invalid(f"empty entry in {raw!r}", fixes)
         if item.lower() in ("auto", "off", "none"):
@@ -84,6 +99,8 @@ def parse(value: Optional[str], fixes: Iterable) -> Selection:
             names.add(canon)
     if unknown:
         raise _invalid(f"unknown fix name(s): {', '.join(unknown)}", fixes)
+    if without:
+        return Selection("auto", raw=raw, without=frozenset(names))
     return Selection("explicit", frozenset(names), raw)
 
 
@@ -100,7 +117,7 @@ def _message(problem: str, fixes) -> str:
     valid = ", ".join(valid_names(fixes))
     return (
         f"sglang-specv2-fixes: invalid {ENV} / {FLAG} value: {problem}. "
-        f"Use 'auto', 'off' or a comma list of: {valid}."
+        f"Use 'auto', 'off', 'auto,-NAME,...' (auto without those) or a comma list of: {valid}."
     )
 
 

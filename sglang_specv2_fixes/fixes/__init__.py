@@ -255,21 +255,31 @@ multi-layer-draft  [#33892]  multi-layer EAGLE draft: tree mask sized, eager MTP
         EagleWorkerV2.draft uses when batch.seq_lens_sum is None (0 with a preallocated mask, else
         batch size x max_context_len); _draft_extend_for_decode outside the CUDA graph plans runner
         i's attention backend before MTP step i (i >= 1; 0.5.16 / 0.5.17 plan every step), never on
-        an idle round (DP attention)
+        an idle round (DP attention), and marks each step's plan replan_equivalent so that the
+        runner's forward plans again after the DP-attention padding (0.5.18 … 0.5.23: this mark
+        only, the rest is upstream)
     Why: batch.seq_lens_sum is None after the decode preparation (lazy since 0.5.13): with --enable-
         multi-layer-eagle on a backend without a preallocated verify mask the first decode stops the
         scheduler with a TypeError; an eager draft extend runs MTP steps 2.. on attention metadata
         of an earlier forward (MiMo-V2: the scheduler stops); with DP attention, a rank without
         requests plans an empty batch in the eager draft extend and its scheduler stops (0.5.16 /
-        0.5.17, #33892)
+        0.5.17, #33892), and on a rank with fewer tokens than the largest the attention writes the
+        padded batch's K/V to the unpadded plan's locations (fa3: 'Size mismatch' in set_kv_buffer,
+        the scheduler stops; every release from 0.5.13, open upstream)
     - not-applicable (0.5.11 … 0.5.12.post1)
     - applied: patches/multi-layer-draft/0.5.13.patch (0.5.13 … 0.5.13.post1)
     - applied: patches/multi-layer-draft/0.5.14.patch (0.5.14)
     - applied: patches/multi-layer-draft/0.5.15.patch (0.5.15 … 0.5.15.post1)
     - applied: patches/multi-layer-draft/0.5.16.patch (0.5.16)
     - applied: patches/multi-layer-draft/0.5.17.patch (0.5.17)
-    - upstream (0.5.18 … 0.5.23)
-    Removal: delete when 0.5.17 leaves the supported releases (upstream from 0.5.18: #33892)
+    - applied: patches/multi-layer-draft/0.5.18.patch (0.5.18)
+    - applied: patches/multi-layer-draft/0.5.19.patch (0.5.19)
+    - applied: patches/multi-layer-draft/0.5.20.patch (0.5.20 … 0.5.21)
+    - applied: patches/multi-layer-draft/0.5.22.patch (0.5.22)
+    - applied: patches/multi-layer-draft/0.5.23.patch (0.5.23)
+    Removal: the 0.5.18 … 0.5.23 patches (the DP-padding re-plan alone) when upstream re-plans the
+        eager draft extend after the padding; the rest when 0.5.17 leaves the supported releases
+        (#33892 upstream from 0.5.18)
 
 tbo-verify-seq-lens  [#24319]  two-batch overlap + spec v2: the verify input carries seq_lens_cpu for the split
     What: EagleVerifyInputV2Mixin.prepare_for_v2_verify copies batch.seq_lens_cpu and
@@ -282,13 +292,13 @@ tbo-verify-seq-lens  [#24319]  two-batch overlap + spec v2: the verify input car
 
 mamba-track-freed-rows  [#29449]  hybrid mamba + spec v2: a freed request's verify track row is skipped
     What: the spec-v2 verify's mamba track indices (EagleVerifyInputV2Mixin.prepare_for_v2_verify on
-        0.5.12.x, set_mamba_track_indices_from_reqs from 0.5.13) are -1 for requests whose
+        0.5.11 / 0.5.12.x, set_mamba_track_indices_from_reqs from 0.5.13) are -1 for requests whose
         mamba_next_track_idx is None (freed or retracted), which the post-verify track scatter skips
     Why: hybrid Mamba/GDN targets with MTP/EAGLE and --mamba-scheduler-strategy extra_buffer: a
         freed request in a verify stops the scheduler with a TypeError (up to 0.5.15.post1), or its
         row points at a track slot another request may own and the commit overwrites that request's
         mamba state (0.5.16 - 0.5.21)
-    - open (0.5.11)
+    - applied: patches/mamba-track-freed-rows/0.5.11.patch (0.5.11)
     - applied: patches/mamba-track-freed-rows/0.5.12.patch (0.5.12 … 0.5.12.post1)
     - applied: patches/mamba-track-freed-rows/0.5.13.patch (0.5.13 … 0.5.15.post1)
     - applied: patches/mamba-track-freed-rows/0.5.16.patch (0.5.16)
@@ -328,6 +338,20 @@ triton-verify-mask-size  [#32920]  hybrid GDN target on triton: the verify graph
     - applied: patches/triton-verify-mask-size/0.5.16.patch (0.5.16)
     - upstream (0.5.17 … 0.5.23)
     Removal: per release once it sizes the buffer itself (upstream from 0.5.17, #32920)
+
+overlap-war-barrier  [#26380, #26646]  overlap scheduler: the next batch's writes wait for the previous forward's reads
+    What: Scheduler.get_next_batch_to_run, get_next_disagg_prefill_batch_to_run and
+        get_next_disagg_decode_batch_to_run first issue schedule_stream.wait_stream(forward_stream)
+        when the scheduler runs an overlap loop on CUDA: 0.5.13's barrier at the place its loops
+        have it, right before the next batch is built
+    Why: with the overlap scheduler, building the next batch writes req_to_token rows and the SWA
+        index mapping (allocation, SWA eviction, retraction, frees) on the schedule stream while the
+        previous forward may still read them: a write-after-read race (flaky accuracy; hybrid-SWA
+        targets such as gpt-oss + EAGLE3, DSv4)
+    - applied: patches/overlap-war-barrier/0.5.11.patch (0.5.11)
+    - applied: patches/overlap-war-barrier/0.5.12.patch (0.5.12 … 0.5.12.post1)
+    - upstream (0.5.13 … 0.5.23)
+    Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -349,6 +373,7 @@ from . import (
     multi_layer_grammar_mask,
     multi_layer_draft,
     multi_token_finish,
+    overlap_war_barrier,
     radix_overshoot,
     reasoning_tokens_through_stop,
     routed_experts_draft_guard,
@@ -365,4 +390,5 @@ ALL_FIXES = [m.FIX for m in (
     seq_lens_helper, grammar_result_order, draft_decode_positions, grammar_run_end, multi_token_finish,
     radix_overshoot, reasoning_tokens_through_stop, multi_layer_grammar_mask, multi_layer_draft,
     tbo_verify_seq_lens, mamba_track_freed_rows, inkling_draft_extend_track_guard, triton_verify_mask_size,
+    overlap_war_barrier,
 )]

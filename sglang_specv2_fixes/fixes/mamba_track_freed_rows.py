@@ -12,10 +12,17 @@ interval-crossing step. A request freed or retracted before the verify launch ha
 
 The patch does what 0.5.22's ``set_mamba_track_indices_from_reqs`` does: such a row is gathered in bounds and its
 track index set to -1, which the post-verify scatter skips (``fused_mamba_state_scatter_with_mask`` ignores a
-negative destination on every release here). Rows of live requests are built exactly as before. On 0.5.11 the
-function that builds the indices is ``tbo-verify-seq-lens``'s target, so this fix is ``open`` there;
+negative destination on every release here). Rows of live requests are built exactly as before.
 ``grammar-result-order`` closes the known way a freed request reaches a verify on every release (the grammar sync of
 #28986).
+
+On 0.5.11 (and 0.5.12.x) the indices are built inline in ``prepare_for_v2_verify`` (no callee to patch instead), which
+``tbo-verify-seq-lens`` also changes on 0.5.11. This fix's 0.5.11 patch file is written against the upstream function
+like any other, so it applies alone, and carries a ``compose:`` line for tbo-verify-seq-lens: with both selected the
+function is built once from both files, tbo's first (``patchfile.build_stack``). On 0.5.11 / 0.5.12.x only a retracted
+request has ``mamba_next_track_idx`` None (``Req.reset_for_retract``; freeing a finished request keeps it), and
+``retract_decode`` drops it from the batch before the verify is built, so no stock path to the ``TypeError`` is known
+there: the patch is defence in depth on those two lines.
 
 Proof: CPU (tests/cpu/test_fix_mamba_track_freed_rows.py, each release's real function). The GPU row needs a tiny
 hybrid target with an MTP draft (issue 27), not built yet.
@@ -30,7 +37,7 @@ FIX = Fix(
     upstream=("#29449",),
     title="hybrid mamba + spec v2: a freed request's verify track row is skipped",
     what=(
-        "the spec-v2 verify's mamba track indices (EagleVerifyInputV2Mixin.prepare_for_v2_verify on 0.5.12.x, "
+        "the spec-v2 verify's mamba track indices (EagleVerifyInputV2Mixin.prepare_for_v2_verify on 0.5.11 / 0.5.12.x, "
         "set_mamba_track_indices_from_reqs from 0.5.13) are -1 for requests whose mamba_next_track_idx is None "
         "(freed or retracted), which the post-verify track scatter skips"
     ),

@@ -1,6 +1,7 @@
 """The multi-layer EAGLE v2 draft worker lacks two things the release's ``EagleDraftWorker`` has (0.5.13 … 0.5.15.post1;
 upstream from 0.5.16, where the draft calls ``eagle_worker_common.build_eagle_verify_input`` and the eager draft extend
-plans each runner), and 0.5.16 / 0.5.17 plan an idle round (upstream #33892, in 0.5.18).
+plans each runner), 0.5.16 / 0.5.17 plan an idle round (upstream #33892, in 0.5.18), and every release from 0.5.13
+plans the eager draft extend before the DP-attention padding without a re-plan (beyond upstream, open through 0.5.23).
 
 **The tree mask.** 0.5.13 made ``ScheduleBatch.seq_lens_sum`` lazy: the decode preparation leaves it None, so that no
 step pays a ``.sum().item()`` device-to-host copy. The same release taught ``EagleWorkerV2.draft`` to size the tree mask
@@ -36,8 +37,23 @@ shape#0('batch_size'): expected 28 but got 24`` in ``set_kv_buffer``, and the ra
 test_dp2_multi_layer_idle.py on 0.5.16 / 0.5.17). The patches of 0.5.13 … 0.5.17 mark each step's plan
 ``replan_equivalent``: the forward plans again, with the same backend, exactly when the padding reshaped the batch (as
 the loop's own comment asks: "each step's forward must init its own metadata post-pad"); without DP attention, or on
-the rank with the most tokens, nothing more is planned. Not patched on 0.5.11 … 0.5.12.post1 and 0.5.18 … 0.5.23 (known
-bug ``multi-layer-dp-padding``).
+the rank with the most tokens, nothing more is planned. 0.5.18 … 0.5.23 run the same loop, with #33892's idle guard,
+after the same "Planned pre-pad" preparation: their patches (0.5.18, 0.5.19, 0.5.20 (also 0.5.21, the same function),
+0.5.22, 0.5.23) add this mark and nothing else. Not patched on 0.5.11 … 0.5.12.post1, which plan the same way
+(``skip_attn_backend_init=True``) but were not read for it (known bug ``multi-layer-dp-padding``). The preparation's
+comment gives upstream's reason for not re-planning: DSA's indexer cannot re-plan a DP-padded batch (#27091's
+``_batch_size == batch_size`` assertion). No release switches multi-layer EAGLE on for a DSA model (MiMo-V2, Step-3.5 /
+3.7: sliding window; GigaChat 3.5 in 0.5.23: MLA and GDN layers, no indexer); a DSA model run that way would need
+``--specv2-fixes auto,-multi-layer-draft``.
+
+**Part upstream, part applied (0.5.16 … 0.5.23).** The release table has one entry per fix and release: ``patch`` or a
+note (``upstream`` / ``open`` / ``not-applicable``), no "part upstream, part applied". Where part of this fix is
+upstream and the rest is not, the entry is the release's patch file, which changes only the missing part: on 0.5.16 /
+0.5.17 the tree mask and the per-step planning are upstream and the patch adds the idle guard and the re-plan; on 0.5.18
+… 0.5.23 the idle guard (#33892) is upstream too and the patch adds the re-plan only. The upstream part is still
+verified against the source, by the patch's ``before`` fingerprint (the whole function, guard included): a release whose
+loop lost the guard gets the patch ``refused``. ``status`` and the README matrix show these releases ``ready`` /
+``applied`` like any patched one; this docstring and the patch files' headers say which part is upstream.
 
 ``on_import`` as ``multi-layer-grammar-mask``: SGLang imports ``multi_layer_eagle_worker_v2`` only when multi-layer
 EAGLE is on.
@@ -55,16 +71,21 @@ FIX = Fix(
         "MultiLayerEagleDraftWorker.draft: build_tree_kernel_efficient gets the sum the release's EagleWorkerV2.draft "
         "uses when batch.seq_lens_sum is None (0 with a preallocated mask, else batch size x max_context_len); "
         "_draft_extend_for_decode outside the CUDA graph plans runner i's attention backend before MTP step i (i >= 1; "
-        "0.5.16 / 0.5.17 plan every step), never on an idle round (DP attention)"
+        "0.5.16 / 0.5.17 plan every step), never on an idle round (DP attention), and marks each step's plan "
+        "replan_equivalent so that the runner's forward plans again after the DP-attention padding (0.5.18 … 0.5.23: "
+        "this mark only, the rest is upstream)"
     ),
     why=(
         "batch.seq_lens_sum is None after the decode preparation (lazy since 0.5.13): with --enable-multi-layer-eagle "
         "on a backend without a preallocated verify mask the first decode stops the scheduler with a TypeError; an "
         "eager draft extend runs MTP steps 2.. on attention metadata of an earlier forward (MiMo-V2: the scheduler "
         "stops); with DP attention, a rank without requests plans an empty batch in the eager draft extend and its "
-        "scheduler stops (0.5.16 / 0.5.17, #33892)"
+        "scheduler stops (0.5.16 / 0.5.17, #33892), and on a rank with fewer tokens than the largest the attention "
+        "writes the padded batch's K/V to the unpadded plan's locations (fa3: 'Size mismatch' in set_kv_buffer, the "
+        "scheduler stops; every release from 0.5.13, open upstream)"
     ),
-    removal="delete when 0.5.17 leaves the supported releases (upstream from 0.5.18: #33892)",
+    removal="the 0.5.18 … 0.5.23 patches (the DP-padding re-plan alone) when upstream re-plans the eager draft extend "
+    "after the padding; the rest when 0.5.17 leaves the supported releases (#33892 upstream from 0.5.18)",
     on_import=True,  # SGLang imports the multi-layer worker only for --enable-multi-layer-eagle
 )
 

@@ -3,6 +3,9 @@
 State is produced with SGLang's own methods where it has them (``reset_for_retract``, finish reasons);
 the KV counters are set to what ``prepare_for_decode`` leaves behind (allocation grown, bonus slot
 pre-claimed), which needs a GPU pool to produce for real.
+
+Also shared by the CPU tests: ``server_args`` / ``published_server_args`` (the flags a launch publishes) and
+``capture_tree_mask`` (the GPU-only tree kernel replaced by one that records the tree mask a draft tail allocates).
 """
 
 import contextlib
@@ -356,3 +359,26 @@ def published_server_args(monkeypatch, **fields):
     else:
         monkeypatch.setattr(rc.get_context(), "_server_args", sa)
     yield
+
+
+class TreeKernelStop(Exception):
+    """Raised by :func:`capture_tree_mask`'s stand-in kernel: the call under test stops where the CUDA kernel runs."""
+
+
+def capture_tree_mask(monkeypatch) -> dict:
+    """Stand in, for one test, for the CUDA tree kernel that the release's ``eagle_utils.build_tree_kernel_efficient``
+    calls (``sgl_build_tree_kernel_efficient``, GPU-only): the stand-in stores the tree mask it is handed under
+    ``"tree_mask"`` in the returned dict and raises :class:`TreeKernelStop`. ``eagle_utils._is_npu`` is set False, so
+    that the release takes the CUDA kernel's branch. What a test then reads is the mask the release allocated (or the
+    preallocated buffer it filled)."""
+    from sglang.srt.speculative import eagle_utils
+
+    got = {}
+
+    def kernel(parent_list, top_scores_index, seq_lens, tree_mask, *rest):
+        got["tree_mask"] = tree_mask
+        raise TreeKernelStop
+
+    monkeypatch.setattr(eagle_utils, "sgl_build_tree_kernel_efficient", kernel, raising=False)
+    monkeypatch.setattr(eagle_utils, "_is_npu", False, raising=False)
+    return got

@@ -105,6 +105,16 @@ def test_check_selection():
     assert p.returncode == 2 and "cannot be combined" in p.stderr
 
 
+def test_check_selection_auto_without_a_fix():
+    p = cli("check-selection", "auto,-26866")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0] == "ok: auto,-tree-drafting"
+    assert "(left out: tree-drafting)" in p.stdout.replace("\n", " ")
+    assert "tree-drafting: patched on" not in p.stdout and "live-accept-metrics: patched on" in p.stdout
+    p = cli("check-selection", "26866,-23456")
+    assert p.returncode == 2 and "mixes fix names with '-NAME' exclusions" in p.stderr
+
+
 def test_check_selection_of_a_fix_beyond_upstream():
     p = cli("check-selection", "live-accept-metrics")
     assert p.returncode == 0, p.stderr

@@ -1,4 +1,4 @@
-"""multi-layer-draft on the release's real multi-layer draft worker (0.5.13 … 0.5.17).
+"""multi-layer-draft on the release's real multi-layer draft worker (0.5.13 … 0.5.23).
 
 The draft: after the decode preparation ``batch.seq_lens_sum`` is None (lazy since 0.5.13), and the stock
 ``MultiLayerEagleDraftWorker.draft`` hands it to ``build_tree_kernel_efficient``, whose FULL_MASK allocation then
@@ -16,11 +16,13 @@ ones) is made before the runner's forward pads the batch to the largest rank's t
 (``ForwardBatch.prepare_mlp_sync_batch``, MAX_LEN), and the preparation's mark forbids the forward to plan again: the
 attention then writes the padded K/V to the plan's unpadded cache locations (fa3 takes the sliding-window write
 locations from the plan: ``Size mismatch`` in ``set_kv_buffer`` on the rank with fewer tokens, GPU row
-test_dp2_multi_layer_idle.py on 0.5.16 / 0.5.17). Stock, on every release; the plugin (0.5.13 … 0.5.17) marks each
-step's plan ``replan_equivalent``, so the forward plans again after the padding. Here the batch is the release's real
-``ForwardBatch`` (its ``mark_forward_metadata_ready`` / ``needs_forward_metadata_init`` / ``_pad_inputs_to_size``), and
-the runners' forward does what ``ModelRunner._forward_raw`` does around the model: pad (MAX_LEN), plan if the batch
-needs it (the eager runner's extend), run; the backend's plan records the cache locations it was made for.
+test_dp2_multi_layer_idle.py on 0.5.16 / 0.5.17). Stock, on every release; the plugin (0.5.13 … 0.5.23) marks each
+step's plan ``replan_equivalent``, so the forward plans again after the padding. On 0.5.18 … 0.5.23 (#33892's idle guard
+upstream) that mark is all the patch adds: there the plugin's busy and idle rounds plan as stock does, and only the
+padded forward plans again. Here the batch is the release's real ``ForwardBatch`` (its ``mark_forward_metadata_ready`` /
+``needs_forward_metadata_init`` / ``_pad_inputs_to_size``), and the runners' forward does what
+``ModelRunner._forward_raw`` does around the model: pad (MAX_LEN), plan if the batch needs it (the eager runner's
+extend), run; the backend's plan records the cache locations it was made for.
 
 The functions under test are the release's ``MultiLayerEagleDraftWorker.draft`` (stock, or the plugin's, compiled from
 the release's source and the patch file) and the release's real ``build_tree_kernel_efficient``, run on a worker made
@@ -37,14 +39,17 @@ from conftest import VERSION, patched_here, requires_sglang, where_patched
 
 from sglang_specv2_fixes import releases
 from sglang_specv2_fixes.fixes import multi_layer_draft
+from sglang_specv2_fixes.testing.scenarios import TreeKernelStop, capture_tree_mask
 
 pytestmark = [requires_sglang, pytest.mark.release_scoped]
 
 FIX = multi_layer_draft.FIX.name
 DRAFT_BUGGY = set(releases.release_set("up-to:0.5.15.post1")) - set(releases.release_set("up-to:0.5.12.post1"))
 IDLE_PLANNED = {"0.5.16", "0.5.17"}  # upstream's per-step planning without the idle guard (#33892 in 0.5.18)
+# #33892 upstream: the patch adds only the re-plan after the DP padding (known bug multi-layer-dp-padding)
+PADDING_ONLY = set(releases.release_set("all")) - set(releases.release_set("up-to:0.5.17"))
 BUGGY = VERSION in DRAFT_BUGGY
-# the draft is patched on 0.5.13 - 0.5.15.post1 (its patch files target it), the draft extend through 0.5.17
+# the draft is patched on 0.5.13 - 0.5.15.post1 (its patch files target it), the draft extend on 0.5.13 - 0.5.23
 FIXED_HERE = pytest.mark.skipif(not (BUGGY and patched_here(FIX)), reason=f"sglang {VERSION}: the plugin patches "
                                 "MultiLayerEagleDraftWorker.draft on 0.5.13 - 0.5.15.post1 only")
 EXTEND_FIXED_HERE = where_patched(FIX, "the plugin's MultiLayerEagleDraftWorker._draft_extend_for_decode")
@@ -78,14 +83,7 @@ def run(plugin, monkeypatch, seq_lens_sum=None, backend=None):
 
     from sglang_specv2_fixes import core
 
-    got = {}
-
-    def kernel(parent_list, top_scores_index, seq_lens, tree_mask, *rest):
-        got["tree_mask"] = tree_mask
-        raise Stop
-
-    monkeypatch.setattr(eagle_utils, "sgl_build_tree_kernel_efficient", kernel, raising=False)
-    monkeypatch.setattr(eagle_utils, "_is_npu", False, raising=False)
+    got = capture_tree_mask(monkeypatch)
     bs = len(SEQ_LENS)
     prepared = (types.SimpleNamespace(), False)
     draft_input = types.SimpleNamespace(bonus_tokens=torch.tensor([5, 6]),
@@ -103,7 +101,7 @@ def run(plugin, monkeypatch, seq_lens_sum=None, backend=None):
         target_worker=types.SimpleNamespace(model_runner=types.SimpleNamespace(attn_backend=backend or Backend())))
     draft = core.build_fix(FIX)[f"{mod.__name__}.MultiLayerEagleDraftWorker.draft"] if plugin \
         else mod.MultiLayerEagleDraftWorker.draft
-    with pytest.raises(Stop):
+    with pytest.raises(TreeKernelStop):
         draft(worker, batch)
     return got["tree_mask"]
 
@@ -309,19 +307,21 @@ def test_plugin_plans_nothing_for_an_idle_round(monkeypatch):
 
 
 def test_the_patched_releases_are_the_draft_and_the_extend_ranges():
-    """The release table patches the draft where it is stock-buggy and the draft extend through 0.5.17."""
-    assert set(releases.release_set(f"fix:{FIX}")) == DRAFT_BUGGY | IDLE_PLANNED
+    """The release table patches the draft where it is stock-buggy and the draft extend on every release from 0.5.13
+    (through 0.5.17 its per-step planning / idle guard, from 0.5.18 the DP-padding re-plan alone)."""
+    assert {"0.5.18", "0.5.23"} <= PADDING_ONLY
+    assert set(releases.release_set(f"fix:{FIX}")) == DRAFT_BUGGY | IDLE_PLANNED | PADDING_ONLY
 
 
-UPSTREAM_FROM_18 = pytest.mark.skipif(VERSION is None or VERSION in DRAFT_BUGGY | IDLE_PLANNED
-                                      or VERSION in releases.release_set("up-to:0.5.12.post1"),
-                                      reason=f"sglang {VERSION}: not an upstream-fixed release (0.5.18+)")
+UPSTREAM_FROM_18 = pytest.mark.skipif(VERSION not in PADDING_ONLY,
+                                      reason=f"sglang {VERSION}: #33892 is not upstream here (it is from 0.5.18)")
 
 
 @UPSTREAM_FROM_18
 def test_upstream_skips_an_idle_round_from_0_5_18(monkeypatch):
-    """What the release table's upstream note claims, on the release's own draft extend: every busy step planned,
-    nothing planned (and nothing raised) on an idle round."""
+    """The part of the fix that is upstream from 0.5.18 (#33892), on the release's own draft extend: every busy step
+    planned, nothing planned (and nothing raised) on an idle round (the plugin's side: the two test_plugin_plans_*
+    tests above, which run here too)."""
     assert run_draft_extend(False, monkeypatch) == [True, True, True]
     assert run_draft_extend(False, monkeypatch, idle=True) == [False, False, False]
 
@@ -332,7 +332,7 @@ DP_PAD_TO = len(SEQ_LENS) + 1  # the other DP rank runs one request more
 @pytest.mark.skipif(VERSION is None or VERSION in releases.release_set("up-to:0.5.12.post1"),
                     reason=f"sglang {VERSION}: the harness runs the draft extend of 0.5.13 on")
 def test_stock_eager_draft_extend_plans_before_the_dp_padding(monkeypatch):
-    """Stock, every release from 0.5.13 (0.5.18 … 0.5.23 included: known bug multi-layer-dp-padding): step 0 runs on
+    """Stock, every release from 0.5.13 (0.5.18 … 0.5.23 included, where #33892 is upstream): step 0 runs on
     the preparation's plan, made before the padding and marked planned, so the forward does not plan again and the
     attention writes DP_PAD_TO * NUM_DRAFT K/V rows to len(SEQ_LENS) * NUM_DRAFT locations. Later steps: planned on
     0.5.16 on (the per-step plan sees the locations the previous forward padded), unplanned before."""

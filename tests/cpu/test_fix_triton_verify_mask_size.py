@@ -30,6 +30,7 @@ from conftest import VERSION, requires_sglang, where_patched
 
 from sglang_specv2_fixes import core, releases
 from sglang_specv2_fixes.fixes import triton_verify_mask_size
+from sglang_specv2_fixes.testing.scenarios import TreeKernelStop, capture_tree_mask
 
 pytestmark = [requires_sglang, pytest.mark.release_scoped]
 
@@ -39,10 +40,6 @@ LAZY_HYBRID = set(releases.release_set("up-to:0.5.16")) - set(releases.release_s
 EAGER_SUM = set(releases.release_set("up-to:0.5.12.post1"))
 CONTEXT, D, STEPS, MAX_BS = 4096, 4, 3, 8
 TARGET = "sglang.srt.layers.attention.triton_backend.TritonAttnBackend.init_cuda_graph_state"
-
-
-class Stop(Exception):
-    pass
 
 
 def triton(plugin):
@@ -93,14 +90,7 @@ def draft_mask(monkeypatch, target_backend, seq_lens):
     ``target_backend``; returns the tree mask its build_tree_kernel_efficient hands the CUDA kernel."""
     from sglang.srt.speculative import eagle_utils
 
-    got = {}
-
-    def kernel(parent_list, top_scores_index, seq_lens, tree_mask, *rest):
-        got["tree_mask"] = tree_mask
-        raise Stop
-
-    monkeypatch.setattr(eagle_utils, "sgl_build_tree_kernel_efficient", kernel, raising=False)
-    monkeypatch.setattr(eagle_utils, "_is_npu", False, raising=False)
+    got = capture_tree_mask(monkeypatch)
     bs = len(seq_lens)
     draft_input = types.SimpleNamespace(bonus_tokens=torch.arange(bs))
     batch = types.SimpleNamespace(spec_info=draft_input, seq_lens=torch.tensor(seq_lens), seq_lens_sum=None,
@@ -113,7 +103,7 @@ def draft_mask(monkeypatch, target_backend, seq_lens):
         build = getattr(common, "build_eagle_verify_input", None)
     except ImportError:
         build = None
-    with pytest.raises(Stop):
+    with pytest.raises(TreeKernelStop):
         if build is not None:  # 0.5.16: the shared draft tail
             build(batch, draft_input, *outputs, target_worker=target_worker, topk=1, num_steps=STEPS,
                   num_draft_tokens=D, tree_mask_mode=eagle_utils.TreeMaskMode.FULL_MASK, device="cpu")

@@ -74,9 +74,9 @@ def test_the_check_fails_where_catalogue_and_table_disagree(monkeypatch):
     assert any("answer 'upstream' but affected" in p for p in _with(
         monkeypatch, ("spec-v2-logprobs", dict(affected=one, fixed_in=None))))
     assert any("answer 'not-backported' but no release" in p for p in _with(
-        monkeypatch, ("overlap-war-barrier", dict(affected=()))))
-    assert any("fixed upstream in 0.5.13 but affected on" in p for p in _with(
-        monkeypatch, ("overlap-war-barrier", dict(affected=known_bugs.span("0.5.11", "0.5.13")))))
+        monkeypatch, ("pd-decode-grammar-double-accept", dict(affected=()))))
+    assert any("fixed upstream in 0.5.14 but affected on" in p for p in _with(
+        monkeypatch, ("pd-decode-grammar-double-accept", dict(affected=known_bugs.span("0.5.11", "0.5.14")))))
     # three records answer multi-token-finish: their union must be the patched set, each may cover part of it
     assert any("fix multi-token-finish" in p for p in _with(
         monkeypatch, ("first-finish-in-run", dict(affected=known_bugs.span("0.5.11", "0.5.22"), fixed_in="0.5.23"))))

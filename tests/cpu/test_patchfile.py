@@ -6,6 +6,7 @@ that shows the patched line, and agreement with GNU ``patch -p1 --fuzz=0``.
 The real patch files against the installed release are covered in test_patches.py / test_catalog.py;
 the last tests here check that a changed context line of the real installed source is refused too."""
 
+import dataclasses
 import itertools
 import linecache
 import os
@@ -379,3 +380,85 @@ def test_installed_source_with_one_changed_line_does_not_apply(fix):
             lines[start] = lines[start].rstrip("\n") + "  # local edit\n"
             with pytest.raises(PatchError, match="does not apply exactly"):
                 patchfile.apply_text(pf, rel, "".join(lines))
+
+
+# ------------------------------------------------------------------ two fixes on one function (``compose:`` lines)
+SECOND = "other-fake-fix"
+# a second fix on Thing.step, written against PRISTINE like the first: it changes ``return d``, below the first file's
+# hunk there, which adds two lines above it (one line of context: three would reach ``c = b - 3``, which the first
+# file changes, and could not compose)
+EDITED_2 = PRISTINE.replace("        return d\n", "        return d * 10  # specv2-fixes(other-fake-fix): ten times\n")
+
+
+def _second(tmp_path, root, module, compose=(), context=1):
+    name = module.split(".")[0]
+    d = tmp_path / f"edited2-{next(_IDS)}" / name
+    d.mkdir(parents=True)
+    (d / "mod.py").write_text(sys.modules[__name__].EDITED_2)
+    return patchfile.render(SECOND, "0.0.1", root, str(d.parent), [(module, "Thing.step")], "a second change",
+                            context=context, compose=compose)
+
+
+def test_a_compose_line_builds_the_shared_function_from_both_files_in_order(pkg, tmp_path, monkeypatch):
+    import importlib
+
+    root, module, rel, text = pkg
+    first = patchfile.parse(text, "first.patch")
+    monkeypatch.setattr(patchfile, "load", lambda fix, name: first)  # what --compose FIX/NAME reads
+    second = patchfile.parse(_second(tmp_path, root, module, compose=[f"{FIX}/0.0.1"]), "second.patch")
+    (c,) = second.composes
+    assert (c.fix, c.dotted) == (FIX, f"{module}.Thing.step")
+    assert c.before == first.targets[1].after  # the first file's result
+    assert c.after not in (second.targets[0].after, first.targets[1].after)  # checked on compile by build_stack
+    mod = importlib.import_module(module)
+    built = patchfile.build_stack([first, second], root)
+    assert sorted(built) == [f"{module}.Thing.step", f"{module}.helper"]
+    step = built[f"{module}.Thing.step"]
+    assert step(mod.Thing(), 1) == ((1 + 1) * 2 - 5 + 4) * 10  # both changes
+    assert getattr(step, MARK) == f"{FIX}+{SECOND}:{module}.Thing.step"
+    assert getattr(built[f"{module}.helper"], MARK) == f"{FIX}:{module}.helper"  # not shared: the first file's own
+    assert patchfile.build(second, root)[f"{module}.Thing.step"](mod.Thing(), 1) == ((1 + 1) * 2 - 3 + 4) * 10  # alone
+    # the other order, or no compose line: refused before anything is compiled
+    with pytest.raises(PatchError, match=f"no compose line for {SECOND}"):
+        patchfile.build_stack([second, first], root)
+    plain = patchfile.parse(_second(tmp_path, root, module), "plain.patch")
+    with pytest.raises(PatchError, match=f"also changed by first.patch, and this file has no compose line for {FIX}"):
+        patchfile.build_stack([first, plain], root)
+    # a wrong composed fingerprint fails like any after=
+    bad = patchfile.parse(_second(tmp_path, root, module, compose=[f"{FIX}/0.0.1"]).replace(
+        f"after={c.after}", "after=0123456789abcdef"), "bad.patch")
+    with pytest.raises(PatchError, match="header says after=0123456789abcdef"):
+        patchfile.build_stack([first, bad], root)
+
+
+def test_hunks_that_overlap_what_the_earlier_file_changed_do_not_compose(pkg, tmp_path, monkeypatch):
+    """The later file's hunk moves by the lines the earlier one added above it in the function (above: composes); a
+    hunk whose context the earlier file changed does not find its lines there (no search): PatchError, never a
+    misplaced edit. The compose line cannot even be written for it."""
+    root, module, rel, text = pkg
+    first = patchfile.parse(text, "first.patch")
+    monkeypatch.setattr(patchfile, "load", lambda fix, name: first)
+    second = patchfile.parse(_second(tmp_path, root, module, compose=[f"{FIX}/0.0.1"]), "second.patch")
+    (hunk,) = dict(second.files)[rel]
+    assert hunk.first_index > dict(first.files)[rel][1].first_index  # below the first file's hunk: composed above
+    monkeypatch.setattr(sys.modules[__name__], "EDITED_2",  # ``d = c + 4``, one line of context: ``c = b - 3``
+                        PRISTINE.replace("        d = c + 4\n", "        d = c + 40  # specv2-fixes(other-fake-fix)\n"))
+    with pytest.raises(PatchError, match="does not apply exactly"):
+        _second(tmp_path, root, module, compose=[f"{FIX}/0.0.1"])
+    near = patchfile.parse(_second(tmp_path, root, module), "near.patch")
+    assert patchfile.build(near, root)  # alone it applies
+    near = dataclasses.replace(near, composes=(dataclasses.replace(second.composes[0]),))
+    with pytest.raises(PatchError, match="near.patch: hunk .* does not apply exactly"):
+        patchfile.build_stack([first, near], root)
+
+
+@pytest.mark.parametrize("line,message", [
+    ("compose: fake-fix {m} Thing.step before=0123456789abcdef after=0123456789abcdef", "not a target of this file"),
+    ("compose: other {m} Nothing before=0123456789abcdef after=0123456789abcdef", "not a target of this file"),
+    ("compose: other {m} Thing.step before=xyz after=0123456789abcdef", "malformed compose line"),
+])
+def test_compose_line_errors(pkg, line, message):
+    root, module, rel, text = pkg
+    head, rest = text.split("\n\n", 1)
+    with pytest.raises(PatchError, match=message):
+        patchfile.parse(head + "\n" + line.format(m=module) + "\n\n" + rest)

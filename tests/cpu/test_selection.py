@@ -81,3 +81,21 @@ def test_from_env(monkeypatch):
     assert selection.from_env(ALL_FIXES) == parse("tree-drafting")
     monkeypatch.delenv("SGLANG_SPECV2_FIXES")
     assert selection.from_env(ALL_FIXES).mode == "auto"
+
+
+@pytest.mark.parametrize("value", ["auto,-tree-drafting", "-26866", " AUTO , -#26866 ", "default,-tree-drafting"])
+def test_auto_without_some_fixes(value):
+    sel = parse(value)
+    assert sel.mode == "auto" and not sel.explicit and sel.without == {"tree-drafting"}
+    assert sel.canonical == "auto,-tree-drafting" and parse(sel.canonical) == sel  # what the schedulers inherit
+    assert not sel.wants("tree-drafting")
+    assert [f.name for f in ALL_FIXES if not sel.wants(f.name)] == ["tree-drafting"]
+    assert sel != parse("auto") and parse("auto,-23456,-26866").canonical == (
+        "auto,-skip-stale-overlap-updates,-tree-drafting")
+
+
+@pytest.mark.parametrize("value", ["23456,-26866", "-26866,23456", "auto,-", "-bogus", "off,-26866", "-auto"])
+def test_auto_without_rejects_mixes_and_unknown_names(value):
+    with pytest.raises(selection.SelectionError) as e:
+        parse(value)
+    assert "auto,-NAME" in str(e.value) and "tree-drafting (#26866)" in str(e.value)

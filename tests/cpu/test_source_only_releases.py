@@ -41,7 +41,10 @@ is present (the table must then patch it, or say open). A wrong table entry fail
                 None after the decode preparation) to build_tree_kernel_efficient; from 0.5.16 it calls
                 build_eagle_verify_input, which sizes the mask without it
   0.5.16 / 0.5.17  multi-layer-draft: the eager draft extend plans each MTP runner also on an idle round (#33892,
-                no is_idle() guard); guarded from 0.5.18 (U)
+                no is_idle() guard); guarded from 0.5.18
+  0.5.13 on      multi-layer-draft: the eager draft extend's plans are made before the DP-attention padding and marked
+                without a re-plan ("Planned pre-pad; do NOT opt into post-pad re-plan"): B through 0.5.23 (open
+                upstream; 0.5.18 on: the idle guard is upstream, the patch adds the re-plan alone)
   every release here  tbo-verify-seq-lens: the verify input gets the batch's seq_lens_cpu (#24319: 0.5.12 / 0.5.13
                 prepare_for_v2_verify, from 0.5.14 eagle_utils.eagle_prepare_for_verify) (U; 0.5.11 patched)
   up to 0.5.21   mamba-track-freed-rows: set_mamba_track_indices_from_reqs builds a freed request's (None) track
@@ -54,6 +57,8 @@ is present (the table must then patch it, or say open). A wrong table entry fail
                 and hands out no verify buffer, so the draft sizes the tree mask for bs * max_context_len, past
                 triton's cuda_graph_custom_mask (max_num_tokens * max_context_len) at the largest captured bs; 0.5.13.x
                 keeps needs_cpu_seq_lens True on the hybrid backend (NA); 0.5.17's VerifyMask has the draft term (U)
+  0.5.13 on      overlap-war-barrier: event_loop_overlap issues schedule_stream.wait_stream(forward_stream) before the
+                next batch is built (0.5.13), through _apply_war_barrier from 0.5.14 (U)
 """
 
 import os
@@ -106,15 +111,15 @@ for _v in EXPECTED:
                                          "reasoning-tokens-through-stop": B,
                                          "multi-layer-grammar-mask": B if _v in releases.release_set(
                                              "up-to:0.5.15.post1") else U,
-                                         "multi-layer-draft": B if _v in releases.release_set(
-                                             "up-to:0.5.17") else U,
+                                         "multi-layer-draft": B,  # the DP-padding re-plan: open through 0.5.23
                                          "tbo-verify-seq-lens": U,
                                          "mamba-track-freed-rows": B if _v in releases.release_set(
                                              "up-to:0.5.21") else U,
                                          "inkling-draft-extend-track-guard": NA if _v in releases.release_set(
                                              "up-to:0.5.15.post1") else B,
                                          "triton-verify-mask-size": NA if _v in ("0.5.13", "0.5.13.post1") else
-                                         B if _v in releases.release_set("up-to:0.5.16") else U})
+                                         B if _v in releases.release_set("up-to:0.5.16") else U,
+                                         "overlap-war-barrier": U})
 # 0.5.11 and 0.5.12.x: the releases the CPU suite imports and runs (test_catalog, test_fix_*, ...)
 RUN_HERE = {"0.5.11", "0.5.12", "0.5.12.post1"}
 

@@ -1,0 +1,89 @@
+"""The overlap scheduler's write-after-read barrier (upstream #26380, CUDA-only by #26646; in 0.5.13): the schedule
+stream's writes for the next batch wait for the previous forward's reads (0.5.11, 0.5.12, 0.5.12.post1).
+
+With the overlap scheduler the scheduler thread builds batch N+1 on ``schedule_stream`` while batch N's forward, launched
+on ``forward_stream``, still runs. ``run_batch`` orders the forward after the schedule stream
+(``forward_stream.wait_stream(schedule_stream)``: read after write), but nothing orders the schedule stream after the
+forward: the writes that building N+1 issues to buffers N's forward reads can land before those reads. They are the
+``req_to_token`` rows and, on hybrid-SWA pools, ``full_to_swa_index_mapping``: allocation (``prepare_for_extend``,
+the spec-v2 decode preparation ``EagleDraftInputV2Mixin.prepare_for_decode`` with ``alloc_token_slots`` and
+``assign_req_to_token_pool_func``), SWA eviction (``ScheduleBatch.maybe_evict_swa``), retraction and the frees of
+aborted / timed-out requests. A request slot or KV slot freed by the previous result and handed out again here can be
+rewritten while the in-flight forward (which, under overlap, may still hold the freed request) reads it. Upstream saw
+it as flaky accuracy (DeepSeek-V4 PD disaggregation, gsm8k ~0.87); hybrid-SWA targets (gpt-oss + EAGLE3, DSv4) are the
+exposed ones.
+
+0.5.13 puts ``schedule_stream.wait_stream(forward_stream)`` at the top of each overlap loop, right before the next
+batch is built (``event_loop_overlap``, ``event_loop_overlap_disagg_prefill``, ``event_loop_overlap_disagg_decode``),
+behind ``_war_barrier_enabled = is_cuda()`` (#26646: on HIP it hung and cost throughput). The patch issues the same
+call at the same place: as the first statement of the function each loop calls there (``Scheduler.get_next_batch_to_run``,
+``get_next_disagg_prefill_batch_to_run``, ``get_next_disagg_decode_batch_to_run``), through ``war_barrier`` below,
+which keeps upstream's rule: only for a scheduler running an overlap loop (``enable_overlap``; pipeline parallelism,
+MLX and the normal loops have it False) on CUDA. The loops themselves stay the release's (or grammar-result-order's,
+which patches ``event_loop_overlap`` and the PD decode loop here): that fix's early ``pop_and_process`` runs before
+the barrier, after a host wait on the processed result's ``copy_done``, which is recorded after every kernel of that
+(the latest) forward, so its frees are ordered by the host instead.
+
+Cost. The barrier itself is asynchronous, but it ties the schedule stream to the whole previous forward, so every
+blocking host sync the scheduler issues on that stream afterwards waits for that forward to end. 0.5.13 made those
+non-blocking so the barrier costs nothing (#26380: "no measurable throughput change"; #26376, the barrier alone, cost
+~4 % forward occupancy): the spec-v2 decode preparation's H2D copies of the KV lengths became
+``.to(device, non_blocking=True)``, and the ``seq_lens`` D2H moved to a private stream gated on the verify's publish
+event (``FutureMap.resolve_seq_lens_cpu``, after #25879 had removed the ``verify_done`` host waits). 0.5.11 / 0.5.12.x
+still run ``prepare_for_decode`` with blocking ``cur/nxt_kv_lens_cpu.to(device)`` copies and ``batch.seq_lens.cpu()``
+on the schedule stream: with the barrier the scheduler thread waits there for the previous forward's draft extend
+(stock waits only for its verify, through ``maybe_wait_verify_done``), which it otherwise overlaps. That move is not
+part of this fix (``prepare_for_decode`` is another fix's target); deselecting this fix turns the barrier off per
+server (``--specv2-fixes`` / ``SGLANG_SPECV2_FIXES`` with every other name), which is how its cost is measured.
+
+Not backported: 0.5.14's fine-grained read-done events (#28363) and 0.5.16's move of the barrier to right after
+``run_batch`` (#31687, which also orders the result processing of the same iteration behind the forward just
+launched; here that spot is in ``event_loop_overlap``, grammar-result-order's target, or in ``run_batch``, the probe's).
+
+Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13).
+"""
+
+from __future__ import annotations
+
+from ..catalog import Fix
+
+FIX = Fix(
+    name="overlap-war-barrier",
+    upstream=("#26380", "#26646"),
+    title="overlap scheduler: the next batch's writes wait for the previous forward's reads",
+    what=(
+        "Scheduler.get_next_batch_to_run, get_next_disagg_prefill_batch_to_run and "
+        "get_next_disagg_decode_batch_to_run first issue schedule_stream.wait_stream(forward_stream) when the "
+        "scheduler runs an overlap loop on CUDA: 0.5.13's barrier at the place its loops have it, right before the "
+        "next batch is built"
+    ),
+    why=(
+        "with the overlap scheduler, building the next batch writes req_to_token rows and the SWA index mapping "
+        "(allocation, SWA eviction, retraction, frees) on the schedule stream while the previous forward may still "
+        "read them: a write-after-read race (flaky accuracy; hybrid-SWA targets such as gpt-oss + EAGLE3, DSv4)"
+    ),
+    removal="delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)",
+    # not on_import: the targets live in sglang.srt.managers.scheduler and the disaggregation modules it imports,
+    # which grammar-result-order and live-accept-metrics load here anyway
+)
+
+_CUDA = None  # sglang.srt.utils.is_cuda(), read once per process
+
+
+def on_cuda() -> bool:
+    """Upstream's gate (#26646): ``is_cuda()`` (CUDA torch with a GPU; HIP, NPU and CPU keep no barrier)."""
+    global _CUDA
+    if _CUDA is None:
+        from sglang.srt.utils import is_cuda
+
+        _CUDA = bool(is_cuda())
+    return _CUDA
+
+
+def war_barrier(scheduler) -> None:
+    """0.5.13's loop-top barrier: the schedule stream waits for everything launched on the forward stream so far (the
+    previous forward), so the writes that build the next batch come after its reads. Only in an overlap loop on CUDA
+    (``enable_overlap`` is False for the normal, pipeline-parallel and MLX loops, where schedule and forward share a
+    stream or none exists)."""
+    if scheduler.enable_overlap and on_cuda():
+        scheduler.schedule_stream.wait_stream(scheduler.forward_stream)
