@@ -372,8 +372,9 @@ BUGS: Tuple[Bug, ...] = (
         "right before the next batch is built, as the first statement of get_next_batch_to_run and of the two PD "
         "loops' batch getters, in an overlap loop on CUDA. #26380's host-sync move (non-blocking H2D in the spec-v2 "
         "decode preparation, the seq_lens D2H off the schedule stream) is not ported, so the scheduler thread waits "
-        "for the previous forward's draft extend there; deselecting the fix turns the barrier off (its cost: "
-        "fixes/overlap_war_barrier.py). CPU proof on each release's real loop and batch getters with recorded stream "
+        "for the previous forward's draft extend there: measured 2 - 3 % of a chain's tok/s at real size (0.5.11, "
+        "H100), so by default the barrier is issued for hybrid-SWA pools only, the exposed writes "
+        "(SGLANG_SPECV2_FIXES_WAR_BARRIER=all: every overlap scheduler, upstream's rule). CPU proof on each release's real loop and batch getters with recorded stream "
         "waits (tests/cpu/test_fix_overlap_war_barrier.py); no GPU row: the race needs hybrid-SWA targets under load",
         verified="grep `wait_stream(self.forward_stream)` in managers/scheduler.py: absent up to 0.5.12.post1, "
         "present from 0.5.13 (_apply_war_barrier from 0.5.14)",

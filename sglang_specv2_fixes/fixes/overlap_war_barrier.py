@@ -36,6 +36,17 @@ on the schedule stream: with the barrier the scheduler thread waits there for th
 part of this fix (``prepare_for_decode`` is another fix's target); deselecting this fix turns the barrier off per
 server (``--specv2-fixes`` / ``SGLANG_SPECV2_FIXES`` with every other name), which is how its cost is measured.
 
+Default: hybrid-SWA pools only. Measured at real size on one H100 (2026-11-26, 0.5.11, 8B-shaped Llama + EAGLE3
+chain, ``SGLANG_SIMULATE_ACC_LEN=3``, the same KV pool, 3 alternating pairs; docs/gpu-runs/2026-11-26-s19/), the
+barrier on every overlap scheduler costs the chain 2.3 / 3.0 / 0.2 % output tok/s at concurrency 1 / 8 / 32 (TPOT
++2.5 - 4 %) and a non-speculative server 0.7 / 0.2 / 0.6 %: the blocking host syncs above, which this fix does not move.
+Read from 0.5.11's loop (not shown on a GPU): where a request's ``req_to_token`` row is reused, the in-flight forward
+reading it holds a request that already finished (its output is dropped), and new slots are written past what it reads; the exposed write is the
+hybrid-SWA pool's index mapping (SWA eviction frees window slots the in-flight forward may still map), where upstream
+saw the race. So the barrier is on by default where the scheduler has a hybrid-SWA pool (``is_hybrid_swa``: gpt-oss,
+MiMo-V2, ...) and on every overlap scheduler with ``SGLANG_SPECV2_FIXES_WAR_BARRIER=all`` (upstream's rule);
+``--specv2-fixes auto,-overlap-war-barrier`` removes it.
+
 Not backported: 0.5.14's fine-grained read-done events (#28363) and 0.5.16's move of the barrier to right after
 ``run_batch`` (#31687, which also orders the result processing of the same iteration behind the forward just
 launched; here that spot is in ``event_loop_overlap``, grammar-result-order's target, or in ``run_batch``, the probe's).
@@ -55,7 +66,8 @@ FIX = Fix(
         "Scheduler.get_next_batch_to_run, get_next_disagg_prefill_batch_to_run and "
         "get_next_disagg_decode_batch_to_run first issue schedule_stream.wait_stream(forward_stream) when the "
         "scheduler runs an overlap loop on CUDA: 0.5.13's barrier at the place its loops have it, right before the "
-        "next batch is built"
+        "next batch is built; by default for hybrid-SWA pools only (SGLANG_SPECV2_FIXES_WAR_BARRIER=all: every "
+        "overlap scheduler, 2 - 3 % of a chain's tok/s on 0.5.11)"
     ),
     why=(
         "with the overlap scheduler, building the next batch writes req_to_token rows and the SWA index mapping "
@@ -84,6 +96,17 @@ def war_barrier(scheduler) -> None:
     """0.5.13's loop-top barrier: the schedule stream waits for everything launched on the forward stream so far (the
     previous forward), so the writes that build the next batch come after its reads. Only in an overlap loop on CUDA
     (``enable_overlap`` is False for the normal, pipeline-parallel and MLX loops, where schedule and forward share a
-    stream or none exists)."""
-    if scheduler.enable_overlap and on_cuda():
+    stream or none exists), and by default only for a hybrid-SWA pool (``is_hybrid_swa``; see "Default" above):
+    ``SGLANG_SPECV2_FIXES_WAR_BARRIER=all`` applies upstream's rule, every overlap scheduler."""
+    if scheduler.enable_overlap and on_cuda() and (getattr(scheduler, "is_hybrid_swa", False) or everywhere()):
         scheduler.schedule_stream.wait_stream(scheduler.forward_stream)
+
+
+def everywhere() -> bool:
+    """``SGLANG_SPECV2_FIXES_WAR_BARRIER=all``: the barrier for every overlap scheduler, as upstream 0.5.13 has it."""
+    import os
+
+    return os.environ.get(ENV, "").strip().lower() == "all"
+
+
+ENV = "SGLANG_SPECV2_FIXES_WAR_BARRIER"

@@ -192,7 +192,7 @@ def overlap_scheduler(monkeypatch, streams, plugin_getter):
     sched.__dict__.update(
         _engine_paused=False, require_mlp_sync=False, is_generation=True, last_batch=None, cur_batch=None,
         running_batch=batch, chunked_req=None, dllm_config=None, enable_hisparse=False, enable_fpm=False,
-        enable_overlap=True, spec_algorithm=batch.spec_algorithm, schedule_stream=streams.schedule,
+        enable_overlap=True, is_hybrid_swa=True, spec_algorithm=batch.spec_algorithm, schedule_stream=streams.schedule,
         forward_stream=streams.forward, forward_stream_ctx=streams.use(streams.forward),
         server_args=scenarios.Unset(enable_unified_memory=False),
     )
@@ -287,7 +287,8 @@ def test_plugin_no_barrier_off_cuda_or_without_overlap(monkeypatch):
         "forward.wait_stream(schedule)"] * 2
     monkeypatch.setattr(overlap_war_barrier, "_CUDA", True)
     s = Streams()
-    sched = types.SimpleNamespace(enable_overlap=False, schedule_stream=s.schedule, forward_stream=s.forward)
+    sched = types.SimpleNamespace(enable_overlap=False, is_hybrid_swa=True, schedule_stream=s.schedule,
+                                  forward_stream=s.forward)
     overlap_war_barrier.war_barrier(sched)
     assert s.waits() == []
     sched.enable_overlap = True
@@ -295,13 +296,36 @@ def test_plugin_no_barrier_off_cuda_or_without_overlap(monkeypatch):
     assert s.waits() == ["schedule.wait_stream(forward)"]
 
 
+@FIXED_HERE
+def test_plugin_default_is_hybrid_swa_only_and_all_is_upstreams_rule(monkeypatch):
+    """By default the barrier is issued for a hybrid-SWA pool only (its cost on other servers, measured, is in the
+    fix's docstring); SGLANG_SPECV2_FIXES_WAR_BARRIER=all issues it for every overlap scheduler, as 0.5.13 does."""
+    monkeypatch.setattr(overlap_war_barrier, "_CUDA", True)
+    monkeypatch.delenv(overlap_war_barrier.ENV, raising=False)
+    waits = []
+    for swa, env in ((False, None), (True, None), (False, "all"), (False, "ALL "), (False, "swa")):
+        if env is None:
+            monkeypatch.delenv(overlap_war_barrier.ENV, raising=False)
+        else:
+            monkeypatch.setenv(overlap_war_barrier.ENV, env)
+        s = Streams()
+        overlap_war_barrier.war_barrier(types.SimpleNamespace(enable_overlap=True, is_hybrid_swa=swa,
+                                                              schedule_stream=s.schedule, forward_stream=s.forward))
+        waits.append(len(s.waits()))
+    assert waits == [0, 1, 1, 1, 0]
+    s = Streams()  # a scheduler without the attribute (none of these releases lacks it): no SWA pool
+    overlap_war_barrier.war_barrier(types.SimpleNamespace(enable_overlap=True, schedule_stream=s.schedule,
+                                                          forward_stream=s.forward))
+    assert s.waits() == []
+
+
 def disagg_scheduler(streams):
     from sglang.srt.managers.scheduler import Scheduler
 
     sched = object.__new__(Scheduler)
     running = types.SimpleNamespace(batch_is_full=True, reqs=["r"], is_empty=lambda: False)
-    sched.__dict__.update(enable_overlap=True, schedule_stream=streams.schedule, forward_stream=streams.forward,
-                          running_batch=running, chunked_req=None, enable_hisparse=False)
+    sched.__dict__.update(enable_overlap=True, is_hybrid_swa=True, schedule_stream=streams.schedule,
+                          forward_stream=streams.forward, running_batch=running, chunked_req=None, enable_hisparse=False)
     sched.maybe_prepare_mlp_sync_batch = lambda b, need_sync=True: b
     sched.process_prefill_chunk = lambda: None
     sched.get_new_prebuilt_batch = lambda: None
