@@ -9,7 +9,8 @@ aborted mid-run (half by rid, the rest with abort_all). After each load the serv
 SGLang's own accounting only: its idle self-check (strict by default: a leaked page stops the scheduler), the busy
 check ``launch()`` turns on (SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_BUSY, every busy iteration), and ``/v1/loads``
 ``num_used_tokens`` (``max_total_num_tokens - available - evictable``) must be 0 with nothing running or waiting. The
-probe (SGLANG_SPECV2_FIXES_PROBE) must count no request ending a step with more committed than allocated KV.
+probe (SGLANG_SPECV2_FIXES_PROBE) must count no request ending a step with more committed than allocated KV. Greedy
+output equals the same target served without speculation at the same page size (the target-only reference).
 
 The CPU proof (tests/cpu/test_eagle_decode_page_align.py) found the page accounting balanced on every release 0.5.11 -
 0.5.16 on the finish, abort and retract paths, radix cache on and off (the paged allocator returns whole pages
@@ -54,12 +55,14 @@ def loads():
 class _PageAlignRow(SpecChecks):
     PAGE_SIZE = None
     EXTRA = []
+    BACKEND_ARGS = ()  # ("--page-size", N): the row's server and its target-only reference (SpecChecks)
 
     @classmethod
     def setUpClass(cls):
+        cls.prefetch_target_only()  # the greedy oracle at the same page size, started beside the server
         cls.process = launch(
-            eagle3_args(3, 1, 4) + ["--page-size", str(cls.PAGE_SIZE), "--max-running-requests", "32",
-                                    "--max-total-tokens", str(POOL_TOKENS)] + list(cls.EXTRA),
+            eagle3_args(3, 1, 4) + list(cls.BACKEND_ARGS) + ["--max-running-requests", "32",
+                                                             "--max-total-tokens", str(POOL_TOKENS)] + list(cls.EXTRA),
             env={"SGLANG_TEST_RETRACT": "1", "SGLANG_SPECV2_FIXES_PROBE": "1"},
         )
 
@@ -120,17 +123,22 @@ class _PageAlignRow(SpecChecks):
         self.check_concurrent_abort(n=16, tokens=3000)
         self.assert_idle_balanced("after aborts")
 
-    def test_5_flush_still_works(self):
+    def test_5_greedy_equals_target_only(self):
+        self.check_greedy_equals_target_only()
+
+    def test_6_flush_still_works(self):
         self.assertTrue(flush_cache(), "flush_cache refused: the server is not idle")
         self.check_alive()
 
 
 class TestPageAlignDecodePage16Radix(_PageAlignRow, CustomTestCase):
     PAGE_SIZE = 16
+    BACKEND_ARGS = ("--page-size", "16")
 
 
 class TestPageAlignDecodePage64NoRadix(_PageAlignRow, CustomTestCase):
     PAGE_SIZE = 64
+    BACKEND_ARGS = ("--page-size", "64")
     EXTRA = ["--disable-radix-cache"]
 
 
