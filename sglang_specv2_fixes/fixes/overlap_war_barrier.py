@@ -103,10 +103,15 @@ def war_barrier(scheduler) -> None:
 
 
 def everywhere() -> bool:
-    """``SGLANG_SPECV2_FIXES_WAR_BARRIER=all``: the barrier for every overlap scheduler, as upstream 0.5.13 has it."""
-    import os
+    """``SGLANG_SPECV2_FIXES_WAR_BARRIER=all``: the barrier for every overlap scheduler, as upstream 0.5.13 has it.
+    Read once per process (``war_barrier`` runs every scheduler iteration)."""
+    global _EVERYWHERE
+    if _EVERYWHERE is None:
+        import os
 
-    return os.environ.get(ENV, "").strip().lower() == "all"
+        _EVERYWHERE = os.environ.get(ENV, "").strip().lower() == "all"
+    return _EVERYWHERE
 
 
 ENV = "SGLANG_SPECV2_FIXES_WAR_BARRIER"
+_EVERYWHERE = None

@@ -64,6 +64,23 @@ def _kv_released_is_none():
     return hasattr(r, "kv") and r.kv is None
 
 
+def token_ids(values):
+    """Token ids as the release's Req keeps them (lists up to 0.5.12.x, ``array('q')`` from 0.5.13)."""
+    from array import array
+
+    from sglang.srt.managers.schedule_batch import Req
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    probe = Req("probe", "", [1], SamplingParams(max_new_tokens=1))
+    return array("q", values) if isinstance(probe.output_ids, array) else list(values)
+
+
+def kv_len(req, name):
+    """A request's ``kv_committed_len`` / ``kv_allocated_len`` where its release keeps it (see set_kv)."""
+    kv = getattr(req, "kv", None)
+    return getattr(kv if kv is not None and hasattr(kv, name) else req, name)
+
+
 def set_kv(req, committed, allocated):
     """Set a request's committed / allocated KV lengths where its release keeps them: on the request (0.5.11 …
     0.5.15), allocated on ``req.kv`` (0.5.16+, a ``ReqKvInfo`` the scheduler creates on allocation), both on

@@ -27,7 +27,6 @@ one (that one the cache frees with the committed tail). 0.5.16 is the control (a
 """
 
 import inspect
-from array import array
 from types import SimpleNamespace
 
 import pytest
@@ -36,7 +35,7 @@ from conftest import LINE, requires_sglang
 
 from sglang_specv2_fixes import releases
 from sglang_specv2_fixes.testing import scenarios
-from sglang_specv2_fixes.testing.scenarios import set_kv
+from sglang_specv2_fixes.testing.scenarios import kv_len, set_kv, token_ids
 
 _AT = list(releases.RELEASES).index(releases.RELEASES[LINE].version) if LINE is not None else -1
 # the releases of the question (0.5.11 - 0.5.15.post1) and 0.5.16, the page-aligned control; later releases move the
@@ -56,19 +55,6 @@ SPEC = dict(speculative_algorithm="EAGLE3", speculative_num_steps=3, speculative
 
 
 # ------------------------------------------------------------------------------ the release's objects
-def _ids(values):
-    from sglang.srt.managers.schedule_batch import Req
-    from sglang.srt.sampling.sampling_params import SamplingParams
-
-    probe = Req("probe", "", [1], SamplingParams(max_new_tokens=1))
-    return array("q", values) if isinstance(probe.output_ids, array) else list(values)
-
-
-def kv_len(req, name):
-    kv = getattr(req, "kv", None)
-    return getattr(kv if kv is not None and hasattr(kv, name) else req, name)
-
-
 def prepare_for_decode():
     """The release's spec-v2 EAGLE decode allocation: fn(batch)."""
     try:
@@ -156,7 +142,7 @@ def admit(cache, alloc, rid, n, page):
 
     sp = SamplingParams(max_new_tokens=512)
     sp.normalize(None)
-    req = Req(rid, "", _ids([100 + (7 * i + n) % 800 for i in range(n)]), sp, vocab_size=1000)
+    req = Req(rid, "", token_ids([100 + (7 * i + n) % 800 for i in range(n)]), sp, vocab_size=1000)
     req.init_next_round_input(cache)
     if hasattr(req, "lock") and hasattr(cache, "lock"):  # 0.5.22+
         req.lock = cache.lock(req.last_node)
@@ -240,7 +226,7 @@ def test_decode_rounds_retract_abort_finish_balance(monkeypatch, kind, page):
                 if kv_len(r, "req_pool_idx") is None:
                     continue  # retracted meanwhile: its stale result is dropped
                 set_kv(r, kv_len(r, "kv_committed_len") + k - pre, kv_len(r, "kv_allocated_len"))
-                r.output_ids.extend(_ids(range(tok, tok + k)))
+                r.output_ids.extend(token_ids(range(tok, tok + k)))
                 tok += k
 
         def past_committed_page(rs):

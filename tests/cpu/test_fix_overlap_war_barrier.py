@@ -308,11 +308,13 @@ def test_plugin_default_is_hybrid_swa_only_and_all_is_upstreams_rule(monkeypatch
             monkeypatch.delenv(overlap_war_barrier.ENV, raising=False)
         else:
             monkeypatch.setenv(overlap_war_barrier.ENV, env)
+        monkeypatch.setattr(overlap_war_barrier, "_EVERYWHERE", None)  # a new process reads the variable again
         s = Streams()
         overlap_war_barrier.war_barrier(types.SimpleNamespace(enable_overlap=True, is_hybrid_swa=swa,
                                                               schedule_stream=s.schedule, forward_stream=s.forward))
         waits.append(len(s.waits()))
     assert waits == [0, 1, 1, 1, 0]
+    monkeypatch.setattr(overlap_war_barrier, "_EVERYWHERE", None)
     s = Streams()  # a scheduler without the attribute (none of these releases lacks it): no SWA pool
     overlap_war_barrier.war_barrier(types.SimpleNamespace(enable_overlap=True, schedule_stream=s.schedule,
                                                           forward_stream=s.forward))

@@ -19,7 +19,6 @@ sequence nobody sends can reach.
 
 import contextlib
 import inspect
-from array import array
 
 import pytest
 import torch
@@ -29,6 +28,7 @@ from sglang_specv2_fixes import core, releases
 from sglang_specv2_fixes.catalog import Patched
 from sglang_specv2_fixes.fixes import radix_overshoot as fix_module
 from sglang_specv2_fixes.testing import scenarios
+from sglang_specv2_fixes.testing.scenarios import kv_len, token_ids
 
 pytestmark = [requires_sglang, pytest.mark.release_scoped]
 
@@ -49,20 +49,6 @@ POOL = 256
 
 # ------------------------------------------------------------------------------ the release's objects
 SPEC = dict(speculative_algorithm="EAGLE3", page_size=1)
-
-
-def _ids(values):
-    """Token ids as the release's Req keeps them (lists up to 0.5.12.x, ``array('q')`` from 0.5.13)."""
-    from sglang.srt.managers.schedule_batch import Req
-    from sglang.srt.sampling.sampling_params import SamplingParams
-
-    probe = Req("probe", "", [1], SamplingParams(max_new_tokens=1))
-    return array("q", values) if isinstance(probe.output_ids, array) else list(values)
-
-
-def kv_len(req, name):
-    kv = getattr(req, "kv", None)
-    return getattr(kv if kv is not None and hasattr(kv, name) else req, name)
 
 
 def build_cache(kind, bigram=False, session=False):
@@ -112,7 +98,7 @@ def finished_request(cache, alloc, max_new_tokens=64, run=RUN, session=None):
 
     sp = SamplingParams(max_new_tokens=max_new_tokens, stop_token_ids=[STOP])
     sp.normalize(None)
-    req = Req("r", "", _ids(PROMPT), sp, vocab_size=1000)
+    req = Req("r", "", token_ids(PROMPT), sp, vocab_size=1000)
     if session is not None:
         req.session = session
     req.init_next_round_input(cache)
@@ -150,7 +136,7 @@ def matched(cache, ids, bigram=False):
     from sglang.srt.mem_cache.base_prefix_cache import MatchPrefixParams
     from sglang.srt.mem_cache.radix_cache import RadixKey
 
-    r = cache.match_prefix(MatchPrefixParams(key=RadixKey(_ids(ids), None, is_bigram=bigram)))
+    r = cache.match_prefix(MatchPrefixParams(key=RadixKey(token_ids(ids), None, is_bigram=bigram)))
     return r.device_prefix_len if hasattr(r, "device_prefix_len") else len(r.device_indices)
 
 
