@@ -20,9 +20,14 @@ JOBS=${SPECV2_JOBS:-4}
 T0=$SECONDS
 
 step() { printf '[setup %(%H:%M:%S)T +%4ds] %s\n' -1 "$((SECONDS - T0))" "$*"; }
+# free disk where the venv lives, in every step that can run out of it (a CI machine once had too little)
+disk() { df -h "$(dirname "$VENV")" | awk 'NR == 2 {print $4 " free on " $6}'; }
+# pip's wheel cache would keep a second copy of torch's ~4 GB of wheels: off unless the caller asks for it
+export PIP_NO_CACHE_DIR=${PIP_NO_CACHE_DIR:-1}
 # the table's queries need only the package's source (no sglang, no deps)
 table() { PYTHONPATH="$ROOT" "$VENV/bin/python" -m sglang_specv2_fixes.releases "$@"; }
 
+step "disk: $(disk) (a fresh setup needs about 10 GiB at its peak, 8.5 after)"
 if [ ! -x "$VENV/bin/python" ]; then
   step "creating venv $VENV"
   "$PY" -m venv "$VENV"
@@ -56,7 +61,7 @@ install_overlay() {  # version specs...: into a temp folder, moved into place wh
     mv "$dst.part" "$dst"
     step "overlay $v installed: $*"
   else
-    step "overlay $v FAILED ($log):"; tail -20 "$log" >&2
+    step "overlay $v FAILED ($log; disk: $(disk)):"; tail -20 "$log" >&2
     return 1
   fi
 }
@@ -93,6 +98,8 @@ if [ -d "$VENV/src" ]; then step "removing $VENV/src (old source-only trees: eve
     install_overlay "$v" ${SPECS[$v]} &
   done
   for p in $(jobs -p); do wait "$p" || rc=1; done
+  # one copy of the files the overlays share (~1.8 of their ~4 GiB), while torch may still be unpacking
+  [ $rc -ne 0 ] || step "$("$VPY" "$HERE/dedupe_overlays.py" "$VENV/releases")" || rc=1
   exit $rc
 ) &
 POOL=$!
@@ -100,7 +107,8 @@ POOL=$!
 # ---- the shared venv (foreground, while the overlays download)
 if ! "$VPY" -c "import torch, torchvision" 2>/dev/null; then
   step "installing torch 2.14.1 + torchvision 0.29.1 (CPU use; SGLang imports torchvision at import time)"
-  "$VPY" -m pip install -q --disable-pip-version-check torch==2.14.1 torchvision==0.29.1
+  "$VPY" -m pip install -q --disable-pip-version-check torch==2.14.1 torchvision==0.29.1 \
+    || { step "torch install failed (disk: $(disk))"; exit 1; }
 fi
 if [ ! -f "$VENV/.deps-ok" ] || ! cmp -s "$HERE/cpu-deps.txt" "$VENV/.deps-ok"; then
   step "installing SGLang's shared runtime deps (ci/cpu-deps.txt, no torch) and pytest"
@@ -116,6 +124,6 @@ if [ "$("$VPY" -I -c 'import os, sglang_specv2_fixes as m; print(os.path.dirname
   "$VPY" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e "$ROOT"
 fi
 
-if ! wait "$POOL"; then step "setup failed: an overlay did not install"; exit 1; fi
+if ! wait "$POOL"; then step "setup failed: an overlay did not install (disk: $(disk))"; exit 1; fi
 for v in "${WANT[@]}"; do [ -f "$VENV/releases/$v/.ready" ] || { step "overlay $v missing"; exit 1; }; done
-step "done: $VENV (${#WANT[@]} release overlays: ${WANT[*]})"
+step "done: $VENV (${#WANT[@]} release overlays: ${WANT[*]}; disk: $(disk))"
