@@ -1,37 +1,33 @@
 #!/usr/bin/env bash
-# Real-size serving benchmark (bench/serving.py --real-size) on the lent GPU machine, from the repo root, with
+# The serving benchmark (bench/serving.py) for several releases in one device call, from the repo root, with
 # .device-bundle/<RELEASE> (one release) or .device-bundle/both (ci/make_combined_bundle.sh) carried:
-#   bash bench/gpu_real_size.sh "RELEASE [RELEASE ...]" [--split "A,B C"] [--waves] [bench/serving.py args]
-# 8B-shaped target + 1-layer EAGLE3 draft (bench/real_size_models.py: config + tokenizer, dummy weights; the
-# 70B shape with --real-size-model 70b) written once under /tmp; SGLANG_SIMULATE_ACC_LEN (--acc-len, default 3.0)
-# on both servers. Each release gets GPUs of its own: without --split one part per release running its
-# configurations one after the other; with --split the release's configurations are spread one part per GPU group
-# (a configuration's stock/plugin pairs always on one group). A part takes TP GPUs (--real-size-tp among the
-# serving.py args, default 1): part o (release k, part j, o = k*P + j) gets GPUs o*TP .. o*TP+TP-1, base port
-# 31000 + 400*o. A part without its GPUs is skipped, unless --waves: then the parts run in waves of as many as the
-# GPUs hold (part o in group o % G, wave o / G, G = GPUs / TP), each wave given an equal share of the time left
-# (e.g. two releases at TP 2 on 2 GPUs: one after the other on GPUs 0,1). Then, into $OUT (default
-# build/real-size; the device returns at most 8 files):
-#   real-size-latest.{json,md,png}   bench/real_size_report.py over every release (copy to docs/bench/)
-#   RELEASE-real-size.md             the release's serving.py table (bench/plot.py)
-#   real-size-out.tar.gz             everything: per part results.json / results.md / plots / server.log, merged
-#                                    bench-RELEASE/results.json (pass these to real_size_report.py to re-merge)
+#   bash bench/gpu_real_size.sh "RELEASE [RELEASE ...]" [--split "A,B C"] [--waves] [--tiny] [bench/serving.py args]
+# Real size (bench/real_size.py; models written once under /tmp) unless --tiny (the tiny real-weight models; what
+# bench/gpu_bench_all.sh runs). Each release gets GPUs of its own: one part per release, or with --split its
+# configurations spread one part per GPU group (a configuration's pairs always on one group). A part takes TP GPUs
+# (--real-size-tp, default 1): part o (release k, part j, o = k*P + j) gets GPUs o*TP .. o*TP+TP-1, base port
+# 31000 + 400*o. A part without its GPUs is skipped, unless --waves: then parts run in waves of as many as the GPUs
+# hold, each wave given an equal share of the time left. Into $OUT (default build/real-size; build with --tiny):
+#   real-size-latest.{json,md,png}   bench/real_size_report.py over every release (not with --tiny)
+#   RELEASE-real-size.md             the release's serving.py table (RELEASE-bench.md with --tiny)
+#   real-size-out.tar.gz             everything (bench-out.tar.gz with --tiny): per part outputs and server.log,
+#                                    merged bench-RELEASE/results.json (pass these to real_size_report.py to re-merge)
 # Budget: REAL_SIZE_TOTAL_S (default 560, the call's limit is 600) covers everything; the parts get what is left
 # after unpacking and writing the models, less 30 s for merging, the report and packing (per wave: that / waves).
-# SPECV2_COMMIT=<hash> records the measured commit (the device copy has no .git).
-# Host profiles (serving.py --host-profile-seconds S) need py-spy: carry ".whl" (the py_spy-*.whl of
-# `pip download py-spy==0.4.3`, .git/info/exclude'd) beside the bundle; each part's gpu_bench.sh unpacks it.
-# The TP 2 point (nvidia-h200-x2, .device-bundle/both; why 8B and not 70B: bench/real_size.py's docstring):
+# SPECV2_COMMIT=<hash> records the measured commit (the device copy has no .git). Host profiles
+# (--host-profile-seconds) need py-spy: carry ".whl" (py_spy-*.whl) beside the bundle.
+# The TP 2 point (nvidia-h200-x2, .device-bundle/both; why 8B and not 70B: docs/bench/README.md):
 #   SPECV2_COMMIT=<hash> bash bench/gpu_real_size.sh "0.5.11 0.5.12.post1" --waves --real-size-tp 2 \
 #     --configs tree-topk4 --concurrency 1 8 32 --repeats 2 --point-seconds 3 --first-launch-s 120
 set -uo pipefail
 T0=$(date +%s)
-RELEASES=${1:?usage: gpu_real_size.sh "REL ..." [--split "A,B C"] [--waves] [serving.py args]}; shift
-SPLIT=""; WAVES=0
+RELEASES=${1:?usage: gpu_real_size.sh "REL ..." [--split "A,B C"] [--waves] [--tiny] [serving.py args]}; shift
+SPLIT=""; WAVES=0; MODE=(--real-size); NAME=real-size
 while :; do
   case "${1:-}" in
     --split) SPLIT=$2; shift 2 ;;
     --waves) WAVES=1; shift ;;
+    --tiny) MODE=(); NAME=bench; shift ;;
     *) break ;;
   esac
 done
@@ -45,7 +41,7 @@ read -ra PARTS <<< "${SPLIT:-all}"; P=${#PARTS[@]}
 read -ra RELS <<< "$RELEASES"
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 G=$((NGPU / TP))  # GPU groups of TP GPUs
-OUTROOT=${OUT:-build/real-size}
+if [ "$NAME" = bench ]; then OUTROOT=${OUT:-build}; else OUTROOT=${OUT:-build/real-size}; fi
 mkdir -p "$OUTROOT"
 export SPECV2_REAL_SIZE_MODELS=${SPECV2_REAL_SIZE_MODELS:-/tmp/specv2-real-size-models}
 # the plan: one line per part (release, part, GPUs, wave, base port); parts without GPUs are reported and left out
@@ -67,7 +63,7 @@ for v in "${RELS[@]}"; do  # unpack each bundle once, before the parts start sid
   bash -c "source ci/gpu_prepare.sh $v" > /dev/null || echo "[gpu_real_size] preparing $v failed"
 done
 # the models once (serving.py would write them too, under a lock): tokenizers / torch from the first release's env
-(source ci/gpu_prepare.sh "${RELS[0]}" > /dev/null && python3 bench/real_size_models.py --model "$MODEL") \
+[ "$NAME" = bench ] || (source ci/gpu_prepare.sh "${RELS[0]}" > /dev/null && python3 bench/real_size_models.py --model "$MODEL") \
   || echo "[gpu_real_size] writing the models failed"
 echo "[gpu_real_size] $NGPU GPU(s), TP $TP, model $MODEL; releases ${RELS[*]}; parts: ${PARTS[*]}; $((WMAX + 1)) wave(s);" \
      "preparation took $(( $(date +%s) - T0 ))s; commit ${SPECV2_COMMIT:-unrecorded}"
@@ -81,7 +77,7 @@ for w in $(seq 0 "$WMAX"); do
     read -r v j gpus pw port <<< "$p"
     [ "$pw" = "$w" ] || continue
     cfg=(); [ "${PARTS[$j]}" = all ] || cfg=(--configs ${PARTS[$j]//,/ })
-    (CUDA_VISIBLE_DEVICES=$gpus OUT=$OUTROOT/parts/$v-part$j bash bench/gpu_bench.sh "$v" --real-size \
+    (CUDA_VISIBLE_DEVICES=$gpus OUT=$OUTROOT/parts/$v-part$j bash bench/gpu_bench.sh "$v" "${MODE[@]}" \
        --base-port "$port" "${cfg[@]}" "$@" 2>&1 | sed -u "s/^/[$v part$j gpu$gpus] /") &
     pids+=($!)
   done
@@ -94,11 +90,11 @@ for v in "${RELS[@]}"; do
   mkdir -p "$OUTROOT/bench-$v"
   python3 bench/plot.py --merge "$OUTROOT/bench-$v/results.json" $ins \
     && python3 bench/plot.py "$OUTROOT/bench-$v/results.json" "$OUTROOT/bench-$v" \
-    && cp "$OUTROOT/bench-$v/results.md" "$OUTROOT/$v-real-size.md" && merged+=("$OUTROOT/bench-$v/results.json")
+    && cp "$OUTROOT/bench-$v/results.md" "$OUTROOT/$v-$NAME.md" && merged+=("$OUTROOT/bench-$v/results.json")
 done
-if [ "${#merged[@]}" -gt 0 ]; then
+if [ "$NAME" != bench ] && [ "${#merged[@]}" -gt 0 ]; then
   python3 bench/real_size_report.py --out-dir "$OUTROOT" "${merged[@]}" || rc=1
 fi
-(cd "$OUTROOT" && tar -czf real-size-out.tar.gz bench-* parts 2>/dev/null && rm -rf parts bench-*/)
+(cd "$OUTROOT" && tar -czf "$NAME-out.tar.gz" bench-* parts 2>/dev/null && rm -rf parts bench-*/)
 echo "[gpu_real_size] done in $(( $(date +%s) - T0 ))s (rc $rc): $(ls "$OUTROOT" | tr '\n' ' ')"
 exit $rc

@@ -4,20 +4,10 @@
     python3 bench/plot.py RESULTS_JSON OUTDIR        # writes OUTDIR/results.md, OUTDIR/serving.png, OUTDIR/pairs.png
     python3 bench/plot.py --merge OUT_JSON PART_JSON...   # one release's parts run on several GPUs -> one results.json
 
-Runs anywhere with Python 3.8+; the PNGs need matplotlib (present on the GPU machine's image, absent on
-the dev machine): without it the Markdown is still written and a one-line message says the plots were
-skipped. ``serving.py`` imports this module to write the same files while it runs.
-
-Ratios are b / a, the run's two sides (``meta.sides``, baseline a first; results without it: a = stock, b = plugin).
-Throughput: higher is better (ratio > 1 = b faster). TPOT / ITL: lower is better (ratio < 1 = b faster). "median
-over pairs": each repeat r of a point is one a run and one b run back to back (order alternating between repeats),
-ratio taken per pair, then the median.
-
-GPU profiles (``serving.py --profile-steps``, ``results.json`` ``profiles``): ``profile_rows`` derives per
-configuration and concurrency each side's GPU time per step and per output token and side b's ceiling
-(``PROFILE_DEFINITIONS``, written into the Markdown); without profiles the outputs are as before. Host profiles
-(``serving.py --host-profile-seconds``, ``host_profiles``): ``host_profile_markdown`` (``HOST_DEFINITIONS``); absent,
-nothing changes either.
+The PNGs need matplotlib (without it only the Markdown is written). Ratios are b / a, the run's two sides
+(``meta.sides``, baseline a first; results without it: stock, plugin), each the median over the a/b pairs of a
+point. GPU profiles (``profiles``) and host profiles (``host_profiles``) add tables (``PROFILE_DEFINITIONS``,
+``HOST_DEFINITIONS``); docs/bench/README.md.
 """
 
 from __future__ import annotations
@@ -29,12 +19,12 @@ import statistics
 import sys
 
 SIDES = ("stock", "plugin")  # the default pair (serving.py's DEFAULT_SIDES), and that of results without meta.sides
+PNG_FILES = ("serving.png", "pairs.png")
 
 
 def side_names(results):
     """(a, b): the run's two sides, baseline first; every ratio is b / a."""
     return tuple(s["name"] for s in results.get("meta", {}).get("sides") or []) or SIDES
-PNG_FILES = ("serving.png", "pairs.png")
 
 
 # ----------------------------------------------------------------------------------------- summary
@@ -52,24 +42,12 @@ def _ratio(a, b):
     return a / b if a is not None and b not in (None, 0) else None
 
 
-def ok_points(cfg):
-    return [p for p in cfg.get("points", []) if p.get("ok")]
-
-
-def concurrencies(results):
-    seen = set()
-    for cfg in results.get("configs", {}).values():
-        for p in cfg.get("points", []):
-            seen.add(p["concurrency"])
-    return sorted(seen)
-
-
 def summarize(results):
     """One row per (config, concurrency) that has at least one successful point."""
     rows = []
     a, b = sides = side_names(results)
     for name, cfg in results.get("configs", {}).items():
-        pts = ok_points(cfg)
+        pts = [p for p in cfg.get("points", []) if p.get("ok")]
         for c in sorted({p["concurrency"] for p in pts}):
             at = [p for p in pts if p["concurrency"] == c]
             side = {s: [p for p in at if p["side"] == s] for s in sides}
@@ -406,14 +384,6 @@ def markdown(results):
 
 
 # ------------------------------------------------------------------------------------------- plots
-def have_matplotlib():
-    try:
-        import matplotlib  # noqa: F401
-        return True
-    except ImportError:
-        return False
-
-
 def plots(results, outdir):
     """Write serving.png and (with data) pairs.png; returns the paths written, or None without matplotlib."""
     try:
@@ -517,7 +487,7 @@ def write_markdown(results, outdir):
 
 
 def merge(parts):
-    """One release's results from parts run side by side on GPUs of one machine (bench/gpu_bench_all.sh
+    """One release's results from parts run side by side on GPUs of one machine (bench/gpu_real_size.sh
     --split): configurations are disjoint; ``meta`` is the first part's, with every part's own meta kept in
     ``meta.parts`` (its GPU, configurations, budget, elapsed time, completeness); ``profiles`` and
     ``host_profiles`` concatenated."""

@@ -1,31 +1,14 @@
-"""``bench/serving.py --real-size``: the serving benchmark on real-size model shapes with dummy weights.
+"""``bench/serving.py --real-size``: the serving benchmark on real-size shapes with dummy weights.
 
-What the mode changes (everything else is serving.py's machinery: both sides launched together, a/b (by
-default stock/plugin) pairs alternating, the budget, results.json / results.md / plots):
-
-* models: an 8B-shaped (``--real-size-model 8b``, default) or 70B-shaped (``70b``) Llama target + a 1-layer EAGLE3
-  draft of ``bench/real_size_models.py`` (config + tokenizer, no weights), served with ``--load-format dummy`` and
-  ``--speculative-draft-load-format dummy``;
-* tensor parallelism: ``--real-size-tp N`` (default 1) adds ``--tp-size N`` to both servers' flags; both servers of
-  a configuration then share the same N GPUs (``CUDA_VISIBLE_DEVICES``; ``bench/gpu_real_size.sh`` gives each part
-  N GPUs of its own);
-* acceptance: ``SGLANG_SIMULATE_ACC_LEN`` (``--acc-len``, default 3.0) in the environment of both servers (SGLang
-  reads it at import, in the scheduler process): dummy weights accept nothing, so verification is replaced by
-  SGLang's own simulation (``generate_simulated_accept_index``, method ``match-expected``) on both sides;
-* configurations: ``eagle3-topk1`` (control), ``tree-topk4``, ``tree-topk8`` (``nospec`` on request);
-* server flags: the tests' COMMON with a KV pool (``--max-total-tokens``, default 32768, always set: the same on
-  both servers) and static memory fraction for two 8B servers on one GPU (80 GB
-  at worst; at TP N the same flags, weights and KV pool split over the N GPUs), CUDA graphs up to batch 32;
-* defaults: 200 input / 256 output tokens, concurrency 1 8 32, 3 pairs per point;
-* the greedy identity check is skipped (dummy weights: the text is meaningless; ``--acc-len`` fixes what is
-  accepted) and the results say so; the tiny real-weight runs (``bench/gpu_bench.sh``) keep checking it.
-
-Budget (a device call is at most 600 s): one configuration with 3 pairs x 3 concurrencies is ~300 s at
-``--point-seconds 4`` (a launch of both 8B servers ~100-150 s), so one configuration per GPU fits a call
-(``gpu_real_size.sh ... --split "eagle3-topk1 tree-topk4 tree-topk8"``), three do not; the dry run prints the
-estimate and whether the shapes fit the GPUs. Why the TP 2 point is the 8B shape (two 70B servers at TP 2 need ~150
-GiB per GPU) and the estimates behind it: docs/bench/README.md. The TP 2 command (one call on nvidia-h200-x2 with
-.device-bundle/both carried)::
+What the mode changes (the rest is serving.py's: both sides up together, alternating a/b pairs, the budget, the
+outputs): an 8B- (``--real-size-model 8b``, default) or 70B-shaped Llama target + a 1-layer EAGLE3 draft of
+``bench/real_size_models.py`` (config + tokenizer) served with dummy weights; ``--real-size-tp N`` adds ``--tp-size
+N`` to both servers (sharing the same N GPUs); ``SGLANG_SIMULATE_ACC_LEN`` (``--acc-len``, default 3.0) in both
+servers' environment, since dummy weights accept nothing; configurations ``eagle3-topk1``, ``tree-topk4``,
+``tree-topk8`` (``nospec`` on request); COMMON resized for two servers on one GPU with a 32768-token KV pool on both;
+200 input / 256 output tokens, 3 pairs per point; no greedy identity check (the tiny real-weight runs keep it).
+Budget, memory and why the TP 2 point is the 8B shape: docs/bench/README.md. The TP 2 command (one call on
+nvidia-h200-x2 with .device-bundle/both carried)::
 
     SPECV2_COMMIT=<hash> bash bench/gpu_real_size.sh "0.5.11 0.5.12.post1" --waves --real-size-tp 2 \
         --configs tree-topk4 --concurrency 1 8 32 --repeats 2 --point-seconds 3 --first-launch-s 120
@@ -96,30 +79,22 @@ def add_args(ap):
                    help="--tp-size of both servers (default 1); they share the same GPUs (CUDA_VISIBLE_DEVICES)")
     g.add_argument("--acc-len", type=float, default=3.0,
                    help=f"{ENV_VAR} of both servers in --real-size mode (default 3.0)")
-    g.add_argument("--real-size-mem-fraction", default=MEM_FRACTION, help=f"--mem-fraction-static (default {MEM_FRACTION})")
-    g.add_argument("--real-size-graph-bs", default=",".join(GRAPH_BS),
-                   help=f"--cuda-graph-bs, comma separated (default {','.join(GRAPH_BS)}; its max is --cuda-graph-max-bs)")
 
 
-def _pre(argv):
+def pre_parse(argv):
     """--real-size, --real-size-model and --real-size-tp, before the real parser is built (the mode decides the
     configurations, the model and TP size the launch estimates)."""
     import argparse
 
     ap = argparse.ArgumentParser(add_help=False)
-    ap.add_argument("--real-size", action="store_true")
-    ap.add_argument("--real-size-model", choices=list(LAUNCH_S), default="8b")
-    ap.add_argument("--real-size-tp", type=int, choices=TP_SIZES, default=1)
+    add_args(ap)
     return ap.parse_known_args(argv)[0]
 
 
-def pre_parse(argv):
-    return _pre(argv).real_size
-
-
 def set_defaults(ap, argv=()):
+    """The mode's defaults on ``ap``; the model shape and TP size of ``argv`` become MODEL and TP."""
     global MODEL, TP
-    k = _pre(argv)
+    k = pre_parse(argv)
     MODEL, TP = k.real_size_model, k.real_size_tp
     first, later, timeout = LAUNCH_S[MODEL]
     extra = TP_LAUNCH_S if TP > 1 else 0.0
@@ -159,11 +134,9 @@ def replace(args, flag, values):
 def common(base, a):
     """The tests' COMMON flags resized for two real-size servers on the same GPU(s), with dummy weights; at TP N
     ``--tp-size N`` (the same on both sides)."""
-    bs = [x for x in str(a.real_size_graph_bs).split(",") if x.strip()]
-    out = list(base)
-    out = replace(out, "--mem-fraction-static", [str(a.real_size_mem_fraction)])
-    out = replace(out, "--cuda-graph-bs", bs)
-    out = replace(out, "--cuda-graph-max-bs", [str(max(int(x) for x in bs))])
+    out = replace(list(base), "--mem-fraction-static", [MEM_FRACTION])
+    out = replace(out, "--cuda-graph-bs", GRAPH_BS)
+    out = replace(out, "--cuda-graph-max-bs", [GRAPH_BS[-1]])
     out = replace(out, "--tp-size", [str(a.real_size_tp)] if int(a.real_size_tp) != 1 else None)
     return replace(out, "--load-format", ["dummy"])
 

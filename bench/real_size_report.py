@@ -3,22 +3,15 @@
 
     python3 bench/real_size_report.py [--out-dir docs/bench] [--name real-size-latest] [--commit C]
         [--previous docs/bench/real-size-latest.json] RESULTS_JSON...
-
-Inputs: ``results.json`` of real-size stock/plugin runs (``meta.real_size``), any releases and subsets of the
-configurations, or ``ARCHIVE.tar.gz:MEMBER`` inside a run's archive; per (release, TP, shape, configuration) the
-input with most pairs wins (a tie: the later). ``--previous SUMMARY_JSON`` keeps an earlier summary's points and
-profiles where the runs have none. Writes OUT_DIR/NAME.json (``points``: ``plugin_over_stock``, the median over
-pairs of plugin / stock output tok/s, ``stock_tok_s``, ``plugin_tok_s``, ``pairs``, ``tp``; ``profiles`` and
-``host_profiles`` when the runs have some), OUT_DIR/NAME.md (table, per-pair ratios, sanity checks) and
-OUT_DIR/NAME.png (with matplotlib). The schema in full: docs/bench/README.md.
-
     python3 bench/real_size_report.py --parity [--out-dir docs/bench] [--name upstream-parity] [--previous P] RESULTS...
 
-Upstream parity (issue 30): runs whose sides are ``upstream=off@BASELINE`` (a) and ``plugin=auto@RELEASE`` (b)
-(``bench/serving.py --side``) give OUT_DIR/NAME.json ``{"device", "date", "commit", "model", "acc_len", "points":
-[{"release", "baseline_release", "backend", "config", "concurrency", "plugin_over_upstream", "pairs", "tp",
-"upstream_tok_s", "plugin_tok_s", "pair_ratios"}]}`` (``plugin_over_upstream``: median over pairs of plugin /
-upstream output tok/s) and NAME.md; ``--previous`` keeps an earlier parity file's points where the runs have none.
+An input is a ``results.json`` or ``ARCHIVE.tar.gz:MEMBER``. Stock/plugin runs give OUT_DIR/NAME.{json,md,png}
+(``plugin_over_stock`` per point: the median over pairs of plugin / stock output tok/s; per (release, TP, shape,
+configuration) the input with most pairs wins; schema: docs/bench/README.md). ``--parity`` (issue 30) reads runs of
+the sides ``upstream=off@BASELINE`` (a) and ``plugin=auto@RELEASE`` (b): NAME.json ``{"device", "date", "commit",
+"model", "acc_len", "points": [{"release", "baseline_release", "backend", "config", "concurrency",
+"plugin_over_upstream", "pairs", "tp", "upstream_tok_s", "plugin_tok_s", "pair_ratios"}]}`` and NAME.md.
+``--previous`` keeps an earlier file's points (and profiles) where the runs have none of their own.
 """
 
 from __future__ import annotations
@@ -141,6 +134,24 @@ def _joined(values):
     return " + ".join(str(v) for v in vals) if vals else None
 
 
+def _facts(metas, previous, commit):
+    """device / date / commit of the runs (several distinct values joined with " + ", the latest date), then the
+    previous summary's; ``commit`` where the runs recorded none."""
+    prev = previous or {}
+    return {"device": _joined([m.get("device") for m in metas] + [prev.get("device")]),
+            "date": max([m.get("date") or "" for m in metas] + [prev.get("date") or ""]) or None,
+            "commit": _joined([_joined(m["real_size"].get("commit") for m in metas) or commit, prev.get("commit")])}
+
+
+def _write(base, summary, md):
+    with open(base + ".json", "w") as f:
+        json.dump(summary, f, indent=1)
+        f.write("\n")
+    with open(base + ".md", "w") as f:
+        f.write(md)
+    return [base + ".json", base + ".md"]
+
+
 def _hl(model):
     return {k: (model or {}).get(k) for k in ("hidden_size", "num_hidden_layers")}
 
@@ -205,14 +216,8 @@ def build(runs, commit=None, previous=None):
     mixed = len(shapes) > 1
     # one shape: the top-level "model" as before; several: the most measured one's, and every point its own
     top = max(shapes.values(), key=lambda x: x[1])[0] if shapes else _hl(used[0]["real_size"].get("model"))
-    summary = {
-        "device": _joined([m.get("device") for m in used] + [(previous or {}).get("device")]),
-        "date": max([m.get("date") or "" for m in used] + [(previous or {}).get("date") or ""]) or None,
-        "commit": _joined([_joined(m["real_size"].get("commit") for m in used) or commit, (previous or {}).get("commit")]),
-        "model": top,
-        "acc_len": _one([x for x in accs if x is not None], "acc_len"),
-        "points": [],
-    }
+    summary = dict(_facts(used, previous, commit), model=top, acc_len=_one([x for x in accs if x is not None], "acc_len"),
+                   points=[])
     details = []
     for key, pt, model, d in rows:
         d["label"] = d["config"] + (f" TP{d['tp']}" if d["tp"] != 1 else "") + (f" {d['shape']}" if mixed else "")
@@ -483,12 +488,7 @@ def write(runs, out_dir, name, commit=None, previous=None):
     summary, details, merged, prof = build(runs, commit, previous)
     os.makedirs(out_dir, exist_ok=True)
     base = os.path.join(out_dir, name)
-    with open(base + ".json", "w") as f:
-        json.dump(summary, f, indent=1)
-        f.write("\n")
-    with open(base + ".md", "w") as f:
-        f.write(markdown(summary, details, merged, runs, prof))
-    written = [base + ".json", base + ".md"]
+    written = _write(base, summary, markdown(summary, details, merged, runs, prof))
     png = plot_png(summary, details, base + ".png")
     if png:
         written.append(png)
@@ -539,9 +539,7 @@ def parity(paths, commit=None, previous=None):
     order = lambda k: (_release_key(k[0]), _release_key(k[1]), k[2], k[4], _config_key(  # noqa: E731
         {v: n for n, v in PARITY_CONFIG.items()}.get(k[3], k[3])), k[5])
     summary = {
-        "device": _joined([m.get("device") for m in metas] + [prev.get("device")]),
-        "date": max([m.get("date") or "" for m in metas] + [prev.get("date") or ""]) or None,
-        "commit": _joined([_joined(m["real_size"].get("commit") for m in metas) or commit, prev.get("commit")]),
+        **_facts(metas, prev, commit),
         "model": _one([_hl(m["real_size"].get("model")) for m in metas] + ([prev["model"]] if prev.get("model") else []),
                       "model"),
         "acc_len": _one([m["real_size"].get("acc_len") for m in metas] + ([prev["acc_len"]] if "acc_len" in prev else []),
@@ -585,11 +583,7 @@ def main(argv=None):
         summary, md = parity(a.results, a.commit, previous)
         base = os.path.join(a.out_dir, a.name if a.name != "real-size-latest" else "upstream-parity")
         os.makedirs(a.out_dir, exist_ok=True)
-        with open(base + ".json", "w") as f:
-            json.dump(summary, f, indent=1)
-            f.write("\n")
-        with open(base + ".md", "w") as f:
-            f.write(md)
+        _write(base, summary, md)
         for p in summary["points"]:
             print(f"[real_size_report] {p['release']} vs {p['baseline_release']} {p['backend']} TP{p['tp']} "
                   f"{p['config']} c={p['concurrency']}: plugin/upstream {p['plugin_over_upstream']:.3f} "

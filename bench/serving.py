@@ -1,43 +1,22 @@
 #!/usr/bin/env python3
 """Serving benchmark, A/B: two *sides* on one GPU in one run, by default stock SGLang vs the plugin.
 
-On the GPU machine (see ``bench/gpu_bench.sh``, which prepares the bundle(s) and calls this):
-
     python3 bench/serving.py --out $OUT/bench-0.5.11 [--configs nospec eagle3-topk1 tree-topk8 tree-topk16]
         [--concurrency 1 8 32] [--repeats 1,nospec@8=3,eagle3-topk1@8=3] [--budget-s 520]
-        [--side stock=off --side plugin=auto]   # the default pair
+        [--side stock=off --side plugin=auto]   # the default pair; bench/gpu_bench.sh prepares a GPU machine
     python3 bench/serving.py --dry-run          # the plan (server and bench_serving commands), launches nothing
-    python3 bench/serving.py --real-size [--acc-len 3.0] [--real-size-model 8b|70b] [--real-size-tp N] ...
-                                                # real-size shapes, dummy weights: bench/real_size.py
+    python3 bench/serving.py --real-size ...    # real-size shapes, dummy weights: bench/real_size.py
 
-A side is ``--side NAME=SELECTION[@RELEASE][,ENV=VAL...]``, given twice (none: ``stock=off``, ``plugin=auto``),
-baseline ``a`` first; every ratio is b / a. SELECTION is the server's ``--specv2-fixes``, ENV=VAL go into that
-server's environment, ``@RELEASE`` runs it on another SGLang release unpacked under ``--release-root`` (its folder
-replaces the running release's on the server's PYTHONPATH). Each side's reported version and KV pool are recorded;
-a version other than asked is refused. The client (bench_serving) is this process's release. docs/bench/README.md.
-
-For each configuration both servers are started with the registered tests' launcher
-(``sglang.test.test_utils.popen_launch_server``, tiny real-weight models of ``sglang_specv2_fixes.testing.tiny_models``,
-``COMMON`` flags of ``sglang_specv2_fixes.testing.config``) on their own ports, up together (``--sleep-on-idle``) and
-measured one at a time: a greedy identity check (the same prompts through ``/generate`` at temperature 0 on both
-sides, and against ``nospec`` when that ran), a warm-up burst at the highest concurrency, one calibration request
-(sizes ``--num-prompts`` so a point takes about ``--point-seconds``), then for each concurrency and repeat one a/b
-pair, order alternating. A point is one run of SGLang's own ``sglang.bench_serving`` (``--backend sglang
---dataset-name random-ids --tokenize-prompt --random-range-ratio 1.0 --request-rate inf --max-concurrency C
---flush-cache``) through its CLI parser in this process, its JSONL parsed. The accept length is reset before a point (``/set_internal_state``) and read from
-``/server_info`` after it.
-
-Outputs in ``--out``: ``results.json`` (rewritten after every point), ``results.md`` (``bench/plot.py`` regenerates
-it), ``serving.png`` and ``pairs.png`` (with matplotlib), ``server.log`` (all server output prefixed per server,
-the ``bench_serving`` reports, the ``[bench]`` lines). ``--budget-s`` stops cleanly: no launch or pair starts that
-is not expected to fit, and a watchdog stops the servers at the budget.
-
-``--profile-steps N`` (``bench/profile_steps.py``): after a configuration's pairs, per concurrency and side, the same
-load again (not measured); once the scheduler runs C requests with none waiting, ``POST /start_profile`` records N
-steps; the trace is summarized into ``results.json`` ``profiles`` (``--keep-traces``: kept in OUT/traces).
-``--host-profile-seconds S`` (``bench/host_profile.py``): in the same load, before the torch profile, ``py-spy
-record`` samples the ``sglang::scheduler`` process for S seconds into ``host_profiles``. A profile that fails is
-recorded with its error.
+A side is ``--side NAME=SELECTION[@RELEASE][,ENV=VAL...]``, given twice, baseline ``a`` first; every ratio is b / a
+(docs/bench/README.md). Per configuration both servers are started with the registered tests' launcher
+(``popen_launch_server``, the tiny models and COMMON flags of ``sglang_specv2_fixes.testing``) and are up together,
+measured one at a time: a greedy identity check, a warm-up burst, one calibration request (sizing ``--num-prompts``
+to ``--point-seconds``), then per concurrency and repeat one a/b pair, order alternating. A point is one run of
+SGLang's own ``sglang.bench_serving`` CLI in this process (``--dataset-name random-ids --request-rate inf
+--max-concurrency C --flush-cache``); the accept length is reset before it and read from ``/server_info`` after.
+``--profile-steps N`` (bench/profile_steps.py) and ``--host-profile-seconds S`` (bench/host_profile.py) profile each
+side under one more load after a configuration's pairs. Outputs in ``--out``: results.json (rewritten after every
+point), results.md, serving.png, pairs.png (bench/plot.py), server.log. ``--budget-s`` stops cleanly.
 """
 
 from __future__ import annotations
@@ -86,6 +65,7 @@ REAL_SIZE = False  # --real-size (set by parse_args)
 DEFAULT_SIDES = ["stock=off", "plugin=auto"]
 DEFAULT_REPEATS = "1,nospec@8=3,eagle3-topk1@8=3"
 BASE_PORT = 31000
+POINT_OVERHEAD_S = 2.5  # planning: a point's cost on top of its load (bench_serving's warm-up request, cache flush)
 # what a point keeps from bench_serving's JSONL line (the `result` dict of sglang/bench_serving.py::benchmark)
 METRIC_KEYS = (
     "completed", "duration", "total_input_tokens", "total_output_tokens", "request_throughput", "output_throughput",
@@ -620,7 +600,7 @@ class Harness:
         return max(t1, 0.05) * (1 + c / 12)  # larger batches step slower; conservative
 
     def est_point(self, c, n, t1):
-        return math.ceil(n / c) * self.wave_s(c, t1) + point_overhead_s(self.a)
+        return math.ceil(n / c) * self.wave_s(c, t1) + POINT_OVERHEAD_S
 
     def run_point(self, name, srv, c, rep, order, n, limit, threshold):
         p = dict(side=srv.side, concurrency=c, rep=rep, order=order, num_prompts=n, ok=False, error=None)
@@ -1059,11 +1039,6 @@ def env_facts():
 
 
 # ------------------------------------------------------------------------------------------ dry run
-def point_overhead_s(a):
-    """Planning: what a point costs on top of its load (bench_serving's warm-up request and cache flush)."""
-    return 2.5
-
-
 def dry_run(a):
     common = common_args(a)
     md = MODELS_DIR
@@ -1103,10 +1078,10 @@ def dry_run(a):
         for c in a.concurrency:
             r = repeats(name, c)
             plan.append(f"C={c}: {r} pair(s), N={fixed.get(c, 'auto')}")
-            total += 2 * r * (a.point_seconds + point_overhead_s(a))
+            total += 2 * r * (a.point_seconds + POINT_OVERHEAD_S)
         print("  points: " + "; ".join(plan))
         if a.profile_steps:
-            prof = 2 * len(a.concurrency) * (a.point_seconds + point_overhead_s(a) + profile_steps.EXTRA_S)
+            prof = 2 * len(a.concurrency) * (a.point_seconds + POINT_OVERHEAD_S + profile_steps.EXTRA_S)
             total += prof
             print(f"  then GPU profiles: {a.profile_steps} steps ({','.join(a.profile_activities)}) per side at C="
                   f"{','.join(map(str, a.concurrency))}, each under one more bench_serving load (--warmup-requests 0), "
@@ -1114,7 +1089,7 @@ def dry_run(a):
                   "with_stack: false, record_shapes: false, profile_prefix}")
         if a.host_profile_seconds:
             host = 2 * len(a.concurrency) * (a.host_profile_seconds + 5 + host_profile.EXTRA_S  # S + 4 s of load, 1 wave
-                                             + (0 if a.profile_steps else a.point_seconds + point_overhead_s(a)))
+                                             + (0 if a.profile_steps else a.point_seconds + POINT_OVERHEAD_S))
             total += host
             print(f"  then host profiles: py-spy record --pid <the sglang::scheduler child> --duration "
                   f"{a.host_profile_seconds} --format raw --output <tmp> {a.host_profile_args} per side at C="
@@ -1140,7 +1115,7 @@ def build_parser():
     ap.add_argument("--release-root", default=os.environ.get("SPECV2_UNPACK_ROOT", "/tmp"),
                     help="where ci/gpu_env.sh unpacks each release (sglang-RELEASE), for @RELEASE sides "
                          "(default $SPECV2_UNPACK_ROOT or /tmp)")
-    ap.add_argument("--max-total-tokens", "--real-size-max-total-tokens", dest="max_total_tokens", default=None,
+    ap.add_argument("--max-total-tokens", default=None,
                     help="both servers' --max-total-tokens (default: COMMON's; real size: 32768)")
     ap.add_argument("--repeats", default=DEFAULT_REPEATS,
                     help="a/b pairs per point: N, or rules N,CONFIG=N,CONFIG@C=N,@C=N (later rules win); "
@@ -1190,10 +1165,11 @@ def build_parser():
 
 
 def parse_args(argv=None):
-    use_mode(real_size.pre_parse(sys.argv[1:] if argv is None else argv))
+    argv = sys.argv[1:] if argv is None else argv
+    use_mode(real_size.pre_parse(argv).real_size)
     ap = build_parser()
     if REAL_SIZE:
-        real_size.set_defaults(ap, sys.argv[1:] if argv is None else argv)  # launch estimates by model and TP size
+        real_size.set_defaults(ap, argv)  # launch estimates by model and TP size
     a = ap.parse_args(argv)
     a.configs = parse_list(a.configs)
     a.concurrency = parse_list(a.concurrency, int)

@@ -1,19 +1,14 @@
 #!/usr/bin/env python3
 """CPU self-test of bench/serving.py and bench/plot.py (no GPU, no network, writes only to a temp dir).
 
-    PYTHONPATH=.venv-cpu/releases/0.5.11 .venv-cpu/bin/python bench/serving_selftest.py [--e2e [--real-launcher]]
+    PYTHONPATH=.venv-cpu/releases/0.5.11 .venv-cpu/bin/python bench/serving_selftest.py [--e2e]
 
-1. Output format: a JSONL line with the keys the *installed release's* ``bench_serving.benchmark()`` writes (read
-   from its AST) parsed by ``serving.parse_bench_line``; every flag the harness passes is one its parser defines.
-   ``--side`` parsing and each side's environment (``serving.side_env``).
-2. ``--e2e``: ``serving.main`` against fake in-process SGLang HTTP servers (bench_serving's streaming ``/generate``,
-   ``/server_info`` with the version of the release on the server's PYTHONPATH and its KV pool,
-   ``/set_internal_state``, ``/v1/loads``, ``/start_profile`` writing a synthetic kineto trace), the real
-   ``sglang.bench_serving`` in-process as on the GPU: the default pair, a run cut by ``--budget-s``, ``--profile-steps``
-   and ``--host-profile-seconds`` runs (process trees titled like SGLang's, a fake ``py-spy`` on PATH), two custom
-   sides on two releases, a refused side. Needs the release importable (the CPU venv). ``--real-launcher``: one more
-   run through the real ``popen_launch_server`` / ``kill_process_tree``, with a fake ``sglang`` on PATH.
-3. ``plot.py`` on the results of 2, or on hand-made results without ``--e2e``: results.md, PNGs where matplotlib is.
+1. The JSONL line the *installed release's* ``bench_serving.benchmark()`` writes (keys read from its AST) through
+   ``serving.parse_bench_line``; every flag the harness passes exists in that release's parser; ``--side`` parsing.
+2. ``--e2e``: ``serving.main`` against fake in-process SGLang HTTP servers and the real ``sglang.bench_serving``
+   in-process: the default pair, a budget cut, ``--profile-steps``, ``--host-profile-seconds`` (a fake ``py-spy``),
+   two sides on two releases and a refused side.
+3. ``plot.py`` on the results of 2 (or on hand-made results without ``--e2e``).
 """
 
 from __future__ import annotations
@@ -369,9 +364,6 @@ def fake_models(d):
     return paths
 
 
-ORIGINAL = (serving.launch_process, serving.stop_process, serving.prepare_launcher)
-
-
 def install_fakes(d):
     paths = fake_models(os.path.join(d, "models"))
     serving.model_paths = lambda: paths
@@ -578,15 +570,10 @@ def test_profiles(d):
     traces = sorted(os.listdir(os.path.join(out, "traces")))
     check(len(traces) == 6 and all(t.endswith("-TP-0.trace.json.gz") for t in traces)
           and "eagle3-topk1-plugin-c4-" in " ".join(traces), f"--keep-traces: the 6 traces in OUT/traces ({traces[0]} ...)")
-    row = next(x for x in plot.profile_rows(r) if x["config"] == "eagle3-topk1" and x["concurrency"] == 4)
-    # the ceiling's arithmetic on this run's recorded tok/s and the synthetic trace (test_plot checks exact values)
-    pl = row["sides"]["plugin"]
-    measured = next(x for x in plot.summarize(r) if x["config"] == "eagle3-topk1" and x["concurrency"] == 4)
-    check(abs(pl["accept_length"] - 3.0) < 0.5 and pl["tokens"] == round(29 * 4 * pl["accept_length"], 1)
-          and row["stock_tok_s"] == measured["output_throughput"]["stock"]
-          and row["ceiling"] == round(1000.0 / row["stock_tok_s"] / pl["busy_ms_per_token"], 3)
-          and row["ratio_over_busy"] == round(measured["throughput_ratio"] / pl["busy_fraction"], 3),
-          f"ceiling {row['ceiling']} and ratio / busy {row['ratio_over_busy']} from the recorded tok/s and the trace")
+    # the profile's tokens use the accept length measured over its load (test_profile_steps checks the ceiling)
+    pl = next(x for x in plot.profile_rows(r) if x["config"] == "eagle3-topk1" and x["concurrency"] == 4)["sides"]["plugin"]
+    check(abs(pl["accept_length"] - 3.0) < 0.5 and pl["tokens"] == round(29 * 4 * pl["accept_length"], 1),
+          f"profile tokens: 29 steps x 4 requests x the load's accept length {pl['accept_length']:.2f}")
     md = open(os.path.join(out, "results.md")).read()
     check("**ceiling**" in md and "| eagle3-topk1 | 4 | plugin | 29 | 80." in md and "Profiles that failed" in md,
           "results.md: profile tables, the ceiling's definition, the failed profiles")
@@ -695,56 +682,6 @@ def test_host_profiles(d):
     check(not left, f"the fake scheduler trees stopped ({len(left)} left)")
 
 
-def fake_server_main(argv):
-    """`sglang serve ...` stand-in for the real-launcher scenario (popen_launch_server runs it from PATH)."""
-    port = argv[argv.index("--port") + 1]
-
-    class Out:
-        def write(self, s):
-            sys.stdout.write(s)
-            sys.stdout.flush()
-            sys.stderr.write("stderr: " + s)
-            sys.stderr.flush()
-
-    srv = FakeSGLang(f"http://127.0.0.1:{port}", argv, Out(), dict(os.environ))
-    if srv.failed:
-        print("fake server failed:", srv.failed, flush=True)
-        return 1
-    while True:
-        time.sleep(3600)
-
-
-def test_real_launcher(d):
-    print("[selftest] real launcher: popen_launch_server runs a fake `sglang serve` from PATH; kill_process_tree stops it")
-    serving.launch_process, serving.stop_process, serving.prepare_launcher = ORIGINAL
-    bindir = os.path.join(d, "bin")
-    os.makedirs(bindir, exist_ok=True)
-    with open(os.path.join(bindir, "sglang"), "w") as f:
-        f.write(f'#!/bin/sh\nexec "{sys.executable}" "{os.path.abspath(__file__)}" --fake-server "$@"\n')
-    os.chmod(os.path.join(bindir, "sglang"), 0o755)
-    os.environ["PATH"] = bindir + os.pathsep + os.environ["PATH"]
-    out = os.path.join(d, "run3")
-    rc = serving.main(["--out", out, "--configs", "eagle3-topk1", "--concurrency", "2", "--point-seconds", "0.5",
-                       "--output-len", "16", "--input-len", "8", "--budget-s", "120", "--first-launch-s", "15",
-                       "--base-port", port(300), "--greedy-prompts", "2", "--greedy-tokens", "4"])
-    r = json.load(open(os.path.join(out, "results.json")))
-    check(rc == 0 and r["meta"]["complete"] and r["meta"]["points_failed"] == 0,
-          "complete run through popen_launch_server, no failed point")
-    check(all(p["ok"] for p in r["configs"]["eagle3-topk1"]["points"]) and len(r["configs"]["eagle3-topk1"]["points"]) == 2,
-          "both points ok")
-    log = open(os.path.join(out, "server.log")).read()
-    s_port = r["configs"]["eagle3-topk1"]["sides"]["stock"]["port"]  # as recorded: free_ports may have moved it
-    check(f"[eagle3-topk1/stock] fake server stock on {s_port} " in log and "[eagle3-topk1/stock] stderr: fake server" in log,
-          "server stdout and stderr land in server.log, prefixed")
-    check(log.count(f"fake server stock on {s_port} ") == 2, "each server line logged once per stream (no echo duplicate)")
-    check("command=sglang serve" in log, "popen_launch_server's own command line is in the log")
-    import psutil
-
-    left = [p for p in psutil.process_iter(["cmdline"]) if "--fake-server" in " ".join(p.info["cmdline"] or [])
-            and ours(p)]
-    check(not left, f"servers stopped ({len(left)} fake server processes left)")
-
-
 def synthetic_results():
     pts = []
     for c in (1, 8, 32):
@@ -770,36 +707,19 @@ def test_plot(d, results_json):
     out = os.path.join(d, "plots")
     rc = plot.main([results_json, out])
     check(rc == 0 and os.path.exists(os.path.join(out, "results.md")), "results.md regenerated")
-    if plot.have_matplotlib():
-        check(all(os.path.exists(os.path.join(out, p)) for p in plot.PNG_FILES), f"PNGs written: {plot.PNG_FILES}")
-    else:
-        check(not any(os.path.exists(os.path.join(out, p)) for p in plot.PNG_FILES), "no matplotlib: PNGs skipped")
+    pngs = [os.path.exists(os.path.join(out, p)) for p in plot.PNG_FILES]
+    check(all(pngs) if importlib.util.find_spec("matplotlib") else not any(pngs), f"PNGs written where matplotlib is: {pngs}")
     rows = plot.summarize(synthetic_results())
     r8 = next(r for r in rows if r["concurrency"] == 8)
     check(r8["pairs"] == 3 and abs(r8["tpot_ratio"] - 0.97) < 1e-9, "synthetic: TPOT ratio 0.97 over 3 pairs")
     check(abs(r8["throughput_ratio"] - 1 / 0.97) < 1e-9, "synthetic: throughput ratio")
     md = plot.markdown(synthetic_results())
     check("synthetic failure" in md, "failed points are listed")
-    # the ceiling on recorded numbers: stock 800 tok/s at c=8; the plugin's profile 20 steps of 8 requests at accept
-    # 3.5 (560 tokens) with 448 ms GPU busy of a 640 ms window: 0.8 ms/token, busy 70 %
-    res = synthetic_results()
-    res["profiles"] = [dict(config="eagle3-topk1", side=side, concurrency=8, steps=21, error=None, accept_length=3.5,
-                            steps_seen=dict(target=20, request_steps=160), gpu_busy_ms=busy, window_ms=640.0,
-                            busy_fraction=busy / 640.0, busy_ms_per_step=busy / 20)
-                       for side, busy in (("stock", 320.0), ("plugin", 448.0))]
-    row = next(x for x in plot.profile_rows(res) if x["concurrency"] == 8)
-    check(row["stock_tok_s"] == 800.0 and row["sides"]["plugin"]["busy_ms_per_token"] == 0.8
-          and row["ceiling"] == round(1000.0 / 800.0 / 0.8, 3) and row["ratio_over_busy"] == round(1 / 0.97 / 0.7, 3),
-          f"synthetic: ceiling {row['ceiling']} (1.5625) and ratio / busy {row['ratio_over_busy']} (1.473)")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--e2e", action="store_true", help="also run the harness against fake servers")
-    ap.add_argument("--real-launcher", action="store_true",
-                    help="with --e2e: also start fake `sglang serve` processes through popen_launch_server")
-    if len(sys.argv) > 1 and sys.argv[1] == "--fake-server":
-        return fake_server_main(sys.argv[2:])
     a = ap.parse_args()
     test_format()
     test_side_parsing()
@@ -808,8 +728,6 @@ def main():
         if a.e2e:
             standins.use_datasets_shim()
             results_json = test_e2e(d)
-            if a.real_launcher:
-                test_real_launcher(d)
         test_plot(d, results_json)
     print("[selftest] all checks passed")
     return 0

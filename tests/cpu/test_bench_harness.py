@@ -21,8 +21,8 @@ def test_serving_harness_selftest_on_the_release():
 
 
 def test_plot_merges_parts_run_on_several_gpus():
-    """bench/gpu_bench_all.sh --split runs a release's configurations as parts on several GPUs; plot.py --merge
-    makes one results.json of them (checked on a committed real run, split by configuration)."""
+    """bench/gpu_real_size.sh --split (gpu_bench_all.sh too) runs a release's configurations as parts on several
+    GPUs; plot.py --merge makes one results.json of them (checked on a committed real run, split by configuration)."""
     import copy
     import json
 

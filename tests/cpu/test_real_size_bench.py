@@ -370,7 +370,8 @@ def test_gpu_driver_script():
     path = os.path.join(BENCH, "gpu_real_size.sh")
     assert subprocess.run(["bash", "-n", path]).returncode == 0
     src = open(path).read()
-    assert "bash bench/gpu_bench.sh \"$v\" --real-size" in src and "CUDA_VISIBLE_DEVICES=$gpus" in src
+    assert "bash bench/gpu_bench.sh \"$v\" \"${MODE[@]}\"" in src and "MODE=(--real-size)" in src
+    assert "CUDA_VISIBLE_DEVICES=$gpus" in src
     assert "bench/real_size_report.py --out-dir \"$OUTROOT\"" in src and "bench/real_size_models.py" in src
     assert "BENCH_TOTAL_S=" in src and "REAL_SIZE_TOTAL_S:-560" in src
 
@@ -455,14 +456,14 @@ echo "$V|$CUDA_VISIBLE_DEVICES|$BENCH_TOTAL_S|$(date +%s.%N)|end|" >> "$STUB_LOG
 """
 
 
-def driver(tmp_path, ngpu, *args, releases="0.5.11 0.5.12.post1"):
+def driver(tmp_path, ngpu, *args, releases="0.5.11 0.5.12.post1", script="gpu_real_size.sh"):
     import shutil
 
     repo, fake, stub = tmp_path / "repo", tmp_path / "bin", tmp_path / "stub"
     if not repo.exists():
         for d in (repo / "bench", repo / "ci", fake, stub):
             d.mkdir(parents=True)
-        for f in ("gpu_real_size.sh", "plot.py", "real_size_report.py"):
+        for f in ("gpu_real_size.sh", "gpu_bench_all.sh", "plot.py", "real_size_report.py"):
             shutil.copy(os.path.join(BENCH, f), repo / "bench" / f)
         (repo / "ci" / "gpu_prepare.sh").write_text(":\n")
         (repo / "bench" / "gpu_bench.sh").write_text(STUB_BENCH)
@@ -480,7 +481,7 @@ def driver(tmp_path, ngpu, *args, releases="0.5.11 0.5.12.post1"):
     out = tmp_path / f"out-{log.stem}"
     env = child_env(PATH=f"{fake}{os.pathsep}{os.environ['PATH']}", STUB_LOG=str(log), STUB_DIR=str(stub),
                     OUT=str(out), REAL_SIZE_TOTAL_S="560")
-    p = subprocess.run(["bash", "bench/gpu_real_size.sh", releases, *args], cwd=repo, env=env, capture_output=True,
+    p = subprocess.run(["bash", f"bench/{script}", releases, *args], cwd=repo, env=env, capture_output=True,
                        text=True, timeout=120)
     calls = [ln.split("|") for ln in log.read_text().splitlines()] if log.exists() else []
     return p, calls, out
@@ -527,6 +528,14 @@ def test_gpu_driver_tp2_gpu_groups_waves_and_report(tmp_path):
     assert ["models", "--model 70b"] in calls
     p, calls, out = driver(tmp_path, 1, "--waves", "--real-size-tp", "2")
     assert not [c for c in calls if c[4:5] == ["start"]] and p.stdout.count("skipped (timings need GPUs") == 2
+    # the tiny models (bench/gpu_bench_all.sh = gpu_real_size.sh --tiny): no models written, no --real-size, no
+    # real-size report; each release's table and bench-out.tar.gz
+    p, calls, out = driver(tmp_path, 2, "--split", "tree-topk4", script="gpu_bench_all.sh")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert sorted((c[0], c[1], " ".join(c[5].split()[:4])) for c in calls if c[4:5] == ["start"]) == [
+        ("0.5.11", "0", "--base-port 31000 --configs tree-topk4"), ("0.5.12.post1", "1", "--base-port 31400 --configs tree-topk4")]
+    assert not [c for c in calls if c[0] == "models"]
+    assert sorted(os.listdir(out)) == ["0.5.11-bench.md", "0.5.12.post1-bench.md", "bench-out.tar.gz"]
 
 
 def test_report_tp_points_mixed_shapes_and_previous_summary(tmp_path):
