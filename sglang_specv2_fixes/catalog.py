@@ -77,6 +77,9 @@ class Fix:
     # plugins load (model_runner in a scheduler): the patch is applied when SGLang imports them (core.register), so
     # a process that never does pays no import for it
     on_import: bool = False
+    # an environment switch the fix needs on (1 / true / yes / on) to be planned at all: a fix patched in before a GPU
+    # has run it. Off, it is ``disabled`` with the switch named, and costs no fingerprinting or building at load
+    opt_in: Optional[str] = None
 
     @property
     def refs(self) -> str:

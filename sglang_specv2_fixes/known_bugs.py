@@ -380,6 +380,37 @@ BUGS: Tuple[Bug, ...] = (
         "present from 0.5.13 (_apply_war_barrier from 0.5.14)",
         evidence=(Evidence("sglang/srt/managers/scheduler.py", r"wait_stream\(self\.forward_stream\)", fixed=True),)),
     Bug(
+        id="fa3-draft-extend-graph", title="fa3 missing from the spec-v2 draft-extend CUDA graph's backend list",
+        refs=("#40762", "#36324"), found="survey section 2 (P5 draft-extend CUDA graph coverage)",
+        symptom="EAGLE / EAGLE3 chains on fa3 (Hopper's default for topk 1) run the draft extend eagerly every decode "
+        "step while verify and draft decode replay graphs: slower than the other backends (text unaffected)",
+        affected=span("0.5.11", "0.5.22"), fixed_in="0.5.23", answer="fa3-draft-extend-graph",
+        reason="patched on 0.5.16 … 0.5.22 as 0.5.23 has it (FlashAttentionBackend appended to "
+        "_capture_cuda_graphs' list, CUDA only), for chains on fa3 whose draft-extend metadata lives in the graph; "
+        "opt-in (SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1) until the fa3 chain rows and a side by side have run on a GPU. "
+        "Open on 0.5.11 … 0.5.15.post1: fa3's older draft-extend graph code was not read for the backport",
+        verified="regex: `graph_supported_backend_types.append(FlashAttentionBackend)` in speculative/eagle_worker_v2.py "
+        "(absent up to 0.5.22, present in 0.5.23)",
+        evidence=(Evidence("sglang/srt/speculative/eagle_worker_v2.py",
+                           r"graph_supported_backend_types\.append\(FlashAttentionBackend\)", fixed=True),)),
+    Bug(
+        id="flashinfer-draft-extend-graph", title="flashinfer's spec-v2 draft extend runs eagerly (no CUDA graph)",
+        refs=("#28782",), found="issue 30 (Hopper trees run on flashinfer)",
+        symptom="EAGLE / EAGLE3 on flashinfer (on Hopper: every tree, topk > 1) runs the draft extend eagerly every "
+        "decode step (one launch per layer, a paged_kernel_lens.sum().item() sync) while verify and draft decode "
+        "replay graphs: slower (#28782: ~10% median latency; text and acceptance unaffected)",
+        affected=span("0.5.11", "0.5.13.post1"), fixed_in="0.5.14", answer="flashinfer-draft-extend-graph",
+        reason="patched on 0.5.11 … 0.5.12.post1 for trees (the spec-v2 tree path is the plugin's there): flashinfer's "
+        "DRAFT_EXTEND_V2 graph metadata at a constant num_draft_tokens width, captured by tree-drafting's "
+        "init_cuda_graphs; opt-in (SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1) until the flashinfer tree rows and a "
+        "side by side have run on a GPU. Open on 0.5.13 / 0.5.13.post1 (upstream's tree path, the refactored "
+        "_prepare_cuda_graph_metadata) and for chains",
+        verified="regex: eagle_worker_v2.py imports FlashInferAttnBackend (its draft-extend graph list) from 0.5.14 "
+        "(absent up to 0.5.13.post1); flashinfer_backend.py has is_draft_extend_v2 branches from 0.5.14",
+        evidence=(Evidence("sglang/srt/speculative/eagle_worker_v2.py",
+                           r"from sglang\.srt\.layers\.attention\.flashinfer_backend import FlashInferAttnBackend",
+                           fixed=True),)),
+    Bug(
         id="tbo-verify-seq-lens", title="two-batch overlap + spec v2: verify input without seq_lens_cpu",
         refs=("#24319", "#24212"), found="survey J",
         symptom="--enable-two-batch-overlap with EAGLE/MTP on spec v2: AttributeError in split_spec_info "

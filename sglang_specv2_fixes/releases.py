@@ -147,8 +147,16 @@ _FIXES["0.5.11"] = {
                '0b50408978b3bc73'),
     ),
     "overlap-war-barrier": patch("0.5.11"),
+    "flashinfer-draft-extend-graph": patch("0.5.11"),  # the same flashinfer functions on 0.5.12.x
+    "fa3-draft-extend-graph": note(
+        OPEN,
+        "not backported before 0.5.16: the backport follows 0.5.23's line on the releases whose fa3 draft-extend "
+        "metadata has the shape 0.5.23's has (0.5.16 - 0.5.22); fa3's older draft-extend graph code was not read for it",
+        check=('sglang.srt.speculative.eagle_worker_v2', 'EagleDraftWorker.init_cuda_graphs', '4b4930479c0b3d5f'),
+    ),
 }
 _FIXES["0.5.12"] = _derive("0.5.11", {
+    "fa3-draft-extend-graph": "1a216285477a2d53",
     "draft-decode-positions": note(
         UPSTREAM,
         "#25015: draft_forward advances the positions after each draft decode forward",
@@ -182,6 +190,15 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
     "overlap-war-barrier": patch("0.5.12"),
 })
 _FIXES["0.5.13"] = _derive("0.5.12", {
+    "fa3-draft-extend-graph": "983362e9caa27a76",
+    "flashinfer-draft-extend-graph": note(
+        OPEN,
+        "flashinfer's spec-v2 draft extend runs eagerly (no DRAFT_EXTEND_V2 graph metadata, not in the draft-extend "
+        "graph list; upstream from 0.5.14, #28782); the tree path is upstream's here and the plugin does not "
+        "backport the graph to it",
+        check=('sglang.srt.layers.attention.flashinfer_backend', 'FlashInferAttnBackend._prepare_cuda_graph_metadata',
+               'd62fbff9352092c8'),
+    ),
     "multi-token-finish": patch("0.5.13"),
     "draft-decode-positions": note(  # draft_forward differs between 0.5.13 and 0.5.13.post1; the graph runner not
         UPSTREAM,
@@ -254,6 +271,19 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     ),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
+    "fa3-draft-extend-graph": note(
+        OPEN,
+        "not backported before 0.5.16: the backport follows 0.5.23's line on the releases whose fa3 draft-extend "
+        "metadata has the shape 0.5.23's has (0.5.16 - 0.5.22); fa3's older draft-extend graph code was not read for it",
+        check=('sglang.srt.speculative.eagle_worker_v2', 'EagleDraftWorker._capture_cuda_graphs', '595a5cec54984cda'),
+    ),
+    "flashinfer-draft-extend-graph": note(
+        UPSTREAM,
+        "#28782: FlashInferAttnBackend._prepare_cuda_graph_metadata / init_forward_metadata_out_graph have the "
+        "DRAFT_EXTEND_V2 branch and flashinfer is in the draft-extend graph list",
+        check=('sglang.srt.layers.attention.flashinfer_backend', 'FlashInferAttnBackend._prepare_cuda_graph_metadata',
+               'aeb8237fd1b4615f'),
+    ),
     "multi-token-finish": patch("0.5.14"),
     "draft-decode-positions": note(
         UPSTREAM,
@@ -296,6 +326,8 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
     ),
 })
 _FIXES["0.5.15"] = _derive("0.5.14", {
+    "fa3-draft-extend-graph": "d4c1fbcee79e878c",
+    "flashinfer-draft-extend-graph": "317261c6a2b3da53",
     "draft-decode-positions": "8a9134a65c6747d0",
     "grammar-result-order": patch("0.5.15"),
     "draft-extend-kv-range": "17151866856faf02",
@@ -357,8 +389,10 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
         "_apply_war_barrier (#26380, #28363), called right after each run_batch launch from here (#31687)",
         check=('sglang.srt.managers.scheduler', 'Scheduler._apply_war_barrier', '86e93caf5148008c'),
     ),
+    "fa3-draft-extend-graph": patch("0.5.16"),
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
+    "fa3-draft-extend-graph": patch("0.5.17"),
     "multi-token-finish": patch("0.5.17"),
     "draft-decode-positions": "e2c44d33d10a95e8",
     "skip-stale-overlap-updates": "2c4bc18f7e2bf70a",
@@ -388,6 +422,7 @@ _FIXES["0.5.17"] = _derive("0.5.16", {
     ),
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
+    "fa3-draft-extend-graph": patch("0.5.18"),
     "multi-token-finish": patch("0.5.18"),
     "draft-decode-positions": "c09f81690f3fea54",
     "grammar-result-order": patch("0.5.18"),
@@ -403,6 +438,7 @@ _FIXES["0.5.18"] = _derive("0.5.17", {
     "overlap-war-barrier": "b77eca6dce141bc7",
 })
 _FIXES["0.5.19"] = _derive("0.5.18", {
+    "fa3-draft-extend-graph": patch("0.5.19"),
     "draft-decode-positions": "ca3661c7f59d4063",
     "grammar-result-order": patch("0.5.19"),
     "draft-extend-kv-range": "635cb9720a796435",
@@ -417,6 +453,7 @@ _FIXES["0.5.19"] = _derive("0.5.18", {
     "triton-verify-mask-size": "d2e280ca5a1bad8c",
 })
 _FIXES["0.5.20"] = _derive("0.5.19", {
+    "fa3-draft-extend-graph": patch("0.5.20"),
     "grammar-result-order": patch("0.5.20"),
     "draft-extend-kv-range": "5899519d5b353719",
     "skip-stale-overlap-updates": "dbac21de4849625d",
@@ -439,6 +476,7 @@ _FIXES["0.5.21"] = _derive("0.5.20", {
     "multi-layer-grammar-mask": "c13dbd37177caa08",
 })
 _FIXES["0.5.22"] = _derive("0.5.21", {
+    "fa3-draft-extend-graph": patch("0.5.22"),
     "draft-decode-positions": "ec3e3bb28dda5c70",
     "grammar-result-order": patch("0.5.22"),
     "draft-extend-kv-range": "dbf5921f7afff96d",
@@ -466,6 +504,12 @@ _FIXES["0.5.22"] = _derive("0.5.21", {
     "triton-verify-mask-size": "d353e393d7cf5c55",
 })
 _FIXES["0.5.23"] = _derive("0.5.22", {
+    "fa3-draft-extend-graph": note(
+        UPSTREAM,
+        "EagleDraftWorker._capture_cuda_graphs lists FlashAttentionBackend among the draft-extend graph backends "
+        "(CUDA only)",
+        check=('sglang.srt.speculative.eagle_worker_v2', 'EagleDraftWorker._capture_cuda_graphs', 'a70f8ce00cc49154'),
+    ),
     "draft-decode-positions": "3cd7b89c0f5625e2",
     "grammar-run-end": "d1920b0bff48fe89",
     "draft-extend-kv-range": "fc26eab5837ecb6f",

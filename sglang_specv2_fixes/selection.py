@@ -22,6 +22,11 @@ ENV_CHECK = "SGLANG_SPECV2_FIXES_CHECK"  # debug: the probe's invariants stop th
 ENV_PROBE_DIR = "SGLANG_SPECV2_FIXES_PROBE_DIR"  # test-only: every scheduler rank writes its probe view there
 # the spec-v2 draft-extend CUDA graph at tree width (tree-drafting, triton): on by default, =0 turns it off
 ENV_TREE_GRAPH = "SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH"
+# flashinfer's spec-v2 draft-extend CUDA graph at tree width (flashinfer-draft-extend-graph, #28782): off until a GPU
+# has run it, =1 turns it on (ENV_TREE_GRAPH=0 keeps every tree-width draft-extend graph off)
+ENV_FLASHINFER_GRAPH = "SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH"
+# fa3's spec-v2 draft-extend CUDA graph for chains (fa3-draft-extend-graph, #40762): off until a GPU has run it
+ENV_FA3_GRAPH = "SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH"
 FLAG = "--specv2-fixes"
 AUTO_VALUES = ("", "auto", "default")  # the selection's spellings of auto (empty: as unset), case-insensitive
 OFF_VALUES = ("off", "none", "0", "false")
@@ -139,7 +144,12 @@ _ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")  # the switc
 
 
 def _flag(name: str) -> bool:
-    return os.environ.get(name, "").lower() in _ON
+    return os.environ.get(name, "").strip().lower() in _ON
+
+
+def opted_in(fix) -> bool:
+    """A fix with an ``opt_in`` switch is planned only with that switch on (core.plan); every other fix is."""
+    return fix.opt_in is None or _flag(fix.opt_in)
 
 
 def probe_enabled() -> bool:
@@ -161,3 +171,17 @@ def tree_draft_graph_enabled() -> bool:
     an off value (0 / false / no / off). It was opt-in until the tree rows of the registered matrix had run with it
     on (2026-11-24, 0.5.11 and 0.5.12.post1, docs/gpu-runs/2026-11-24-s10/)."""
     return os.environ.get(ENV_TREE_GRAPH, "").strip().lower() not in _OFF
+
+
+def flashinfer_draft_graph_enabled() -> bool:
+    """flashinfer's spec-v2 draft-extend CUDA graph at tree width (upstream #28782, backported to 0.5.11 / 0.5.12.x):
+    off unless SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH is set to an on value (1 / true / yes / on), until the
+    flashinfer tree rows have run with it on a GPU."""
+    return _flag(ENV_FLASHINFER_GRAPH)
+
+
+def fa3_draft_graph_enabled() -> bool:
+    """fa3's spec-v2 draft-extend CUDA graph for chains (upstream #40762 / 0.5.23, backported to 0.5.16 - 0.5.22): off
+    unless SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH is set to an on value (1 / true / yes / on), until the fa3 chain row
+    has run with it on a GPU."""
+    return _flag(ENV_FA3_GRAPH)

@@ -354,6 +354,37 @@ overlap-war-barrier  [#26380, #26646]  overlap scheduler: the next batch's write
     - applied: patches/overlap-war-barrier/0.5.12.patch (0.5.12 … 0.5.12.post1)
     - upstream (0.5.13 … 0.5.23)
     Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)
+
+fa3-draft-extend-graph  [#40762, #36324]  the spec-v2 draft-extend CUDA graph on fa3 (chains; opt-in until run on a GPU)
+    What: EagleDraftWorker._capture_cuda_graphs also lists FlashAttentionBackend among the backends
+        whose draft-extend graph it captures (0.5.23's line), for chains (topk 1) on fa3 whose
+        draft-extend metadata lives in the graph; off unless SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1
+        until it has run on a GPU
+    Why: fa3 implements the spec-v2 draft-extend graph metadata but is missing from the capture list
+        before 0.5.23: Hopper's default chain setup runs its draft extend eagerly every decode step
+    - open (0.5.11 … 0.5.15.post1)
+    - applied: patches/fa3-draft-extend-graph/0.5.16.patch (0.5.16)
+    - applied: patches/fa3-draft-extend-graph/0.5.17.patch (0.5.17)
+    - applied: patches/fa3-draft-extend-graph/0.5.18.patch (0.5.18)
+    - applied: patches/fa3-draft-extend-graph/0.5.19.patch (0.5.19)
+    - applied: patches/fa3-draft-extend-graph/0.5.20.patch (0.5.20 … 0.5.21)
+    - applied: patches/fa3-draft-extend-graph/0.5.22.patch (0.5.22)
+    - upstream (0.5.23)
+    Removal: delete when 0.5.22 leaves the supported releases (upstream from 0.5.23)
+
+flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA graph metadata (tree width, opt-in)
+    What: FlashInferAttnBackend.init_forward_metadata_capture_cuda_graph /
+        init_forward_metadata_replay_cuda_graph: DRAFT_EXTEND_V2 takes spec v1's draft-extend branch
+        (causal paged prefill, prefix_lens=None, no ragged part) with a constant num_draft_tokens
+        query layout per request; tree-drafting's init_cuda_graphs captures flashinfer's draft-
+        extend graph for trees only with SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1
+    Why: flashinfer's spec-v2 draft extend runs eagerly in these releases (one launch per layer and
+        a paged_kernel_lens.sum().item() sync per step); upstream 0.5.14 captures it (#28782: ~10%
+        median latency)
+    - applied: patches/flashinfer-draft-extend-graph/0.5.11.patch (0.5.11 … 0.5.12.post1)
+    - open (0.5.13 … 0.5.13.post1)
+    - upstream (0.5.14 … 0.5.23)
+    Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.14)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -367,6 +398,8 @@ from . import (
     chunked_prefill_draft_chain,
     draft_decode_positions,
     draft_extend_kv_range,
+    flashinfer_draft_extend_graph,
+    fa3_draft_extend_graph,
     grammar_result_order,
     grammar_run_end,
     inkling_draft_extend_track_guard,
@@ -392,5 +425,5 @@ ALL_FIXES = [m.FIX for m in (
     seq_lens_helper, grammar_result_order, draft_decode_positions, grammar_run_end, multi_token_finish,
     radix_overshoot, reasoning_tokens_through_stop, multi_layer_grammar_mask, multi_layer_draft,
     tbo_verify_seq_lens, mamba_track_freed_rows, inkling_draft_extend_track_guard, triton_verify_mask_size,
-    overlap_war_barrier,
+    overlap_war_barrier, fa3_draft_extend_graph, flashinfer_draft_extend_graph,
 )]

@@ -26,7 +26,8 @@ the worker side is in 0.5.13.post1 as ``_finalize_accept_tree_path`` / ``_compac
   graph at tree width (``num_draft_tokens`` rows per request, as upstream 0.5.13; the triton metadata's query
   stride comes with draft-extend-kv-range, #27545), captured only where draft_extend_graph_at_tree_width
   allows (on by default since the tree rows ran with it on a GPU; ``SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0``
-  turns it off), else eager;
+  turns it off; flashinfer's graph, upstream #28782, only with ``SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1``
+  and flashinfer-draft-extend-graph's metadata), else eager;
 * ``SchedulerRuntimeCheckerMixin.self_check_during_busy``: the busy leak check runs for spec v2
   tree drafting (it stays skipped for spec v1 tree drafting).
 
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 from ..catalog import Fix
 
@@ -62,6 +64,12 @@ DRAFT_EXTEND_GRAPH = "_specv2_draft_extend_graph"  # how a tree's draft extend r
 # the draft-extend graph metadata that must be at tree width before that graph is captured (draft-extend-kv-range)
 TRITON_DRAFT_EXTEND_METADATA = tuple(
     f"sglang.srt.layers.attention.triton_backend.TritonAttnBackend.{name}"
+    for name in ("init_forward_metadata_capture_cuda_graph", "init_forward_metadata_replay_cuda_graph")
+)
+FLASHINFER_MODULE = "sglang.srt.layers.attention.flashinfer_backend"
+# flashinfer's DRAFT_EXTEND_V2 graph metadata (flashinfer-draft-extend-graph, upstream #28782)
+FLASHINFER_DRAFT_EXTEND_METADATA = tuple(
+    f"{FLASHINFER_MODULE}.FlashInferAttnBackend.{name}"
     for name in ("init_forward_metadata_capture_cuda_graph", "init_forward_metadata_replay_cuda_graph")
 )
 
@@ -230,12 +238,17 @@ def compact_accept_to_front(x, accept_index, bs: int, num_draft_tokens: int):
 def tree_draft_extend_graph_reason(worker):
     """Why this process cannot capture the spec-v2 draft-extend CUDA graph at tree width (None: it can).
 
-    The width itself is patched in ``EAGLEDraftExtendCudaGraphRunner.__init__`` (tree-drafting) and in the triton
-    backend's draft-extend graph metadata (draft-extend-kv-range: query stride / max_extend_len, upstream #27545);
-    only triton captures this graph among the backends trees run on here (flashinfer's draft extend is eager in
-    these releases). It was opt-in until it had run on a GPU; since the tree rows of the registered matrix passed
-    with it on (2026-11-24, 0.5.11 and 0.5.12.post1, TP 2 included) it is the default, and
-    SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0 turns it off.
+    The width itself is patched in ``EAGLEDraftExtendCudaGraphRunner.__init__`` (tree-drafting); the backend's graph
+    metadata must be at that width too:
+
+    * triton: draft-extend-kv-range (query stride / max_extend_len, upstream #27545). It was opt-in until it had run
+      on a GPU; since the tree rows of the registered matrix passed with it on (2026-11-24, 0.5.11 and 0.5.12.post1,
+      TP 2 included) it is the default, and SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0 turns it off.
+    * flashinfer: flashinfer-draft-extend-graph (the DRAFT_EXTEND_V2 branches of its graph metadata, upstream
+      #28782 / 0.5.14). Opt-in (SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1) until it has run on a GPU; eager with
+      an FR-Spec token map, as upstream #28782.
+
+    Any other backend runs a tree's draft extend eagerly.
     """
     from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
 
@@ -243,20 +256,40 @@ def tree_draft_extend_graph_reason(worker):
 
     if not selection.tree_draft_graph_enabled():
         return f"turned off by {selection.ENV_TREE_GRAPH}={os.environ.get(selection.ENV_TREE_GRAPH)}"
-    if not isinstance(worker.draft_extend_attn_backend, TritonAttnBackend):
-        return "only the triton draft-extend graph metadata is ported to tree width"
-    if not all(core.is_patched(t) for t in TRITON_DRAFT_EXTEND_METADATA):
-        return "draft-extend-kv-range is not applied: it carries the tree-width query stride of the triton metadata"
+    backend = worker.draft_extend_attn_backend
+    if isinstance(backend, TritonAttnBackend):
+        if not all(core.is_patched(t) for t in TRITON_DRAFT_EXTEND_METADATA):
+            return "draft-extend-kv-range is not applied: it carries the tree-width query stride of the triton metadata"
+        return None
+    flashinfer = getattr(sys.modules.get(FLASHINFER_MODULE), "FlashInferAttnBackend", None)  # imported if in use
+    if flashinfer is None or not isinstance(backend, flashinfer):
+        return "only the triton and flashinfer draft-extend graph metadata is ported to tree width"
+    if not selection.flashinfer_draft_graph_enabled():
+        return (f"flashinfer's draft-extend graph (upstream #28782) is opt-in until it has run on a GPU here "
+                f"({selection.ENV_FLASHINFER_GRAPH}=1)")
+    if not all(core.is_patched(t) for t in FLASHINFER_DRAFT_EXTEND_METADATA):
+        return "flashinfer-draft-extend-graph is not applied: it carries flashinfer's DRAFT_EXTEND_V2 graph metadata"
+    if getattr(worker.server_args, "speculative_token_map", None):
+        return ("FR-Spec (--speculative-token-map): the graph's logits buffer has the full draft vocab "
+                "(eager, as upstream #28782)")
     return None
 
 
 def draft_extend_graph_at_tree_width(worker) -> bool:
-    """Called by the patched ``EagleDraftWorker.init_cuda_graphs`` for a tree (num_draft_tokens > steps + 1) on a
-    backend whose draft-extend graph this release captures: True captures it at tree width. The decision goes to
-    the log once and to /server_info (``serving.draft_extend_graph``)."""
+    """Called by the patched ``EagleDraftWorker.init_cuda_graphs`` for a tree (num_draft_tokens > steps + 1) on CUDA:
+    True captures the draft-extend graph at tree width (triton, or flashinfer where opted in), False runs the tree's
+    draft extend eagerly. The decision goes to the log once and to /server_info (``serving.draft_extend_graph``)."""
     reason = tree_draft_extend_graph_reason(worker)
     width = worker.speculative_num_draft_tokens
     decision = f"cuda graph, {width} tokens per request" if reason is None else f"eager: {reason}"
+    if reason is None and not _is_triton(worker.draft_extend_attn_backend):
+        decision = f"cuda graph (flashinfer), {width} tokens per request"
     worker.server_args.__dict__[DRAFT_EXTEND_GRAPH] = decision
     logger.info("sglang-specv2-fixes: spec v2 tree draft extend: %s", decision)
     return reason is None
+
+
+def _is_triton(backend) -> bool:
+    from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
+
+    return isinstance(backend, TritonAttnBackend)

@@ -16,6 +16,15 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 standins.use_sgl_kernel_stand_in()
 
+# the opt-in fixes (Fix.opt_in: patched in before a GPU has run them) are planned in the tests like every other fix,
+# here and in child processes; their default, switch unset and the fix disabled, is
+# test_plugin_load.py::test_opt_in_fixes_stay_out_without_their_switch (and the fixes' own tests set it per case)
+from sglang_specv2_fixes.fixes import ALL_FIXES as _ALL_FIXES  # noqa: E402
+
+OPT_IN_SWITCHES = tuple(f.opt_in for f in _ALL_FIXES if f.opt_in)
+for _switch in OPT_IN_SWITCHES:
+    os.environ[_switch] = "1"
+
 VERSION = installed.version()
 LINE = releases.code_line(VERSION)
 

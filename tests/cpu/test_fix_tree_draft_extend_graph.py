@@ -12,13 +12,17 @@ docs/design/tree-draft-extend-graph.md): the release's real ``EAGLEDraftExtendCu
   default since the tree rows ran with it on a GPU (SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0 turns it off), and only
   with draft-extend-kv-range's tree-width triton metadata in effect; the decision reaches /server_info
   (``serving.draft_extend_graph``).
+* flashinfer (flashinfer-draft-extend-graph, upstream #28782): stock never captures flashinfer's draft-extend graph; the
+  plugin captures it for a tree only with SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1, that fix's metadata applied
+  and no FR-Spec token map; chains keep the release's eager draft extend. The metadata itself is run by
+  tests/cpu/test_fix_flashinfer_draft_extend_graph.py.
 """
 
 import types
 
 import pytest
 import torch
-from conftest import where_patched
+from conftest import patched_here, where_patched
 
 from sglang_specv2_fixes import core, plugin, selection
 from sglang_specv2_fixes.fixes import tree_drafting
@@ -129,11 +133,13 @@ def test_runner_width_unchanged_where_it_already_fits(monkeypatch, case):
 
 
 # ---------------------------------------------------------------------------------------- init_cuda_graphs
-def _worker(monkeypatch, nd, triton=True):
+def _worker(monkeypatch, nd, triton=True, backend_kind=None):
     """An EagleDraftWorker-shaped object for init_cuda_graphs, with the runner classes replaced by recorders (they
-    capture CUDA graphs) and the CUDA platform flag set as on a GPU machine."""
+    capture CUDA graphs) and the CUDA platform flag set as on a GPU machine. ``backend_kind``: "triton", "flashinfer"
+    (the real backend classes, uninitialised) or "other" (default: triton / other by ``triton``)."""
     import importlib
 
+    from sglang.srt.layers.attention.flashinfer_backend import FlashInferAttnBackend
     from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
 
     mod = importlib.import_module(WORKER_MOD)
@@ -146,7 +152,9 @@ def _worker(monkeypatch, nd, triton=True):
     monkeypatch.setattr(mod, "EAGLEDraftCudaGraphRunner", recorder("draft"))
     monkeypatch.setattr(mod, "EAGLEDraftExtendCudaGraphRunner", recorder("draft_extend"))
     monkeypatch.setattr(mod, "get_available_gpu_memory", lambda *a, **k: 0.0)
-    backend = TritonAttnBackend.__new__(TritonAttnBackend) if triton else object()
+    backend_kind = backend_kind or ("triton" if triton else "other")
+    classes = {"triton": TritonAttnBackend, "flashinfer": FlashInferAttnBackend}
+    backend = classes[backend_kind].__new__(classes[backend_kind]) if backend_kind in classes else object()
     worker = types.SimpleNamespace(
         server_args=_server_args(nd, TOPK if nd > STEPS + 1 else 1), speculative_num_steps=STEPS,
         speculative_num_draft_tokens=nd, draft_extend_attn_backend=backend, draft_attn_backend=None,
@@ -184,7 +192,7 @@ def test_stock_captures_a_draft_extend_graph_of_the_wrong_width(monkeypatch):
     ("0", True, True, False, "turned off by SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0"),
     ("off", True, True, False, "turned off by SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=off"),
     (None, False, True, False, "draft-extend-kv-range is not applied"),
-    (None, True, False, None, None),  # no triton: this release captures no draft-extend graph at all
+    (None, True, False, False, "only the triton and flashinfer draft-extend graph metadata"),  # another backend
 ])
 def test_plugin_tree_width_graph_decision(monkeypatch, env, kv_range, triton, captured, why):
     if env is None:
@@ -196,9 +204,7 @@ def test_plugin_tree_width_graph_decision(monkeypatch, env, kv_range, triton, ca
     _init_cuda_graphs("plugin")(worker)
     assert built[:1] == ["draft"], "init_cuda_graphs did not run to its draft-extend decision"
     decision = plugin.serving_facts(worker.server_args)["draft_extend_graph"]
-    if captured is None:
-        assert built == ["draft"] and decision is None and worker.cuda_graph_runner_for_draft_extend is None
-    elif captured:
+    if captured:
         assert built == ["draft", "draft_extend"] and worker.cuda_graph_runner_for_draft_extend == "draft_extend"
         assert decision == f"cuda graph, {TREE_ND} tokens per request"
     else:
@@ -212,3 +218,58 @@ def test_plugin_chain_keeps_its_graph(monkeypatch):
     _init_cuda_graphs("plugin")(worker)
     assert built == ["draft", "draft_extend"]
     assert plugin.serving_facts(worker.server_args)["draft_extend_graph"] is None  # only trees are decided
+
+
+# ------------------------------------------------- flashinfer's graph at tree width (flashinfer-draft-extend-graph)
+def _flashinfer_metadata(monkeypatch, patched):
+    """flashinfer-draft-extend-graph's functions on FlashInferAttnBackend (as the plugin registers them), or stock."""
+    from sglang.srt.layers.attention.flashinfer_backend import FlashInferAttnBackend
+
+    if patched:
+        for target, fn in core.build_fix("flashinfer-draft-extend-graph").items():
+            monkeypatch.setattr(FlashInferAttnBackend, target.rsplit(".", 1)[1], fn)
+    assert all(core.is_patched(t) for t in tree_drafting.FLASHINFER_DRAFT_EXTEND_METADATA) == patched
+
+
+@pytest.mark.parametrize("fi_env,tree_env,metadata,token_map,captured,why", [
+    (None, None, True, None, False, "opt-in until it has run on a GPU here (SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1)"),
+    ("0", None, True, None, False, "SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1"),
+    ("1", None, True, None, True, None),
+    ("on", None, True, None, True, None),
+    ("1", "0", True, None, False, "turned off by SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0"),
+    ("1", None, False, None, False, "flashinfer-draft-extend-graph is not applied"),
+    ("1", None, True, "/m/token_map.pt", False, "FR-Spec (--speculative-token-map)"),
+])
+def test_plugin_flashinfer_tree_graph_decision(monkeypatch, fi_env, tree_env, metadata, token_map, captured, why):
+    """Stock (every release this fix patches) never captures flashinfer's draft-extend graph; the plugin does for a
+    tree only with the opt-in, flashinfer-draft-extend-graph's metadata and no FR-Spec token map (#28782)."""
+    if not patched_here("flashinfer-draft-extend-graph"):
+        pytest.skip("flashinfer-draft-extend-graph is not patched on this release")
+    for env, value in ((selection.ENV_FLASHINFER_GRAPH, fi_env), (selection.ENV_TREE_GRAPH, tree_env)):
+        if value is None:
+            monkeypatch.delenv(env, raising=False)
+        else:
+            monkeypatch.setenv(env, value)
+    _flashinfer_metadata(monkeypatch, metadata)
+    worker, built = _worker(monkeypatch, TREE_ND, backend_kind="flashinfer")
+    worker.server_args.speculative_token_map = token_map
+    _init_cuda_graphs("stock")(worker)
+    assert built == ["draft"], "stock captured a flashinfer draft-extend graph"
+    built.clear()
+    _init_cuda_graphs("plugin")(worker)
+    decision = plugin.serving_facts(worker.server_args)["draft_extend_graph"]
+    if captured:
+        assert built == ["draft", "draft_extend"] and worker.cuda_graph_runner_for_draft_extend == "draft_extend"
+        assert decision == f"cuda graph (flashinfer), {TREE_ND} tokens per request"
+    else:
+        assert built == ["draft"] and worker.cuda_graph_runner_for_draft_extend is None
+        assert decision.startswith("eager: ") and why in decision
+
+
+def test_plugin_flashinfer_chain_unchanged(monkeypatch):
+    """Chains keep their release's behaviour on flashinfer (eager draft extend; the plugin owns the tree path only),
+    with the opt-in too, and no decision is recorded."""
+    monkeypatch.setenv(selection.ENV_FLASHINFER_GRAPH, "1")
+    worker, built = _worker(monkeypatch, STEPS + 1, backend_kind="flashinfer")
+    _init_cuda_graphs("plugin")(worker)
+    assert built == ["draft"] and plugin.serving_facts(worker.server_args)["draft_extend_graph"] is None

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import LINE, VERSION, run_py, requires_sglang
+from conftest import LINE, OPT_IN_SWITCHES, VERSION, requires_sglang, run_py
 
 from sglang_specv2_fixes import patchfile, releases
 from sglang_specv2_fixes.catalog import Patched
@@ -15,6 +15,10 @@ PATCHED_HERE = {f.name: [t.dotted for t in patchfile.load(f.name, releases.entry
                 for f in ALL_FIXES if LINE and isinstance(releases.entry(f.name, LINE), Patched)}
 # patched when SGLang imports their modules, which a process that only imports the scheduler never does: READY there
 ON_IMPORT = {f.name for f in ALL_FIXES if f.on_import and f.name in PATCHED_HERE}
+
+
+# the opt-in fixes (their switches are on in the tests: conftest; off: test_opt_in_fixes_stay_out_without_their_switch)
+OPT_IN = {f.name: f.opt_in for f in ALL_FIXES if f.opt_in}
 
 
 def loaded_states(fix):
@@ -318,3 +322,17 @@ print('RESULT ' + json.dumps([probe._around in hooks and probe._around_run_batch
     assert hooked is expected
     assert strict is ("SGLANG_SPECV2_FIXES_CHECK" in env)
 
+
+
+@pytest.mark.skipif(not any(f in PATCHED_HERE for f in OPT_IN), reason="no opt-in fix is patched on this release")
+def test_opt_in_fixes_stay_out_without_their_switch():
+    r = result_of(run_py(LOAD_AND_REPORT, **{v: "" for v in OPT_IN_SWITCHES}))  # switches off, as a server starts
+    fixes = r["report"]["fixes"]
+    for f, switch in OPT_IN.items():
+        if f not in PATCHED_HERE:
+            continue
+        assert fixes[f]["state"] == "disabled", (f, fixes[f])
+        assert switch in fixes[f]["reason"]
+        assert not set(PATCHED_HERE[f]) & set(r["hooks"]), f  # none of its targets hooked
+    on = {f for f in PATCHED_HERE if f not in OPT_IN}
+    assert all(fixes[f]["state"] in loaded_states(f) for f in on)  # the rest load as always

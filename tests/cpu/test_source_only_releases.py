@@ -59,6 +59,11 @@ is present (the table must then patch it, or say open). A wrong table entry fail
                 keeps needs_cpu_seq_lens True on the hybrid backend (NA); 0.5.17's VerifyMask has the draft term (U)
   0.5.13 on      overlap-war-barrier: event_loop_overlap issues schedule_stream.wait_stream(forward_stream) before the
                 next batch is built (0.5.13), through _apply_war_barrier from 0.5.14 (U)
+  0.5.13.x       flashinfer-draft-extend-graph: flashinfer's graph metadata (_prepare_cuda_graph_metadata) has no
+                DRAFT_EXTEND_V2 branch and the draft-extend graph list has no flashinfer: the spec-v2 draft extend runs
+                eagerly (B, not backported: upstream's tree path); #28782 from 0.5.14 (U)
+  up to 0.5.22   fa3-draft-extend-graph: _capture_cuda_graphs' list has no FlashAttentionBackend (B: patched 0.5.16 -
+                0.5.22, open before); 0.5.23 appends it (U)
 """
 
 import os
@@ -119,7 +124,12 @@ for _v in EXPECTED:
                                              "up-to:0.5.15.post1") else B,
                                          "triton-verify-mask-size": NA if _v in ("0.5.13", "0.5.13.post1") else
                                          B if _v in releases.release_set("up-to:0.5.16") else U,
-                                         "overlap-war-barrier": U})
+                                         "overlap-war-barrier": U,
+                                         # flashinfer's draft-extend graph: eager up to 0.5.13.post1, #28782 in 0.5.14
+                                         "flashinfer-draft-extend-graph": B if _v in ("0.5.13", "0.5.13.post1")
+                                         else U,
+                                         # fa3 missing from the draft-extend graph list up to 0.5.22 (#40762)
+                                         "fa3-draft-extend-graph": U if _v == "0.5.23" else B})
 # 0.5.11 and 0.5.12.x: the releases the CPU suite imports and runs (test_catalog, test_fix_*, ...)
 RUN_HERE = {"0.5.11", "0.5.12", "0.5.12.post1"}
 

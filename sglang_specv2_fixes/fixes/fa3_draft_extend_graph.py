@@ -1,0 +1,90 @@
+"""#40762 / #36324 - the spec-v2 draft-extend CUDA graph on fa3 (0.5.16 - 0.5.22; upstream in 0.5.23).
+
+``EagleDraftWorker._capture_cuda_graphs`` captures the draft-extend graph only for the backends in its
+``graph_supported_backend_types`` list. fa3 (``FlashAttentionBackend``) implements that graph's metadata for
+``DRAFT_EXTEND_V2`` (``draft_extend_metadata``, its capture / replay branches; the multi-layer EAGLE runner replays it
+already) but is not in the list before 0.5.23. On Hopper ``--attention-backend`` defaults to fa3 for a chain
+(topk 1), so the most common EAGLE / EAGLE3 setup runs one eager draft-extend forward per decode step while target
+verify and draft decode replay graphs. 0.5.23 appends ``FlashAttentionBackend`` to the list (CUDA only); the patch
+does the same on 0.5.16 - 0.5.22 through ``fa3_graph_backends``, with three limits of its own:
+
+* chains only (topk 1): fa3 trees have not run here (the plugin does not route trees to fa3);
+* fa3 only (``fa_impl_ver == 3``): fa4 (Blackwell) has not run here;
+* only where the backend keeps that metadata in the graph (``draft_extend_metadata_captured_in_graph``: a hybrid-SWA
+  pool without a full-to-SWA index mapping, and from 0.5.19 a translating KV index, build it outside; the multi-layer
+  runner checks the same).
+
+**Off by default** until a GPU has run it: ``SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1`` turns it on. The decision goes
+to the log once and to ``/server_info`` (``serving.draft_extend_graph``, as tree-drafting's triton graph does).
+Proof owed: the fa3 chain rows with it on (greedy identity against the target served alone, the strict idle / busy
+checks) on 0.5.16 / 0.5.17, and a real-size side by side with it off; then it becomes the default.
+
+Removal: delete when 0.5.22 leaves the supported releases (upstream from 0.5.23).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from ..catalog import Fix
+from ..selection import ENV_FA3_GRAPH
+
+logger = logging.getLogger("sglang_specv2_fixes")
+
+FIX = Fix(
+    name="fa3-draft-extend-graph",
+    upstream=("#40762", "#36324"),
+    title="the spec-v2 draft-extend CUDA graph on fa3 (chains; opt-in until run on a GPU)",
+    what=(
+        "EagleDraftWorker._capture_cuda_graphs also lists FlashAttentionBackend among the backends whose draft-extend "
+        "graph it captures (0.5.23's line), for chains (topk 1) on fa3 whose draft-extend metadata lives in the graph; "
+        "off unless SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1 until it has run on a GPU"
+    ),
+    why=(
+        "fa3 implements the spec-v2 draft-extend graph metadata but is missing from the capture list before 0.5.23: "
+        "Hopper's default chain setup runs its draft extend eagerly every decode step"
+    ),
+    removal="delete when 0.5.22 leaves the supported releases (upstream from 0.5.23)",
+    # on_import: the launcher never imports eagle_worker_v2; a scheduler does before it builds the draft worker
+    on_import=True,
+    opt_in=ENV_FA3_GRAPH,  # planned only with the switch on, until the GPU row has run (docs/gpu-plan.md)
+)
+
+FA3_MODULE = "sglang.srt.layers.attention.flashattention_backend"
+
+
+def fa3_graph_reason(worker, backend) -> str | None:
+    """Why this fa3 draft worker does not capture the draft-extend graph (None: it does)."""
+    from .. import selection
+
+    if not selection.fa3_draft_graph_enabled():
+        return f"fa3's draft-extend graph is opt-in until it has run on a GPU here ({selection.ENV_FA3_GRAPH}=1)"
+    topk = worker.server_args.speculative_eagle_topk or 1
+    if topk > 1:
+        return f"tree drafting (topk {topk}): fa3 trees have not run here"
+    if getattr(backend, "fa_impl_ver", 3) != 3:
+        return f"fa{backend.fa_impl_ver}: only fa3 has run here"
+    captured = getattr(backend, "draft_extend_metadata_captured_in_graph", None)
+    if captured is not None and not captured():
+        return ("fa3 builds this pool's draft-extend metadata outside the graph (draft_extend_metadata_captured_in_graph: "
+                "a hybrid-SWA pool without a full-to-SWA mapping, or a translating KV index)")
+    return None
+
+
+def fa3_graph_backends(worker, is_cuda) -> list:
+    """Called by the patched ``EagleDraftWorker._capture_cuda_graphs`` before it tests its backend list: the classes
+    to add to it. ``[FlashAttentionBackend]`` where the draft-extend backend is fa3 on CUDA and fa3_graph_reason
+    allows, else none. For an fa3 worker the decision is logged once and kept for /server_info."""
+    backend = worker.draft_extend_attn_backend
+    cls = getattr(sys.modules.get(FA3_MODULE), "FlashAttentionBackend", None)  # imported where fa3 is the backend
+    if not is_cuda or cls is None or not isinstance(backend, cls):
+        return []
+    from .tree_drafting import DRAFT_EXTEND_GRAPH
+
+    reason = fa3_graph_reason(worker, backend)
+    width = worker.speculative_num_draft_tokens
+    decision = f"cuda graph (fa3), {width} tokens per request" if reason is None else f"eager: {reason}"
+    worker.server_args.__dict__[DRAFT_EXTEND_GRAPH] = decision
+    logger.info("sglang-specv2-fixes: spec v2 draft extend: %s", decision)
+    return [] if reason else [cls]

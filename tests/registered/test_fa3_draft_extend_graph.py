@@ -1,0 +1,61 @@
+"""The spec-v2 draft-extend CUDA graph on fa3 (fa3-draft-extend-graph, #40762; upstream 0.5.23): EAGLE3 chain
+3 steps / topk 1 / 4 tokens on **fa3** (Hopper's default backend for a chain), overlap on, page size 1,
+SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1 on both sides (the fix is opt-in until this row has met), forced retraction,
+strict busy leak checks. With the graph on, greedy output must equal the same target served without speculation
+on fa3, decode logprobs must equal the prefill's, 32 concurrent requests must end at their lengths, the walk
+model's draft must keep its acceptance (a draft-extend graph replayed with wrong metadata writes wrong draft KV:
+acceptance drops while the text stays right), and the plugin must report the graph captured
+(``serving.draft_extend_graph``). Stock runs that draft extend eagerly and reports no such graph: it fails only the
+last test. fa3 is not in the device bundle: carry it in parts first (``ci/make_fa3_parts.sh``, ``ci/gpu_fa3.sh``;
+docs/design/device-bundles.md). Needs a Hopper GPU."""
+
+import unittest
+
+from sglang_specv2_fixes.selection import ENV_FA3_GRAPH
+from sglang_specv2_fixes.testing.client import server_info, specv2_state
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.rows import SpecChecks
+from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
+from sglang.test.test_utils import CustomTestCase
+
+register_specv2_ci(est_time=240, suite="specv2-gpu", releases="fix:fa3-draft-extend-graph&gpu",
+                   bug_in="fix:fa3-draft-extend-graph&gpu")
+
+STEPS, TOPK, TOKENS = 3, 1, 4
+
+
+class TestFa3DraftExtendGraph(SpecChecks, CustomTestCase):
+    BACKEND_ARGS = ("--attention-backend", "fa3")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.prefetch_target_only()
+        cls.process = launch(eagle3_args(STEPS, TOPK, TOKENS) + list(cls.BACKEND_ARGS),
+                             env={"SGLANG_TEST_RETRACT": "1", ENV_FA3_GRAPH: "1"})
+
+    @classmethod
+    def tearDownClass(cls):
+        stop(cls.process)
+
+    def test_1_greedy_equals_target_only(self):
+        self.check_greedy_equals_target_only()
+
+    def test_2_decode_logprobs_match_prefill(self):
+        self.check_decode_logprobs_match_prefill()
+
+    def test_3_concurrent_load(self):
+        self.check_concurrent_load(32)
+
+    def test_4_acceptance_kept(self):
+        self.check_accept_length(2.0)
+
+    def test_5_alive(self):
+        self.check_alive()
+
+    def test_6_draft_extend_graph_on_fa3(self):
+        serving = specv2_state(server_info())["serving"]
+        self.assertEqual(serving.get("draft_extend_graph"), f"cuda graph (fa3), {TOKENS} tokens per request")
+
+
+if __name__ == "__main__":
+    unittest.main()
