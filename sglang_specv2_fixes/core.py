@@ -30,7 +30,7 @@ from . import __version__, catalog, installed, patchfile, releases
 from .catalog import Fix, Note, Patched
 from .fingerprint import fingerprint_in_file
 from .fixes import ALL_FIXES
-from .selection import Selection, opted_in, unknown_release_mode
+from .selection import Selection, opt_in_reason, opted_in, unknown_release_mode
 
 logger = logging.getLogger("sglang_specv2_fixes")
 
@@ -204,8 +204,7 @@ def plan(selection: Selection, version: Optional[str] = None, fixes=None) -> Rep
                 _plan_note(st, entry)
             elif not opted_in(fix):
                 st.patch = f"patches/{fix.name}/{entry.name}.patch"
-                st.state, st.reason = catalog.DISABLED, (
-                    f"opt-in until it has run on a GPU: {fix.opt_in}=1 applies {st.patch}")
+                st.state, st.reason = catalog.DISABLED, opt_in_reason(fix, st.patch)
             else:
                 _plan_patch(st, entry, selection, line, composed)
                 if st.state == catalog.REFUSED:

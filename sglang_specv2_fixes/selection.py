@@ -148,8 +148,14 @@ def _flag(name: str) -> bool:
 
 
 def opted_in(fix) -> bool:
-    """A fix with an ``opt_in`` switch is planned only with that switch on (core.plan); every other fix is."""
+    """A fix with an ``opt_in`` switch is planned only with that switch on (core.plan, survey.plan_unknown); every
+    other fix is."""
     return fix.opt_in is None or _flag(fix.opt_in)
+
+
+def opt_in_reason(fix, patch: str) -> str:
+    """The ``disabled`` reason of an opt-in fix whose switch is off."""
+    return f"opt-in until it has run on a GPU: {fix.opt_in}=1 applies {patch}"
 
 
 def probe_enabled() -> bool:

@@ -483,6 +483,7 @@ def plan_unknown(report, sel, fixes, fp_of: Optional[FpOf] = None):
     a known checked note's state when its function matches; REFUSED when the fix's targets are there with unknown
     code; UNSUPPORTED when they are gone. One warning names what matched which release."""
     from .core import FixStatus, TargetCheck, _installed_fp
+    from .selection import opt_in_reason, opted_in
 
     fp_of = fp_of or _installed_fp
     line, _ = best_line(fp_of)
@@ -501,6 +502,8 @@ def plan_unknown(report, sel, fixes, fp_of: Optional[FpOf] = None):
                 st.state, st.reason = catalog.PRESENT, f"the installed source already carries {st.patch}"
             elif not sel.wants(fix.name):
                 st.state, st.reason = catalog.DISABLED, f"not selected (selection: {sel.canonical})"
+            elif not opted_in(fix):  # as core.plan: an opt-in fix is planned only with its switch on
+                st.state, st.reason = catalog.DISABLED, opt_in_reason(fix, st.patch)
             else:
                 st.state = catalog.READY
                 st.reason = (f"fingerprints match {st.patch} (unknown release: its targets equal those of "

@@ -96,6 +96,19 @@ def test_opt_in_present_and_disabled(tmp_path, monkeypatch):
     assert states["routed-experts-draft-guard"] == catalog.DISABLED
 
 
+def test_opt_in_fix_needs_its_switch_on_an_unknown_release_too(tmp_path, monkeypatch):
+    """An opt-in fix (Fix.opt_in) matched by fingerprint is planned only with its switch on, as on a known release:
+    0.5.22's sources as 0.5.24 match fa3-draft-extend-graph's 0.5.22 patch."""
+    fix = next(f for f in ALL_FIXES if f.name == "fa3-draft-extend-graph")
+    tree = synthetic_release(tmp_path / "t", "0.5.24", base="0.5.22")
+    monkeypatch.setenv(fix.opt_in, "1")
+    st = {f.name: f for f in plan_on(tree, monkeypatch, "fingerprint").fixes}[fix.name]
+    assert st.state == catalog.READY and st.patch == "patches/fa3-draft-extend-graph/0.5.22.patch", st.reason
+    monkeypatch.delenv(fix.opt_in)
+    st = {f.name: f for f in plan_on(tree, monkeypatch, "fingerprint").fixes}[fix.name]
+    assert st.state == catalog.DISABLED and fix.opt_in in st.reason, st.reason
+
+
 def test_bad_mode_value_is_an_error(monkeypatch):
     monkeypatch.setenv(MODE, "fingerprints")
     with pytest.raises(selection.SelectionError, match="invalid SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE value"):
