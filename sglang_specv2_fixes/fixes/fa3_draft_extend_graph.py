@@ -85,6 +85,10 @@ def fa3_graph_backends(worker, is_cuda) -> list:
     reason = fa3_graph_reason(worker, backend)
     width = worker.speculative_num_draft_tokens
     decision = f"cuda graph (fa3), {width} tokens per request" if reason is None else f"eager: {reason}"
-    worker.server_args.__dict__[DRAFT_EXTEND_GRAPH] = decision
+    # /server_info reads the scheduler's server_args; from 0.5.17 the draft worker holds a deep copy of them
+    # (draft_server_args_copy), so the decision also goes to the target worker's, the scheduler's own object
+    for args in (worker.server_args, getattr(getattr(worker, "target_worker", None), "server_args", None)):
+        if args is not None:
+            args.__dict__[DRAFT_EXTEND_GRAPH] = decision
     logger.info("sglang-specv2-fixes: spec v2 draft extend: %s", decision)
     return [] if reason else [cls]

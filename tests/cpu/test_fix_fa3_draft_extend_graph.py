@@ -46,7 +46,8 @@ def _backend(kind, fa_impl_ver=3, swa_without_mapping=False):
 
 def _run(monkeypatch, fn, backend, topk=1, cuda=True):
     """Call ``fn`` (stock or patched _capture_cuda_graphs) on an EagleDraftWorker-shaped object; returns the runners
-    it built and the worker's server_args."""
+    it built and the scheduler's server_args (the target worker's: /server_info reads them). The draft worker holds a
+    copy of its own, as from 0.5.17 on (draft_server_args_copy deep-copies them); the decision must reach both."""
     mod = importlib.import_module(WORKER_MOD)
     built = []
 
@@ -68,7 +69,7 @@ def _run(monkeypatch, fn, backend, topk=1, cuda=True):
     worker = types.SimpleNamespace(
         server_args=server_args, speculative_num_steps=STEPS, speculative_num_draft_tokens=nd, topk=topk,
         draft_extend_attn_backend=backend, draft_attn_backend=None, draft_runner=object(),
-        target_worker=types.SimpleNamespace(device="cuda"), device="cuda", gpu_id=0,
+        target_worker=types.SimpleNamespace(device="cuda", server_args=types.SimpleNamespace()), device="cuda", gpu_id=0,
         _specialized_graph_memory_usage={}, _specialized_graph_time_usage={})  # 0.5.19 on: per graph phase
     # 0.5.19 on read the model / graph settings from the runtime context, not server_args
     if hasattr(mod, "get_model"):
@@ -77,7 +78,9 @@ def _run(monkeypatch, fn, backend, topk=1, cuda=True):
         graph = types.SimpleNamespace(cuda_graph_config=server_args.cuda_graph_config)
         monkeypatch.setattr(mod, "get_exec", lambda: types.SimpleNamespace(graph=graph))
     fn(worker)
-    return built, server_args
+    scheduler_args = worker.target_worker.server_args
+    assert server_args.__dict__.get(DRAFT_EXTEND_GRAPH) == scheduler_args.__dict__.get(DRAFT_EXTEND_GRAPH)
+    return built, scheduler_args
 
 
 def _stock():
