@@ -402,8 +402,8 @@ BUGS: Tuple[Bug, ...] = (
         affected=span("0.5.11", "0.5.13.post1"), fixed_in="0.5.14", answer="flashinfer-draft-extend-graph",
         reason="patched on 0.5.11 … 0.5.12.post1 for trees (the spec-v2 tree path is the plugin's there): flashinfer's "
         "DRAFT_EXTEND_V2 graph metadata at a constant num_draft_tokens width, captured by tree-drafting's "
-        "init_cuda_graphs; opt-in (SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1) until the flashinfer tree rows and a "
-        "side by side have run on a GPU. Open on 0.5.13 / 0.5.13.post1 (upstream's tree path, the refactored "
+        "init_cuda_graphs; on by default since its GPU rows met (2026-11-27; SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0 "
+        "turns it off). Open on 0.5.13 / 0.5.13.post1 (upstream's tree path, the refactored "
         "_prepare_cuda_graph_metadata) and for chains",
         verified="regex: eagle_worker_v2.py imports FlashInferAttnBackend (its draft-extend graph list) from 0.5.14 "
         "(absent up to 0.5.13.post1); flashinfer_backend.py has is_draft_extend_v2 branches from 0.5.14",

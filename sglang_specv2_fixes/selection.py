@@ -22,8 +22,8 @@ ENV_CHECK = "SGLANG_SPECV2_FIXES_CHECK"  # debug: the probe's invariants stop th
 ENV_PROBE_DIR = "SGLANG_SPECV2_FIXES_PROBE_DIR"  # test-only: every scheduler rank writes its probe view there
 # the spec-v2 draft-extend CUDA graph at tree width (tree-drafting, triton): on by default, =0 turns it off
 ENV_TREE_GRAPH = "SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH"
-# flashinfer's spec-v2 draft-extend CUDA graph at tree width (flashinfer-draft-extend-graph, #28782): off until a GPU
-# has run it, =1 turns it on (ENV_TREE_GRAPH=0 keeps every tree-width draft-extend graph off)
+# flashinfer's spec-v2 draft-extend CUDA graph at tree width (flashinfer-draft-extend-graph, #28782): on by default,
+# =0 turns it off (ENV_TREE_GRAPH=0 keeps every tree-width draft-extend graph off)
 ENV_FLASHINFER_GRAPH = "SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH"
 # fa3's spec-v2 draft-extend CUDA graph for chains (fa3-draft-extend-graph, #40762): off until a GPU has run it
 ENV_FA3_GRAPH = "SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH"
@@ -181,9 +181,9 @@ def tree_draft_graph_enabled() -> bool:
 
 def flashinfer_draft_graph_enabled() -> bool:
     """flashinfer's spec-v2 draft-extend CUDA graph at tree width (upstream #28782, backported to 0.5.11 / 0.5.12.x):
-    off unless SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH is set to an on value (1 / true / yes / on), until the
-    flashinfer tree rows have run with it on a GPU."""
-    return _flag(ENV_FLASHINFER_GRAPH)
+    on unless SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH is set to an off value (0 / false / no / off). It was opt-in
+    until its rows had run on a GPU (2026-11-27, 0.5.11 / 0.5.12 / 0.5.12.post1, docs/gpu-runs/2026-11-27-s21/)."""
+    return os.environ.get(ENV_FLASHINFER_GRAPH, "").strip().lower() not in _OFF
 
 
 def fa3_draft_graph_enabled() -> bool:

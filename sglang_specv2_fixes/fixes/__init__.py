@@ -372,12 +372,12 @@ fa3-draft-extend-graph  [#40762, #36324]  the spec-v2 draft-extend CUDA graph on
     - upstream (0.5.23)
     Removal: delete when 0.5.22 leaves the supported releases (upstream from 0.5.23)
 
-flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA graph metadata (tree width, opt-in)
+flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA graph metadata (tree width)
     What: FlashInferAttnBackend.init_forward_metadata_capture_cuda_graph /
         init_forward_metadata_replay_cuda_graph: DRAFT_EXTEND_V2 takes spec v1's draft-extend branch
         (causal paged prefill, prefix_lens=None, no ragged part) with a constant num_draft_tokens
         query layout per request; tree-drafting's init_cuda_graphs captures flashinfer's draft-
-        extend graph for trees only with SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1
+        extend graph for trees (SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0 turns it off)
     Why: flashinfer's spec-v2 draft extend runs eagerly in these releases (one launch per layer and
         a paged_kernel_lens.sum().item() sync per step); upstream 0.5.14 captures it (#28782: ~10%
         median latency)

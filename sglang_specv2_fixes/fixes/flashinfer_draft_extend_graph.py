@@ -1,4 +1,4 @@
-"""#28782 - flashinfer's spec-v2 draft-extend CUDA graph, at tree width (0.5.11 / 0.5.12.x; opt-in).
+"""#28782 - flashinfer's spec-v2 draft-extend CUDA graph, at tree width (0.5.11 / 0.5.12.x).
 
 What: on Hopper the plugin routes spec-v2 trees (EAGLE topk > 1) to flashinfer (upstream's default rule, see
 tree_drafting.follow_default_backend_rule). In 0.5.11 - 0.5.13.post1 flashinfer's draft extend (``DRAFT_EXTEND_V2``)
@@ -17,10 +17,12 @@ constant-width by ``fixed_width_spec_info``: these releases' draft-extend ``gene
 there), while the graph's rows are ``num_draft_tokens`` per request; on 0.5.12.x the worker's draft input has no such
 method at all (only the runner's capture input, ``EagleDraftExtendInput``, has). The graph runner at tree width and the
 capture decision are tree-drafting's (``EAGLEDraftExtendCudaGraphRunner.__init__``, ``EagleDraftWorker.init_cuda_graphs``
--> ``tree_drafting.tree_draft_extend_graph_reason``): flashinfer's graph is captured for trees only with
-``SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1`` (no GPU has run it yet), this fix applied, and no FR-Spec token map
-(#28782 falls back to eager there: the graph's logits buffer has the full draft vocab). Without the opt-in nothing
-changes at run time: the new branches are reached only by that graph. Not backported: #28782's host-side
+-> ``tree_drafting.tree_draft_extend_graph_reason``): flashinfer's graph is captured for trees with this fix applied
+and no FR-Spec token map (#28782 falls back to eager there: the graph's logits buffer has the full draft vocab), unless
+``SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0``; the new branches are reached only by that graph. It was opt-in until
+its GPU rows met (2026-11-27, docs/gpu-runs/2026-11-27-s21/: A/B on 0.5.11, 0.5.12 and 0.5.12.post1, greedy identity
+of the topk 4 / 8 flashinfer tree rows with it on; at real size 0.83 - 0.87x the eager draft extend's TPOT).
+Not backported: #28782's host-side
 ``extend_prefix_lens_cpu`` sum in the eager extend metadata (the graph path has no such ``.item()``: its plan
 gets ``seq_lens_sum`` from the host) and #28854's sync-free ``fast_prefill_plan``.
 
@@ -34,17 +36,16 @@ Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream 
 from __future__ import annotations
 
 from ..catalog import Fix
-from ..selection import ENV_FLASHINFER_GRAPH
 
 FIX = Fix(
     name="flashinfer-draft-extend-graph",
     upstream=("#28782",),
-    title="flashinfer spec-v2 draft-extend CUDA graph metadata (tree width, opt-in)",
+    title="flashinfer spec-v2 draft-extend CUDA graph metadata (tree width)",
     what=(
         "FlashInferAttnBackend.init_forward_metadata_capture_cuda_graph / init_forward_metadata_replay_cuda_graph: "
         "DRAFT_EXTEND_V2 takes spec v1's draft-extend branch (causal paged prefill, prefix_lens=None, no ragged "
         "part) with a constant num_draft_tokens query layout per request; tree-drafting's init_cuda_graphs "
-        "captures flashinfer's draft-extend graph for trees only with SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1"
+        "captures flashinfer's draft-extend graph for trees (SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0 turns it off)"
     ),
     why=(
         "flashinfer's spec-v2 draft extend runs eagerly in these releases (one launch per layer and a "
@@ -52,9 +53,6 @@ FIX = Fix(
     ),
     removal="delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.14)",
     on_import=True,  # flashinfer_backend: imported by a flashinfer server's attention backend, not by every process
-    # planned only with the switch on until the GPU rows have run: off, it costs 0.5.11's start nothing (its
-    # flashinfer_backend is imported before plugins load there, so on_import alone would not defer it)
-    opt_in=ENV_FLASHINFER_GRAPH,
 )
 
 # ------------------------------------------------------------------ code the patched functions call

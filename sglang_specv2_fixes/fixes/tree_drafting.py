@@ -26,8 +26,8 @@ the worker side is in 0.5.13.post1 as ``_finalize_accept_tree_path`` / ``_compac
   graph at tree width (``num_draft_tokens`` rows per request, as upstream 0.5.13; the triton metadata's query
   stride comes with draft-extend-kv-range, #27545), captured only where draft_extend_graph_at_tree_width
   allows (on by default since the tree rows ran with it on a GPU; ``SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0``
-  turns it off; flashinfer's graph, upstream #28782, only with ``SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1``
-  and flashinfer-draft-extend-graph's metadata), else eager;
+  turns it off; flashinfer's graph, upstream #28782, with flashinfer-draft-extend-graph's metadata, on by default
+  since its rows ran on a GPU, ``SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0`` turns it off), else eager;
 * ``SchedulerRuntimeCheckerMixin.self_check_during_busy``: the busy leak check runs for spec v2
   tree drafting (it stays skipped for spec v1 tree drafting).
 
@@ -245,8 +245,8 @@ def tree_draft_extend_graph_reason(worker):
       on a GPU; since the tree rows of the registered matrix passed with it on (2026-11-24, 0.5.11 and 0.5.12.post1,
       TP 2 included) it is the default, and SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0 turns it off.
     * flashinfer: flashinfer-draft-extend-graph (the DRAFT_EXTEND_V2 branches of its graph metadata, upstream
-      #28782 / 0.5.14). Opt-in (SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1) until it has run on a GPU; eager with
-      an FR-Spec token map, as upstream #28782.
+      #28782 / 0.5.14). The default since its rows met on a GPU (2026-11-27);
+      SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0 turns it off. Eager with an FR-Spec token map, as upstream #28782.
 
     Any other backend runs a tree's draft extend eagerly.
     """
@@ -265,8 +265,7 @@ def tree_draft_extend_graph_reason(worker):
     if flashinfer is None or not isinstance(backend, flashinfer):
         return "only the triton and flashinfer draft-extend graph metadata is ported to tree width"
     if not selection.flashinfer_draft_graph_enabled():
-        return (f"flashinfer's draft-extend graph (upstream #28782) is opt-in until it has run on a GPU here "
-                f"({selection.ENV_FLASHINFER_GRAPH}=1)")
+        return f"turned off by {selection.ENV_FLASHINFER_GRAPH}={os.environ.get(selection.ENV_FLASHINFER_GRAPH)}"
     if not all(core.is_patched(t) for t in FLASHINFER_DRAFT_EXTEND_METADATA):
         return "flashinfer-draft-extend-graph is not applied: it carries flashinfer's DRAFT_EXTEND_V2 graph metadata"
     if getattr(worker.server_args, "speculative_token_map", None):
@@ -277,7 +276,7 @@ def tree_draft_extend_graph_reason(worker):
 
 def draft_extend_graph_at_tree_width(worker) -> bool:
     """Called by the patched ``EagleDraftWorker.init_cuda_graphs`` for a tree (num_draft_tokens > steps + 1) on CUDA:
-    True captures the draft-extend graph at tree width (triton, or flashinfer where opted in), False runs the tree's
+    True captures the draft-extend graph at tree width (triton or flashinfer), False runs the tree's
     draft extend eagerly. The decision goes to the log once and to /server_info (``serving.draft_extend_graph``)."""
     reason = tree_draft_extend_graph_reason(worker)
     width = worker.speculative_num_draft_tokens

@@ -13,8 +13,8 @@ docs/design/tree-draft-extend-graph.md): the release's real ``EAGLEDraftExtendCu
   with draft-extend-kv-range's tree-width triton metadata in effect; the decision reaches /server_info
   (``serving.draft_extend_graph``).
 * flashinfer (flashinfer-draft-extend-graph, upstream #28782): stock never captures flashinfer's draft-extend graph; the
-  plugin captures it for a tree only with SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1, that fix's metadata applied
-  and no FR-Spec token map; chains keep the release's eager draft extend. The metadata itself is run by
+  plugin captures it for a tree with that fix's metadata applied and no FR-Spec token map, unless
+  SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0; chains keep the release's eager draft extend. The metadata itself is run by
   tests/cpu/test_fix_flashinfer_draft_extend_graph.py.
 """
 
@@ -232,8 +232,8 @@ def _flashinfer_metadata(monkeypatch, patched):
 
 
 @pytest.mark.parametrize("fi_env,tree_env,metadata,token_map,captured,why", [
-    (None, None, True, None, False, "opt-in until it has run on a GPU here (SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1)"),
-    ("0", None, True, None, False, "SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1"),
+    (None, None, True, None, True, None),  # on by default since its GPU rows (session 21)
+    ("0", None, True, None, False, "turned off by SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0"),
     ("1", None, True, None, True, None),
     ("on", None, True, None, True, None),
     ("1", "0", True, None, False, "turned off by SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0"),
@@ -242,7 +242,7 @@ def _flashinfer_metadata(monkeypatch, patched):
 ])
 def test_plugin_flashinfer_tree_graph_decision(monkeypatch, fi_env, tree_env, metadata, token_map, captured, why):
     """Stock (every release this fix patches) never captures flashinfer's draft-extend graph; the plugin does for a
-    tree only with the opt-in, flashinfer-draft-extend-graph's metadata and no FR-Spec token map (#28782)."""
+    tree unless turned off, with flashinfer-draft-extend-graph's metadata and no FR-Spec token map (#28782)."""
     if not patched_here("flashinfer-draft-extend-graph"):
         pytest.skip("flashinfer-draft-extend-graph is not patched on this release")
     for env, value in ((selection.ENV_FLASHINFER_GRAPH, fi_env), (selection.ENV_TREE_GRAPH, tree_env)):
@@ -268,7 +268,7 @@ def test_plugin_flashinfer_tree_graph_decision(monkeypatch, fi_env, tree_env, me
 
 def test_plugin_flashinfer_chain_unchanged(monkeypatch):
     """Chains keep their release's behaviour on flashinfer (eager draft extend; the plugin owns the tree path only),
-    with the opt-in too, and no decision is recorded."""
+    with the switch set too, and no decision is recorded."""
     monkeypatch.setenv(selection.ENV_FLASHINFER_GRAPH, "1")
     worker, built = _worker(monkeypatch, STEPS + 1, backend_kind="flashinfer")
     _init_cuda_graphs("plugin")(worker)
