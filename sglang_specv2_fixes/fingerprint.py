@@ -25,9 +25,40 @@ class SourceNotFound(LookupError):
     pass
 
 
-def normalise(src: str) -> str:
+def normalise_reference(src: str) -> str:
+    """What ``normalise`` computes, by textwrap.dedent (slow: a regex pass over the whole text, ~0.2 ms a target at
+    start-up)."""
     lines = [ln.rstrip() for ln in textwrap.dedent(src).splitlines()]
     return "\n".join(ln for ln in lines if ln)
+
+
+def normalise(src: str) -> str:
+    """The source without its common indentation, trailing whitespace and blank lines: the text a fingerprint hashes.
+    Equal to ``normalise_reference`` where no line holds a line break other than ``\\n`` (checked on every target of
+    every release, tests/cpu/test_fingerprint.py); otherwise that one is used."""
+    if "\r" in src or "\x0b" in src or "\x0c" in src or "\x1c" in src or "\x1d" in src or "\x1e" in src \
+            or "\x85" in src or "\u2028" in src or "\u2029" in src:
+        return normalise_reference(src)
+    raw = src.split("\n")
+    margin = None
+    for ln in raw:  # textwrap.dedent's margin: the longest common run of leading spaces and tabs of the lines that
+        if not ln.strip(" \t"):  # hold more than spaces and tabs
+            continue
+        indent = ln[: len(ln) - len(ln.lstrip(" \t"))]
+        if margin is None:
+            margin = indent
+        elif not indent.startswith(margin):
+            k = 0
+            while k < len(margin) and k < len(indent) and margin[k] == indent[k]:
+                k += 1
+            margin = margin[:k]
+    n = len(margin or "")
+    out = []
+    for ln in raw:
+        ln = (ln[n:] if ln.strip(" \t") else "").rstrip()
+        if ln:
+            out.append(ln)
+    return "\n".join(out)
 
 
 def fingerprint_source(src: str) -> str:

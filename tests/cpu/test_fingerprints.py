@@ -267,8 +267,24 @@ def test_indexed_lookup_equals_the_tokenizer_on_every_def_of_the_target_files(mo
             except Exception as e:
                 got = type(e).__name__
             assert got == want, q
+            if isinstance(got, tuple):  # the fast normalisation hashes what textwrap.dedent's would (start-up cost)
+                assert fingerprint.normalise(got[0]) == fingerprint.normalise_reference(got[0]), q
             seen += 1
     assert seen > 500, seen
+
+
+@pytest.mark.parametrize("src", [
+    "    def f():\n        return 1\n",
+    "\tdef f():\n\t    x = 1\n  \t\n\t\treturn x\n",  # tabs, a tab-and-space-only line
+    "  a\n    b\n \n c\n",  # a shorter margin later
+    "    a\n  \xa0\n    b\n",  # a no-break space: more than spaces and tabs for dedent's margin
+    "    a\r\n    b\x0c\n",  # other line breaks: the reference is used
+    "x = '''\n  text\n'''\n", "", "\n\n   \n",
+])
+def test_fast_normalise_equals_textwrap_dedent(src):
+    from sglang_specv2_fixes import fingerprint
+
+    assert fingerprint.normalise(src) == fingerprint.normalise_reference(src)
 
 
 def test_function_spans_are_kept_between_processes(monkeypatch, tmp_path):
