@@ -32,12 +32,14 @@ def normalise_reference(src: str) -> str:
     return "\n".join(ln for ln in lines if ln)
 
 
+_OTHER_LINE_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")  # str.splitlines'
+
+
 def normalise(src: str) -> str:
     """The source without its common indentation, trailing whitespace and blank lines: the text a fingerprint hashes.
     Equal to ``normalise_reference`` where no line holds a line break other than ``\\n`` (checked on every target of
-    every release, tests/cpu/test_fingerprint.py); otherwise that one is used."""
-    if "\r" in src or "\x0b" in src or "\x0c" in src or "\x1c" in src or "\x1d" in src or "\x1e" in src \
-            or "\x85" in src or "\u2028" in src or "\u2029" in src:
+    every release, tests/cpu/test_fingerprints.py); otherwise that one is used."""
+    if any(c in src for c in _OTHER_LINE_BREAKS):
         return normalise_reference(src)
     raw = src.split("\n")
     margin = None

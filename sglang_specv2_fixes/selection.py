@@ -147,6 +147,11 @@ def _flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in _ON
 
 
+def _unless_off(name: str) -> bool:
+    """A default-on switch: on unless the variable holds an off value."""
+    return os.environ.get(name, "").strip().lower() not in _OFF
+
+
 def opted_in(fix) -> bool:
     """A fix with an ``opt_in`` switch is planned only with that switch on (core.plan, survey.plan_unknown); every
     other fix is."""
@@ -176,14 +181,14 @@ def tree_draft_graph_enabled() -> bool:
     """The spec-v2 draft-extend CUDA graph at tree width: on unless SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH is set to
     an off value (0 / false / no / off). It was opt-in until the tree rows of the registered matrix had run with it
     on (2026-11-24, 0.5.11 and 0.5.12.post1, docs/gpu-runs/2026-11-24-s10/)."""
-    return os.environ.get(ENV_TREE_GRAPH, "").strip().lower() not in _OFF
+    return _unless_off(ENV_TREE_GRAPH)
 
 
 def flashinfer_draft_graph_enabled() -> bool:
     """flashinfer's spec-v2 draft-extend CUDA graph at tree width (upstream #28782, backported to 0.5.11 / 0.5.12.x):
     on unless SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH is set to an off value (0 / false / no / off). It was opt-in
     until its rows had run on a GPU (2026-11-27, 0.5.11 / 0.5.12 / 0.5.12.post1, docs/gpu-runs/2026-11-27-s21/)."""
-    return os.environ.get(ENV_FLASHINFER_GRAPH, "").strip().lower() not in _OFF
+    return _unless_off(ENV_FLASHINFER_GRAPH)
 
 
 def fa3_draft_graph_enabled() -> bool:

@@ -80,15 +80,11 @@ def fa3_graph_backends(worker, is_cuda) -> list:
     cls = getattr(sys.modules.get(FA3_MODULE), "FlashAttentionBackend", None)  # imported where fa3 is the backend
     if not is_cuda or cls is None or not isinstance(backend, cls):
         return []
-    from .tree_drafting import DRAFT_EXTEND_GRAPH
+    from .tree_drafting import record_draft_extend_graph
 
     reason = fa3_graph_reason(worker, backend)
     width = worker.speculative_num_draft_tokens
     decision = f"cuda graph (fa3), {width} tokens per request" if reason is None else f"eager: {reason}"
-    # /server_info reads the scheduler's server_args; from 0.5.17 the draft worker holds a deep copy of them
-    # (draft_server_args_copy), so the decision also goes to the target worker's, the scheduler's own object
-    for args in (worker.server_args, getattr(getattr(worker, "target_worker", None), "server_args", None)):
-        if args is not None:
-            args.__dict__[DRAFT_EXTEND_GRAPH] = decision
+    record_draft_extend_graph(worker, decision)
     logger.info("sglang-specv2-fixes: spec v2 draft extend: %s", decision)
     return [] if reason else [cls]

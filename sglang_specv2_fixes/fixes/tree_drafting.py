@@ -274,6 +274,16 @@ def tree_draft_extend_graph_reason(worker):
     return None
 
 
+def record_draft_extend_graph(worker, decision: str) -> None:
+    """Keep a draft worker's draft-extend graph decision for /server_info (``plugin.serving_facts``), which reads the
+    scheduler's server_args: the worker's own and its target worker's, which are the scheduler's object. They are one
+    object up to 0.5.16; from 0.5.17 the draft worker holds a deep copy (``draft_server_args_copy``)."""
+    worker.server_args.__dict__[DRAFT_EXTEND_GRAPH] = decision
+    target = getattr(getattr(worker, "target_worker", None), "server_args", None)
+    if target is not None:
+        target.__dict__[DRAFT_EXTEND_GRAPH] = decision
+
+
 def draft_extend_graph_at_tree_width(worker) -> bool:
     """Called by the patched ``EagleDraftWorker.init_cuda_graphs`` for a tree (num_draft_tokens > steps + 1) on CUDA:
     True captures the draft-extend graph at tree width (triton or flashinfer), False runs the tree's
@@ -283,7 +293,7 @@ def draft_extend_graph_at_tree_width(worker) -> bool:
     decision = f"cuda graph, {width} tokens per request" if reason is None else f"eager: {reason}"
     if reason is None and not _is_triton(worker.draft_extend_attn_backend):
         decision = f"cuda graph (flashinfer), {width} tokens per request"
-    worker.server_args.__dict__[DRAFT_EXTEND_GRAPH] = decision
+    record_draft_extend_graph(worker, decision)
     logger.info("sglang-specv2-fixes: spec v2 tree draft extend: %s", decision)
     return reason is None
 
