@@ -5,7 +5,7 @@ outputs): an 8B- (``--real-size-model 8b``, default) or 70B-shaped Llama target 
 ``bench/real_size_models.py`` (config + tokenizer) served with dummy weights; ``--real-size-tp N`` adds ``--tp-size
 N`` to both servers (sharing the same N GPUs); ``SGLANG_SIMULATE_ACC_LEN`` (``--acc-len``, default 3.0) in both
 servers' environment, since dummy weights accept nothing; configurations ``eagle3-topk1``, ``tree-topk4``,
-``tree-topk8`` (``nospec`` on request); COMMON resized for two servers on one GPU with a 32768-token KV pool on both;
+``tree-topk8`` (``nospec`` and ``default``, the invocation without spec-shape or backend flags, on request); COMMON resized for two servers on one GPU with a 32768-token KV pool on both;
 200 input / 256 output tokens, 3 pairs per point; no greedy identity check (the tiny real-weight runs keep it).
 Budget, memory and why the TP 2 point is the 8B shape: docs/bench/README.md. The TP 2 command (one call on
 nvidia-h200-x2 with .device-bundle/both carried)::
@@ -38,6 +38,10 @@ CONFIGS = {
     "tree-topk8": dict(spec=(3, 8, 16), extra=DRAFT_DUMMY + TREE,
                        about="EAGLE3 tree, 3 steps / topk 8 / 16 tokens, page size 1 (stock: spec v1 fallback)"),
     "nospec": dict(spec=None, extra=[], about="no speculation (target only)"),
+    # issue 30's default invocation: SGLang chooses the draft shape and the attention backend (fa3 for Llama on
+    # Hopper: carry the fa3 kernels, ci/gpu_fa3.sh); a side's --server-args backend still wins
+    "default": dict(spec="default", drop=["--attention-backend"], extra=list(DRAFT_DUMMY),
+                    about="EAGLE3 with the draft path only: no step / topk / token or attention-backend flags"),
 }
 DEFAULT_CONFIGS = ["eagle3-topk1", "tree-topk4", "tree-topk8"]
 DEFAULTS = dict(

@@ -244,11 +244,12 @@ def model_paths():
 def config_args(name, paths):
     c = CONFIGS[name]
     args = []
-    if c["spec"]:
-        steps, topk, tokens = c["spec"]
-        args += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", paths["eagle3"],
-                 "--speculative-num-steps", str(steps), "--speculative-eagle-topk", str(topk),
-                 "--speculative-num-draft-tokens", str(tokens)]
+    if c["spec"]:  # (steps, topk, draft tokens), or "default": SGLang chooses them
+        args += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", paths["eagle3"]]
+        if c["spec"] != "default":
+            steps, topk, tokens = c["spec"]
+            args += ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", str(topk),
+                     "--speculative-num-draft-tokens", str(tokens)]
     return args + list(c["extra"])
 
 
@@ -262,6 +263,8 @@ def common_args(a):
 def server_other_args(name, paths, common, a, side=None):
     extra = shlex.split(a.server_args) if a.server_args else []
     common = [x for x in common if x != "--sleep-on-idle"]  # the tests' COMMON has it; here --no-sleep-on-idle decides
+    for flag in CONFIGS[name].get("drop", ()):  # flags the configuration leaves to SGLang (real_size "default")
+        common = real_size.replace(common, flag, None)
     return (common + config_args(name, paths) + extra + (["--sleep-on-idle"] if a.sleep_on_idle else [])
             + (["--specv2-fixes", side.selection] if side else []))
 

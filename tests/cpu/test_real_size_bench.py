@@ -108,6 +108,27 @@ def test_plan_dummy_weights_simulated_acceptance_on_both_sides():
 
 
 @requires_sglang
+def test_plan_default_invocation_leaves_draft_shape_and_backend_to_sglang():
+    """``default`` (issue 30): the draft path and algorithm only, no step / topk / token flags and no attention
+    backend; the rest as the other configurations; a ``--server-args`` backend is still passed."""
+    servers = server_lines(dry_run("--configs", "default", "eagle3-topk1"))
+    known = release_server_flags() | {"--specv2-fixes"}
+    for side, argv in servers["default"].items():
+        assert flag(argv, "--speculative-algorithm") == "EAGLE3" and flag(argv, "--load-format") == "dummy"
+        assert flag(argv, "--speculative-draft-model-path").endswith("/eagle3")
+        assert flag(argv, "--speculative-draft-load-format") == "dummy"
+        shape = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
+        assert not [f for f in (*shape, "--attention-backend", "--page-size") if f in argv], (side, argv)
+        assert not [a for a in argv if a.startswith("--") and a not in known]
+        chain = servers["eagle3-topk1"][side]
+        assert [a for a in chain if a.startswith("--") and a not in (*shape, "--attention-backend")] == \
+            [a for a in argv if a.startswith("--")], "otherwise the same flags as a configured chain"
+    fa3 = server_lines(dry_run("--configs", "default", "--server-args=--attention-backend=fa3"))
+    assert all(argv.count("--attention-backend=fa3") == 1 and "--attention-backend" not in argv
+               for argv in fa3["default"].values())
+
+
+@requires_sglang
 def test_plan_options_acc_len_subset_and_tiny_mode_unchanged():
     out = dry_run("--acc-len", "2.5", "--configs", "tree-topk8", "--concurrency", "8", "32", "--repeats", "4")
     servers = server_lines(out)
@@ -648,10 +669,30 @@ def upstream_run(release, baseline, configs, backend="triton", tp=2):
     return r
 
 
+def test_parity_backend_is_the_servers_own():
+    """A point's backend: what both servers reported; else the last flag (a ``--server-args=`` backend after
+    COMMON's triton, session 21's mislabel); else "default" (the default invocation names none)."""
+    sys.path.insert(0, BENCH)
+    try:
+        import real_size_report
+    finally:
+        sys.path.remove(BENCH)
+    flags = ["--attention-backend", "triton", "--page-size", "1", "--attention-backend=flashinfer"]
+    bare = {"upstream": {"version": "0.5.17"}, "plugin": {"version": "0.5.11"}}
+    assert real_size_report._backend({"server_args": flags, "sides": bare}) == "flashinfer"
+    assert real_size_report._backend({"server_args": flags[:4], "sides": bare}) == "triton"
+    assert real_size_report._backend({"server_args": ["--page-size", "1"], "sides": bare}) == "default"
+    told = {k: {**v, "server": {"attention_backend": "fa3"}} for k, v in bare.items()}
+    assert real_size_report._backend({"server_args": ["--page-size", "1"], "sides": told}) == "fa3"
+    told["plugin"]["server"] = {"attention_backend": "flashinfer"}
+    assert real_size_report._backend({"server_args": flags, "sides": told}) == "fa3/flashinfer"
+
+
 def test_parity_report_of_upstream_pairings(tmp_path):
     """``--parity``: plugin / upstream per (release, baseline, backend, config, TP, concurrency), the median over
-    pairs; the issue's schema; a side that did not start gives no point; --previous keeps other points; a stock /
-    plugin run is refused."""
+    pairs; the issue's schema; chosen without --parity when every input has those sides; a side that did not start
+    gives no point; --previous keeps other points; each point
+    names its run's device and date (a previous file from one run lends its own); a stock / plugin run is refused."""
     sys.path.insert(0, BENCH)
     try:
         import real_size_report
@@ -665,13 +706,15 @@ def test_parity_report_of_upstream_pairings(tmp_path):
     paths = [str(tmp_path / "a.json"), str(tmp_path / "b.json")]
     json.dump(r, open(paths[0], "w"))
     json.dump(down, open(paths[1], "w"))
-    prev = {"device": "NVIDIA H200", "date": "2026-11-20 10:00 UTC", "commit": "0ld", "acc_len": 3.0,
+    prev = {"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-20 10:00 UTC", "commit": "0ld", "acc_len": 3.0,
             "model": {"hidden_size": 4096, "num_hidden_layers": 32},
             "points": [{"release": "0.5.12.post1", "baseline_release": "0.5.17", "backend": "flashinfer",
                         "config": "chain", "concurrency": 32, "plugin_over_upstream": 0.99, "pairs": 3, "tp": 1}]}
     json.dump(prev, open(tmp_path / "prev.json", "w"))
-    assert real_size_report.main(["--parity", "--out-dir", str(tmp_path / "out"), "--previous",
-                                  str(tmp_path / "prev.json"), *paths]) == 0
+    # no --parity: every input has the upstream / plugin sides, so the parity summary is chosen by itself
+    assert real_size_report.main(["--out-dir", str(tmp_path / "out"), "--previous", str(tmp_path / "prev.json"),
+                                  *paths]) == 0
+    assert not os.path.exists(tmp_path / "out" / "real-size-latest.json")
     s = json.load(open(tmp_path / "out" / "upstream-parity.json"))
     assert set(s) == SCHEMA_TOP and s["acc_len"] == 3.0 and s["commit"] == "abc123def456 + 0ld"
     pts = {(p["release"], p["backend"], p["config"], p["tp"], p["concurrency"]): p for p in s["points"]}
@@ -682,8 +725,12 @@ def test_parity_report_of_upstream_pairings(tmp_path):
     assert chain["baseline_release"] == "0.5.17" and chain["pairs"] == 3
     assert chain["plugin_over_upstream"] == round(statistics.median(b / a for a, b in zip(up, pl)), 3) == 0.95
     assert chain["upstream_tok_s"] == 100.0 and chain["plugin_tok_s"] == 95.0
+    assert (chain["device"], chain["date"]) == ("NVIDIA H200", "2026-11-23 08:00 UTC")
+    old = pts[("0.5.12.post1", "flashinfer", "chain", 1, 32)]
+    assert (old["device"], old["date"]) == ("NVIDIA H100 80GB HBM3", "2026-11-20 10:00 UTC")
+    assert s["device"] == "NVIDIA H200 + NVIDIA H100 80GB HBM3"
     md = open(tmp_path / "out" / "upstream-parity.md").read()
-    assert "| 0.5.11 | 0.5.17 | triton | 2 | chain | 1 | 3 | 100.0 | 95.0 | 0.950 |" in md
+    assert "| 0.5.11 | 0.5.17 | triton | 2 | chain | 1 | 3 | 100.0 | 95.0 | 0.950 | 0.950, 0.900, 1.033 | NVIDIA H200, " in md
     json.dump(synthetic("0.5.11", {"tree-topk4": _points(1, 3, up, pl)}), open(tmp_path / "stock.json", "w"))
     with pytest.raises(SystemExit, match="--parity reads"):
         real_size_report.main(["--parity", "--out-dir", str(tmp_path / "x"), str(tmp_path / "stock.json")])
