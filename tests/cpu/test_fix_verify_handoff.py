@@ -1,0 +1,183 @@
+"""verify-handoff (opt-in; #25879, in 0.5.13) on the release's real functions: a triton chain's decode preparation
+leaves the host free while the previous verify runs, and everything else keeps the release's host wait.
+
+* ``ScheduleBatch.maybe_wait_verify_done`` (real, stock and patched) on a steady spec-v2 decode batch of a triton
+  chain server: stock waits on the host (``verify_done.synchronize()``), the plugin makes the current stream wait
+  for the event and the host does not. A tree server (topk 4), a logprob batch and a fa3 server keep the host wait
+  with the plugin. Stand-ins: the batch's attributes, the event (records ``synchronize`` / ``wait_event``), the
+  device module (``torch.get_device_module``: its current stream records ``wait_event``), the global server args.
+* ``prepare_for_extend_to_fill_draft_kvcache`` + ``ForwardBatch.init_new`` (both real) for a decode batch that
+  arrives without the host mirror (``seq_lens_cpu`` None): stock raises (``None + int``), the plugin builds the
+  draft extend's positions ``seq_len + 0 .. n-1`` from the device ``seq_lens`` on CPU tensors (compute_position's
+  torch path, ``attention_backend`` torch_native for the model runner stand-in) and the extend's
+  ``extend_prefix_lens_cpu`` is None; with the mirror present the result equals stock's.
+Not covered here (owed): filter_batch / merge_batch / prepare_for_decode / the worker's materialize on real batches.
+"""
+
+import dataclasses
+import types
+
+import pytest
+import torch
+from conftest import requires_sglang, where_patched
+
+from sglang_specv2_fixes import core
+from sglang_specv2_fixes.fixes import verify_handoff
+
+pytestmark = [requires_sglang, pytest.mark.release_scoped]
+
+FIX = verify_handoff.FIX.name
+FIXED_HERE = where_patched(FIX, "the plugin's spec-v2 decode preparation")
+SB = "sglang.srt.managers.schedule_batch.ScheduleBatch"
+EI = "sglang.srt.speculative.eagle_info_v2.EagleDraftInputV2Mixin"
+
+
+@pytest.fixture(scope="module")
+def patched():
+    return core.build_fix(FIX)
+
+
+class Event:
+    def __init__(self, log):
+        self.log = log
+
+    def synchronize(self):
+        self.log.append("host")
+
+
+class Stream:
+    def __init__(self, log):
+        self.log = log
+
+    def wait_event(self, event):
+        self.log.append("stream")
+
+
+def _server(**kw):
+    args = dict(speculative_algorithm="EAGLE3", speculative_eagle_topk=1, attention_backend="triton",
+                decode_attention_backend=None, prefill_attention_backend=None, speculative_draft_attention_backend=None,
+                disable_cuda_graph=False, disable_cuda_graph_padding=False, page_size=1, disaggregation_mode="null")
+    args.update(kw)
+    return types.SimpleNamespace(**args)
+
+
+def _pools():
+    from sglang.srt.mem_cache.allocator import TokenToKVPoolAllocator
+    from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
+
+    return object.__new__(ReqToTokenPool), object.__new__(TokenToKVPoolAllocator)
+
+
+def _decode_batch(log, **kw):
+    req_pool, allocator = _pools()
+    spec = types.SimpleNamespace(verify_done=Event(log))
+    fields = dict(is_spec_v2=True, spec_info=spec, return_logprob=False, return_hidden_states=False,
+                  has_grammar=False, model_config=types.SimpleNamespace(is_encoder_decoder=False),
+                  is_hybrid_swa=False, hisparse_coordinator=None, req_to_token_pool=req_pool,
+                  token_to_kv_pool_allocator=allocator, device="cuda")
+    fields.update(kw)
+    return types.SimpleNamespace(**fields)
+
+
+def _wait(fn, monkeypatch, server, **kw):
+    import sglang.srt.server_args as sa
+
+    log = []
+    monkeypatch.setattr(sa, "get_global_server_args", lambda: server)
+    monkeypatch.setattr(torch, "get_device_module", lambda device=None: types.SimpleNamespace(
+        current_stream=lambda: Stream(log)))
+    verify_handoff._SERVER.clear()
+    fn(_decode_batch(log, **kw))
+    return log
+
+
+def test_stock_waits_on_the_host(monkeypatch):
+    from sglang.srt.managers.schedule_batch import ScheduleBatch
+
+    assert _wait(ScheduleBatch.maybe_wait_verify_done, monkeypatch, _server()) == ["host"]
+
+
+@FIXED_HERE
+def test_triton_chain_waits_on_the_stream(patched, monkeypatch):
+    assert _wait(patched[f"{SB}.maybe_wait_verify_done"], monkeypatch, _server()) == ["stream"]
+
+
+@FIXED_HERE
+@pytest.mark.parametrize("server, batch", [
+    (dict(speculative_eagle_topk=4), {}),  # trees keep the wait
+    (dict(attention_backend="fa3"), {}),
+    (dict(disable_cuda_graph=True), {}),
+    (dict(enable_two_batch_overlap=True), {}),
+    (dict(disaggregation_mode="decode"), {}),
+    ({}, dict(return_logprob=True)),
+    ({}, dict(has_grammar=True)),
+    ({}, dict(is_hybrid_swa=True)),
+])
+def test_everything_else_keeps_the_host_wait(patched, monkeypatch, server, batch):
+    assert _wait(patched[f"{SB}.maybe_wait_verify_done"], monkeypatch, _server(**server), **batch) == ["host"]
+
+
+def _worker_batch(seq_lens, with_mirror):
+    from sglang.srt.managers.schedule_batch import ModelWorkerBatch
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    fields = {f.name: None for f in dataclasses.fields(ModelWorkerBatch)}
+    fields.update(
+        forward_mode=ForwardMode.DECODE, seq_lens=seq_lens.clone(), req_pool_indices=torch.arange(len(seq_lens)),
+        seq_lens_cpu=seq_lens.clone() if with_mirror else None, seq_lens_sum=int(seq_lens.sum()) + 99,
+        out_cache_loc=torch.zeros(len(seq_lens) * 4, dtype=torch.int64), reqs=[types.SimpleNamespace(rid=str(i))
+                                                                             for i in range(len(seq_lens))],
+        sampling_info=None, return_logprob=False, is_extend_in_batch=False, all_extend_in_batch=False,
+        can_run_dp_cuda_graph=False, is_prefill_only=False,
+    )
+    b = types.SimpleNamespace(**fields)
+    return b
+
+
+def _runner():
+    server_args = types.SimpleNamespace(attention_backend="torch_native", enable_lora=False,
+                                        enable_dp_attention=False, enable_dp_lm_head=False, moe_dense_tp_size=None,
+                                        tp_size=1, enable_piecewise_cuda_graph=False)
+    return types.SimpleNamespace(device="cpu", server_args=server_args, req_to_token_pool=None, token_to_kv_pool=None,
+                                 attn_backend=None, use_ngram_embedding=False, model_is_mrope=False,
+                                 is_hybrid_swa=False)
+
+
+def _draft_extend(fn, batch, monkeypatch):
+    import sglang.srt.model_executor.forward_batch_info as fbi
+    from sglang.srt.speculative.eagle_info import EagleDraftInput
+
+    monkeypatch.setattr(fbi, "enable_num_token_non_padded", lambda server_args: False)
+    draft_input = object.__new__(EagleDraftInput)
+    draft_input.positions = None
+    n = 4
+    predict = torch.arange(len(batch.seq_lens) * n)
+    graph = types.SimpleNamespace(can_run=lambda forward_batch: True)
+    return fn(draft_input, batch, predict, n, _runner(), graph)
+
+
+@FIXED_HERE
+def test_draft_extend_positions_from_device_seq_lens(patched, monkeypatch):
+    import sglang.srt.model_executor.forward_batch_info as fbi
+
+    monkeypatch.setattr(fbi.ForwardBatch, "init_new",
+                        classmethod(patched["sglang.srt.model_executor.forward_batch_info.ForwardBatch.init_new"]))
+    seq_lens = torch.tensor([7, 12, 3])
+    fb = _draft_extend(patched[f"{EI}.prepare_for_extend_to_fill_draft_kvcache"], _worker_batch(seq_lens, False),
+                       monkeypatch)
+    want = (seq_lens[:, None] + torch.arange(4)).flatten()
+    assert fb.positions.tolist() == want.tolist()
+    assert fb.extend_prefix_lens.tolist() == seq_lens.tolist() and fb.extend_prefix_lens_cpu is None
+    assert fb.seq_lens.tolist() == (seq_lens + 4).tolist() and fb.seq_lens_cpu is None
+    # with the mirror the plugin's result is stock's
+    fb2 = _draft_extend(patched[f"{EI}.prepare_for_extend_to_fill_draft_kvcache"], _worker_batch(seq_lens, True),
+                        monkeypatch)
+    assert fb2.positions.tolist() == want.tolist() and fb2.extend_prefix_lens_cpu == seq_lens.tolist()
+
+
+def test_stock_draft_extend_needs_the_host_mirror(monkeypatch):
+    from sglang.srt.speculative.eagle_info_v2 import EagleDraftInputV2Mixin
+
+    with pytest.raises(TypeError):
+        _draft_extend(EagleDraftInputV2Mixin.prepare_for_extend_to_fill_draft_kvcache,
+                      _worker_batch(torch.tensor([7, 12, 3]), False), monkeypatch)
