@@ -91,6 +91,7 @@ def _wait(fn, monkeypatch, server, **kw):
     return log
 
 
+@FIXED_HERE
 def test_stock_waits_on_the_host(monkeypatch):
     from sglang.srt.managers.schedule_batch import ScheduleBatch
 
@@ -140,14 +141,15 @@ def _runner():
                                         tp_size=1, enable_piecewise_cuda_graph=False)
     return types.SimpleNamespace(device="cpu", server_args=server_args, req_to_token_pool=None, token_to_kv_pool=None,
                                  attn_backend=None, use_ngram_embedding=False, model_is_mrope=False,
-                                 is_hybrid_swa=False)
+                                 is_hybrid_swa=False,
+                                 spec_algorithm=types.SimpleNamespace(is_standalone=lambda: False))
 
 
 def _draft_extend(fn, batch, monkeypatch):
     import sglang.srt.model_executor.forward_batch_info as fbi
     from sglang.srt.speculative.eagle_info import EagleDraftInput
 
-    monkeypatch.setattr(fbi, "enable_num_token_non_padded", lambda server_args: False)
+    monkeypatch.setattr(fbi, "enable_num_token_non_padded", lambda *a, **k: False)
     draft_input = object.__new__(EagleDraftInput)
     draft_input.positions = None
     n = 4
@@ -175,6 +177,7 @@ def test_draft_extend_positions_from_device_seq_lens(patched, monkeypatch):
     assert fb2.positions.tolist() == want.tolist() and fb2.extend_prefix_lens_cpu == seq_lens.tolist()
 
 
+@FIXED_HERE
 def test_stock_draft_extend_needs_the_host_mirror(monkeypatch):
     from sglang.srt.speculative.eagle_info_v2 import EagleDraftInputV2Mixin
 
