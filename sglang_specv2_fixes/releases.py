@@ -198,8 +198,9 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
         "is gathered on the GPU behind the verify's publish event and, where no attention backend needs the host "
         "mirror (triton), never copied to the host (FutureMap.resolve_seq_lens_cpu); the draft extend takes device "
         "prefix lengths (gpu_only). On 0.5.13 two-batch overlap and piecewise CUDA graphs still force the mirror, "
-        "read on a private stream after the publish event (decide_needs_cpu_seq_lens)",
-        check=('sglang.srt.managers.schedule_batch', 'ScheduleBatch.maybe_wait_verify_done', None),
+        "read on a private stream after the publish event (decide_needs_cpu_seq_lens). No checked function: the "
+        "absence of verify_done.synchronize() is re-read per tree by known_bugs' evidence (an upstream note cannot "
+        "check an absent function, and prepare_for_decode moves in 0.5.15)",
     ),
     "fa3-draft-extend-graph": "983362e9caa27a76",
     "flashinfer-draft-extend-graph": note(

@@ -386,8 +386,7 @@ flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA gr
     - upstream (0.5.14 … 0.5.23)
     Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.14)
 
-verify-handoff  [#25879]  spec-v2 decode preparation without the host wait on the previous verify (triton chains;
-    opt-in)
+verify-handoff  [#25879]  decode preparation without the host wait on the verify (triton chains; opt-in)
     What: ScheduleBatch.maybe_wait_verify_done makes the schedule stream wait for verify_done
         instead of the host, and filter_batch / merge_batch /
         EagleDraftInputV2Mixin.prepare_for_decode drop the seq_lens D2H (seq_lens_cpu None,

@@ -68,7 +68,7 @@ logger = logging.getLogger("sglang_specv2_fixes")
 FIX = Fix(
     name="verify-handoff",
     upstream=("#25879",),
-    title="spec-v2 decode preparation without the host wait on the previous verify (triton chains; opt-in)",
+    title="decode preparation without the host wait on the verify (triton chains; opt-in)",
     what=(
         "ScheduleBatch.maybe_wait_verify_done makes the schedule stream wait for verify_done instead of the host, and "
         "filter_batch / merge_batch / EagleDraftInputV2Mixin.prepare_for_decode drop the seq_lens D2H (seq_lens_cpu "
