@@ -11,18 +11,44 @@ leaves the host free while the previous verify runs, and everything else keeps t
   draft extend's positions ``seq_len + 0 .. n-1`` from the device ``seq_lens`` on CPU tensors (compute_position's
   torch path, ``attention_backend`` torch_native for the model runner stand-in) and the extend's
   ``extend_prefix_lens_cpu`` is None; with the mirror present the result equals stock's.
-Not covered here (owed): filter_batch / merge_batch / prepare_for_decode / the worker's materialize on real batches.
+* On the releases' real objects (section "the releases' real batches"): a real ``ScheduleBatch`` of three decoding
+  requests over real ``ReqToTokenPool`` / ``TokenToKVPoolAllocator`` / ``MHATokenToKVPool`` / ``ChunkCache`` on CPU,
+  a real ``EagleDraftInput``, the release's ``prepare_for_decode`` / ``filter_batch`` / ``merge_batch`` and
+  ``EAGLEWorkerV2.forward_batch_generation`` (its draft worker a recording stand-in), with verify N's ``seq_lens`` a
+  tensor whose host reads raise (``OnDevice``) and test_fix_overlap_war_barrier's stream model:
+  - ``prepare_for_decode``: the plugin allocates the same slots, ``req_to_token`` rows and KV counters as stock on
+    the same batch, reads no ``seq_lens``, leaves ``seq_lens_cpu`` None and ``seq_lens_sum`` the allocated-length
+    bound (>= the true sum); where ``applies`` is False (fa3, no graphs, logprob, grammar) it equals stock exactly.
+    Stock raises ``HostRead`` (``seq_lens.cpu()``) after a host wait on verify N.
+  - ``filter_batch`` / ``merge_batch`` (a request finished; two prefilled requests join) on the handoff batch vs stock
+    with the mirror: the same requests, pool indices, ``seq_lens`` and future indices, the sum the bound, no host wait
+    or read; the merged batch's next preparation allocates as stock's. Stock: ``HostRead`` (``.sum().item()``) with
+    the mirror, ``TypeError`` without it.
+  - the worker: a batch some graph cannot run (bs above a runner's max_bs, no draft graph, ``replace_embeds``) reaches
+    the draft with the exact mirror and sum (one ``seq_lens.cpu()``); one the graphs run keeps None and the bound;
+    a batch with a mirror keeps it. Stock passes None on.
+  - stream order: stock orders the ``req_to_token`` write of N+1 after verify N through a host wait, the plugin
+    through ``schedule.wait_event(verify_done)``.
+  Checked to fail against stock: with the plugin's functions not installed every plugin-side test above fails
+  (``HostRead`` in stock's ``prepare_for_decode``, or the asserted None / exact mirror); with only the stock
+  ``maybe_wait_verify_done`` (the rest patched) the prepare / filter / merge / stream-order tests fail on the host wait.
+Not covered (GPU only): the pinned non-blocking copies' timing, the real CUDA events and streams, the graphs' replay.
 """
 
 import dataclasses
+import pkgutil
 import types
 
 import pytest
 import torch
 from conftest import requires_sglang, where_patched
+from test_eagle_decode_page_align import _cpu_kernels, admit  # the release's decode allocation on CPU
+from test_fix_overlap_war_barrier import FakeEvent, Streams  # the stream model
 
 from sglang_specv2_fixes import core
 from sglang_specv2_fixes.fixes import verify_handoff
+from sglang_specv2_fixes.testing import scenarios
+from sglang_specv2_fixes.testing.scenarios import kv_len
 
 pytestmark = [requires_sglang, pytest.mark.release_scoped]
 
@@ -198,14 +224,6 @@ def test_stock_draft_extend_needs_the_host_mirror(monkeypatch):
 # wrote, so a host read of it (``.cpu()``, ``.item()``, ``.tolist()``, ``int()``) raises ``HostRead``. Stand-ins
 # only for ``sampling_info`` (no penalties), ``Tensor.pin_memory`` (no CUDA here: the tensor itself, calls counted)
 # and ``torch.get_device_module`` (its current stream is the model's current stream).
-import pkgutil  # noqa: E402
-
-from test_eagle_decode_page_align import _cpu_kernels, admit  # noqa: E402
-from test_fix_overlap_war_barrier import FakeEvent, Streams  # noqa: E402
-
-from sglang_specv2_fixes.testing import scenarios  # noqa: E402
-from sglang_specv2_fixes.testing.scenarios import kv_len  # noqa: E402
-
 SPEC = dict(speculative_algorithm="EAGLE3", speculative_num_steps=3, speculative_eagle_topk=1,
             speculative_num_draft_tokens=4, attention_backend="triton", page_size=1)
 PROMPTS = (9, 14, 6)  # the decoding requests' prompt lengths
@@ -495,6 +513,7 @@ def test_real_filter_batch_handoff(patched, real, monkeypatch):
     real.reset()
     _install(monkeypatch, patched)
     batch, true2 = _filtered(real)
+    assert true2.tolist() == true.tolist()
     assert [r.rid for r in batch.reqs] == [r.rid for r in stock.reqs] == ["r0", "r2"]
     assert batch.req_pool_indices.tolist() == stock.req_pool_indices.tolist()
     assert plain(batch.seq_lens).tolist() == plain(stock.seq_lens).tolist() == true.tolist()
@@ -581,3 +600,123 @@ def test_real_merge_batch_stock_needs_the_mirror(patched, real, monkeypatch):
     monkeypatch.setattr(ScheduleBatch, "merge_batch", stock_merge)
     with pytest.raises(TypeError, match="NoneType"):
         _merged(real)
+
+
+class DraftCalled(Exception):
+    pass
+
+
+def _eagle_worker(draft_bs=8, extend_bs=8, verify_bs=8):
+    """The release's EAGLEWorkerV2 (made without __init__) whose draft worker records what ``draft`` gets and stops
+    there; its graph runners (None: no graph) as ``verify_handoff.graphs_run`` reads them. Returns (worker, seen)."""
+    import contextlib
+
+    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+
+    def runner(max_bs):
+        return None if max_bs is None else types.SimpleNamespace(max_bs=max_bs, disable_padding=False,
+                                                                 require_mlp_sync=False)
+
+    seen = {}
+
+    def draft(model_worker_batch):
+        seen.update(mirror=model_worker_batch.seq_lens_cpu, sum=model_worker_batch.seq_lens_sum)
+        raise DraftCalled
+
+    draft_worker = types.SimpleNamespace(
+        draft_tp_context=lambda group: contextlib.nullcontext(), draft_runner=types.SimpleNamespace(tp_group=None),
+        cuda_graph_runner=runner(draft_bs), cuda_graph_runner_for_draft_extend=runner(extend_bs), draft=draft)
+    target_worker = types.SimpleNamespace(model_runner=types.SimpleNamespace(graph_runner=runner(verify_bs)))
+    worker = object.__new__(EAGLEWorkerV2)
+    worker.__dict__.update(_draft_worker=draft_worker, _target_worker=target_worker, device="cpu", topk=1,
+                           plan_stream=None)
+    return worker, seen
+
+
+def _forward(real, worker, on_device=True, **fields):
+    """The plugin's decode preparation of N+1 (verify N in flight), then run_batch's get_model_worker_batch and the
+    worker's forward_batch_generation up to the draft. Returns (true seq_lens, the model worker batch)."""
+    _, _, batch, true = _prepare_n1(real, on_device)
+    model_worker_batch = batch.get_model_worker_batch()
+    model_worker_batch.__dict__.update(fields)
+    with pytest.raises(DraftCalled):
+        worker.forward_batch_generation(model_worker_batch)
+    return true, model_worker_batch
+
+
+FALLBACKS = {"draft bs": dict(draft_bs=2), "draft-extend bs": dict(extend_bs=2), "verify bs": dict(verify_bs=2),
+             "no draft graph": dict(draft_bs=None)}
+
+
+@FIXED_HERE
+@pytest.mark.parametrize("case", [*FALLBACKS, "replace_embeds"])
+def test_real_worker_gives_the_exact_mirror_where_a_graph_cannot_run(patched, real, monkeypatch, case):
+    """EAGLEWorkerV2.forward_batch_generation (the plugin's) on a handoff batch that a CUDA graph cannot run (bs 3
+    above a runner's max_bs 2, no draft graph, replace_embeds): the draft gets the exact mirror and sum, read once
+    (``seq_lens.cpu()``). Stock passes seq_lens_cpu None on (test below)."""
+    _install(monkeypatch, patched)
+    monkeypatch.setattr(OnDevice, "reads", [])
+    worker, seen = _eagle_worker(**FALLBACKS.get(case, {}))
+    fields = dict(replace_embeds=torch.zeros(1)) if case == "replace_embeds" else {}
+    before = verify_handoff.COUNTS["materialized"]
+    true, _ = _forward(real, worker, **fields)
+    assert plain(seen["mirror"]).tolist() == true.tolist() and seen["sum"] == int(true.sum())
+    assert OnDevice.reads == ["cpu"]
+    assert verify_handoff.COUNTS["materialized"] == before + 1
+
+
+@FIXED_HERE
+def test_real_worker_keeps_the_handoff_where_the_graphs_run(patched, real, monkeypatch):
+    """Every graph can run the batch (bs 3 <= 8): the draft gets seq_lens_cpu None and the bound, no host read
+    (``OnDevice`` raises on one)."""
+    _install(monkeypatch, patched)
+    worker, seen = _eagle_worker()
+    true, mwb = _forward(real, worker)
+    assert seen["mirror"] is None and seen["sum"] == verify_handoff.host_bound(mwb) >= int(true.sum())
+
+
+@FIXED_HERE
+def test_real_worker_leaves_a_mirror_alone(patched, real, monkeypatch):
+    """A batch prepared with the mirror (fa3: no handoff) keeps it, the same object, even where no graph runs."""
+    real.server(attention_backend="fa3")
+    _install(monkeypatch, patched)
+    worker, seen = _eagle_worker(draft_bs=2)
+    true, mwb = _forward(real, worker, on_device=False)
+    assert seen["mirror"] is mwb.seq_lens_cpu and seen["mirror"].tolist() == true.tolist()
+
+
+@FIXED_HERE
+def test_real_stock_worker_passes_no_mirror_on(patched, real, monkeypatch):
+    """Stock forward_batch_generation on a handoff batch that no draft graph can run: the eager draft would get
+    seq_lens_cpu None (what the plugin's materialize prevents)."""
+    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+
+    stock = EAGLEWorkerV2.forward_batch_generation
+    _install(monkeypatch, patched)
+    monkeypatch.setattr(EAGLEWorkerV2, "forward_batch_generation", stock)
+    worker, seen = _eagle_worker(draft_bs=None)
+    _forward(real, worker)
+    assert seen["mirror"] is None
+
+
+@FIXED_HERE
+@pytest.mark.parametrize("plugin", [False, True], ids=["stock", "plugin"])
+def test_real_stream_order(patched, real, monkeypatch, plugin):
+    """The decode preparation of N+1 while verify N runs (stream model): stock waits on the host
+    (``verify_done.synchronize()``: every later host launch waits for verify N); the plugin makes the schedule stream
+    wait for the event instead (``schedule.wait_event``), the host is not held. Either way the req_to_token write of
+    N+1 comes after verify N, and run_batch's ``forward.wait_stream(schedule)`` puts the draft of N+1 after it."""
+    if plugin:
+        _install(monkeypatch, patched)
+    s = real.streams
+    _prepare_n1(real, on_device=plugin)
+    s.forward.wait_stream(s.schedule)
+    s.forward.enqueue("draft 2")
+    verify, write, draft = s.find("verify 1"), s.find("write req_to_token #2"), s.find("draft 2")
+    assert s.ordered(verify, write) and s.ordered(write, draft)
+    waits = [o for o in s.ops if ".wait_event(" in o.name]
+    if plugin:
+        assert s.host_fence == [] and [o.name for o in waits] == ["schedule.wait_event(verify 1)"]
+        assert write.deps[0] is waits[0]  # ordered through the stream wait, not the host
+    else:
+        assert s.host_fence == [verify] and waits == []
