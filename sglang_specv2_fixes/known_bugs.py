@@ -394,6 +394,21 @@ BUGS: Tuple[Bug, ...] = (
         evidence=(Evidence("sglang/srt/speculative/eagle_worker_v2.py",
                            r"graph_supported_backend_types\.append\(FlashAttentionBackend\)", fixed=True),)),
     Bug(
+        id="verify-handoff", title="spec-v2 decode preparation blocks the host until the previous verify ends",
+        refs=("#25879",), found="upstream parity (docs/bench/upstream-parity.md) and its source comparison",
+        symptom="EAGLE / EAGLE3 chains with the overlap scheduler decode 4 - 10 % slower than 0.5.17 at TP 1 and "
+        "13 - 20 % at TP 2: the scheduler builds the next batch only during the draft extend (verify_done.synchronize, "
+        "seq_lens.sum().item(), seq_lens.cpu()), and the GPU idles 0.5 - 0.9 ms per decode step (text unaffected)",
+        affected=span("0.5.11", "0.5.12.post1"), fixed_in="0.5.13", answer="verify-handoff",
+        reason="patched on 0.5.11 … 0.5.12.post1 for triton chains with CUDA graphs (the schedule stream waits for "
+        "verify_done, no seq_lens D2H, device prefix lengths for the draft extend; every other batch keeps the "
+        "release's synchronous path, trees included); opt-in (SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=1) until its GPU "
+        "row and a real-size side by side have run. 0.5.13 has no host wait on verify_done (#25879); there two-batch "
+        "overlap and piecewise CUDA graphs still read the host mirror, on a private stream after the verify's publish",
+        verified="regex: `verify_done.synchronize()` in managers/schedule_batch.py (present up to 0.5.12.post1, "
+        "absent from 0.5.13)",
+        evidence=(Evidence("sglang/srt/managers/schedule_batch.py", r"verify_done\.synchronize\(\)", fixed=False),)),
+    Bug(
         id="flashinfer-draft-extend-graph", title="flashinfer's spec-v2 draft extend runs eagerly (no CUDA graph)",
         refs=("#28782",), found="issue 30 (Hopper trees run on flashinfer)",
         symptom="EAGLE / EAGLE3 on flashinfer (on Hopper: every tree, topk > 1) runs the draft extend eagerly every "

@@ -29,6 +29,11 @@ Invariants counted (a stale result must not touch a request whose KV is already 
                             overlap such a request finishes only after the launch (a stale row of the next
                             result, see above), so any count here is a violation.
 
+Counted, not a violation (tests/registered/test_verify_handoff.py):
+  verify_host_waits         host waits on a verify: ``Event.synchronize()`` called from a function named
+                            ``maybe_wait_verify_done`` (0.5.11 / 0.5.12.x; stock and patched alike). The
+                            verify-handoff fix replaces them by stream waits on triton chains with CUDA graphs.
+
 In check mode the first violation raises in the scheduler (which stops it) with the request id and
 its counters, instead of only being counted.
 
@@ -75,6 +80,7 @@ def reset() -> None:
             finished_in_launch=0,
             grammar_finishes=0,
             grammar_past_end=0,
+            verify_host_waits=0,
             examples=[],
         )
 
@@ -198,7 +204,33 @@ def register(code_line: str, strict: bool = False):
     _spec_v2_only = line.spec_v2_only
     HookRegistry.register(line.probe_decode, _around, HookType.AROUND)
     HookRegistry.register(line.run_batch, _around_run_batch, HookType.AROUND)
+    _count_verify_host_waits()
     return (_around, _around_run_batch)
+
+
+def _count_verify_host_waits() -> None:
+    """Wrap ``torch.cuda.Event.synchronize`` (test-only, probe on): count the calls made from a function named
+    ``maybe_wait_verify_done`` (the release's, or verify-handoff's patched one where it keeps the host wait)."""
+    import sys
+
+    try:
+        import torch
+
+        event = torch.cuda.Event
+    except Exception:  # noqa: BLE001 - no CUDA torch: nothing to count
+        return
+    original = event.synchronize
+    if getattr(original, "_specv2_probe", False):
+        return
+
+    def synchronize(self, *args, **kwargs):
+        if sys._getframe(1).f_code.co_name == "maybe_wait_verify_done":
+            with _lock:
+                STATS["verify_host_waits"] += 1
+        return original(self, *args, **kwargs)
+
+    synchronize._specv2_probe = True
+    event.synchronize = synchronize
 
 
 # SGLang's own scheduler-wide acceptance counters, per release name (lifetime + current log interval)

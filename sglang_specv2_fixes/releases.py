@@ -154,6 +154,7 @@ _FIXES["0.5.11"] = {
         "metadata has the shape 0.5.23's has (0.5.16 - 0.5.22); fa3's older draft-extend graph code was not read for it",
         check=('sglang.srt.speculative.eagle_worker_v2', 'EagleDraftWorker.init_cuda_graphs', '4b4930479c0b3d5f'),
     ),
+    "verify-handoff": patch("0.5.11"),  # opt-in (SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=1)
 }
 _FIXES["0.5.12"] = _derive("0.5.11", {
     "fa3-draft-extend-graph": "1a216285477a2d53",
@@ -188,8 +189,19 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
     ),
     "mamba-track-freed-rows": patch("0.5.12"),
     "overlap-war-barrier": patch("0.5.12"),
+    "verify-handoff": patch("0.5.12"),
 })
 _FIXES["0.5.13"] = _derive("0.5.12", {
+    "verify-handoff": note(
+        UPSTREAM,
+        "#25879: no host wait on verify_done (ScheduleBatch.maybe_wait_verify_done is gone); the next batch's seq_lens "
+        "is gathered on the GPU behind the verify's publish event and, where no attention backend needs the host "
+        "mirror (triton), never copied to the host (FutureMap.resolve_seq_lens_cpu); the draft extend takes device "
+        "prefix lengths (gpu_only). On 0.5.13 two-batch overlap and piecewise CUDA graphs still force the mirror, "
+        "read on a private stream after the publish event (decide_needs_cpu_seq_lens). No checked function: the "
+        "absence of verify_done.synchronize() is re-read per tree by known_bugs' evidence (an upstream note cannot "
+        "check an absent function, and prepare_for_decode moves in 0.5.15)",
+    ),
     "fa3-draft-extend-graph": "983362e9caa27a76",
     "flashinfer-draft-extend-graph": note(
         OPEN,

@@ -3,8 +3,9 @@ writes for the next batch are ordered after the previous forward's reads with th
 
 Stream model (CPU stand-ins for torch.cuda streams and events, ``Streams``): an operation queued on a stream runs after
 the operation queued before it there; ``a.wait_stream(b)`` makes what ``a`` queues later wait for what ``b`` has queued
-so far; ``Event.record()`` marks the current stream's last operation and ``Event.synchronize()`` is a host wait, so
-every operation the host queues afterwards waits for it. ``ordered(x, y)``: ``y`` can only run after ``x``.
+so far; ``Event.record()`` marks the current stream's last operation, ``s.wait_event(e)`` makes what ``s`` queues later
+wait for it, and ``Event.synchronize()`` is a host wait, so every operation the host queues afterwards waits for it.
+``ordered(x, y)``: ``y`` can only run after ``x``.
 
 The scenario (0.5.11 / 0.5.12.x): a speculative (EAGLE3, spec v2) decode batch B of two requests runs two steps
 through the release's real ``Scheduler.event_loop_overlap`` (stock, and grammar-result-order's patched loop, as the
@@ -109,6 +110,9 @@ class FakeStream:
 
     def wait_stream(self, other):
         return self._queue(f"{self.name}.wait_stream({other.name})", other.tail)
+
+    def wait_event(self, event):  # what this stream queues later waits for the event's operation (no host wait)
+        return self._queue(f"{self.name}.wait_event({event.op})", event.op)
 
 
 class FakeEvent:
