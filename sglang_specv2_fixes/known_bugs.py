@@ -403,8 +403,9 @@ BUGS: Tuple[Bug, ...] = (
         reason="patched on 0.5.11 … 0.5.12.post1 for triton chains with CUDA graphs (the schedule stream waits for "
         "verify_done, no seq_lens D2H, device prefix lengths for the draft extend; every other batch keeps the "
         "release's synchronous path, trees included); opt-in (SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=1) until its GPU "
-        "row and a real-size side by side have run. 0.5.13 has no host wait on verify_done (#25879); there two-batch "
-        "overlap and piecewise CUDA graphs still read the host mirror, on a private stream after the verify's publish",
+        "row and a real-size side by side have run. 0.5.13 has no host wait on verify_done (#25879); but on 0.5.13.x "
+        "two-batch overlap and piecewise CUDA graphs (on by default) still force the host mirror, and the host waits "
+        "for the verify's publish to read it (resolve_seq_lens_cpu), unless --disable-piecewise-cuda-graph",
         verified="regex: `verify_done.synchronize()` in managers/schedule_batch.py (present up to 0.5.12.post1, "
         "absent from 0.5.13)",
         evidence=(Evidence("sglang/srt/managers/schedule_batch.py", r"verify_done\.synchronize\(\)", fixed=False),)),

@@ -195,12 +195,13 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     "verify-handoff": note(
         UPSTREAM,
         "#25879: no host wait on verify_done (ScheduleBatch.maybe_wait_verify_done is gone); the next batch's seq_lens "
-        "is gathered on the GPU behind the verify's publish event and, where no attention backend needs the host "
-        "mirror (triton), never copied to the host (FutureMap.resolve_seq_lens_cpu); the draft extend takes device "
-        "prefix lengths (gpu_only). On 0.5.13 two-batch overlap and piecewise CUDA graphs still force the mirror, "
-        "read on a private stream after the publish event (decide_needs_cpu_seq_lens). No checked function: the "
-        "absence of verify_done.synchronize() is re-read per tree by known_bugs' evidence (an upstream note cannot "
-        "check an absent function, and prepare_for_decode moves in 0.5.15)",
+        "is gathered on the GPU behind the verify's publish event (FutureMap.resolve_seq_lens_cpu) and, where no "
+        "attention backend needs the host mirror (triton), never copied to the host; the draft extend takes device "
+        "prefix lengths (gpu_only). On 0.5.13.x two-batch overlap and piecewise CUDA graphs (on by default) still force "
+        "the mirror, and the host then waits for the publish event (decide_needs_cpu_seq_lens, resolve_seq_lens_cpu's "
+        "synchronize): a default triton chain there keeps the wait unless --disable-piecewise-cuda-graph (0.5.14 "
+        "drops that branch; docs/bench/chain-gap-source-2026-11-27.md section 7)",
+        check=('sglang.srt.managers.overlap_utils', 'FutureMap.resolve_seq_lens_cpu', '0e06bbae78da2463'),
     ),
     "fa3-draft-extend-graph": "983362e9caa27a76",
     "flashinfer-draft-extend-graph": note(
@@ -283,6 +284,7 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     ),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
+    "verify-handoff": "03bc17e32f9094ff",  # FutureMap.resolve_seq_lens_cpu
     "fa3-draft-extend-graph": note(
         OPEN,
         "not backported before 0.5.16: the backport follows 0.5.23's line on the releases whose fa3 draft-extend "
@@ -338,6 +340,7 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
     ),
 })
 _FIXES["0.5.15"] = _derive("0.5.14", {
+    "verify-handoff": "42648b6d836794f3",
     "fa3-draft-extend-graph": "d4c1fbcee79e878c",
     "flashinfer-draft-extend-graph": "317261c6a2b3da53",
     "draft-decode-positions": "8a9134a65c6747d0",
@@ -366,6 +369,7 @@ _FIXES["0.5.15"] = _derive("0.5.14", {
     "triton-verify-mask-size": patch("0.5.15"),
 })
 _FIXES["0.5.16"] = _derive("0.5.15", {
+    "verify-handoff": "0bc94a38081f5f9b",
     "draft-decode-positions": "c40e353048697ee2",
     "grammar-result-order": patch("0.5.16"),
     "draft-extend-kv-range": "722bbd00a1baf647",
@@ -516,6 +520,7 @@ _FIXES["0.5.22"] = _derive("0.5.21", {
     "triton-verify-mask-size": "d353e393d7cf5c55",
 })
 _FIXES["0.5.23"] = _derive("0.5.22", {
+    "verify-handoff": "8d9a4a2634685aaa",
     "fa3-draft-extend-graph": note(
         UPSTREAM,
         "EagleDraftWorker._capture_cuda_graphs lists FlashAttentionBackend among the draft-extend graph backends "

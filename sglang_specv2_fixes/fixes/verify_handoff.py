@@ -168,13 +168,6 @@ def host_bound(batch) -> int:
     return sum(req.kv_allocated_len for req in batch.reqs)
 
 
-def pinned(values):
-    """Pinned int32 host tensor of ``values`` (a non-blocking H2D source)."""
-    import torch
-
-    return torch.tensor(values, dtype=torch.int32, device="cpu").pin_memory()
-
-
 def _fits(runner, bs: int) -> bool:
     return (runner is not None and not getattr(runner, "disable_padding", False)
             and not getattr(runner, "require_mlp_sync", False) and bs <= runner.max_bs)

@@ -64,6 +64,10 @@ is present (the table must then patch it, or say open). A wrong table entry fail
                 eagerly (B, not backported: upstream's tree path); #28782 from 0.5.14 (U)
   up to 0.5.22   fa3-draft-extend-graph: _capture_cuda_graphs' list has no FlashAttentionBackend (B: patched 0.5.16 -
                 0.5.22, open before); 0.5.23 appends it (U)
+  0.5.13 on      verify-handoff: no ScheduleBatch.maybe_wait_verify_done / verify_done.synchronize(); the next batch's
+                seq_lens are gathered on the GPU behind the verify's publish event (U). 0.5.13.x still blocks the
+                host on that event where the CPU mirror is forced (piecewise CUDA graphs on, the default, or a backend
+                that needs it): a narrower upstream quirk, gone for triton in 0.5.14 (docs/bench/chain-gap-source-*)
 """
 
 import os
@@ -129,7 +133,8 @@ for _v in EXPECTED:
                                          "flashinfer-draft-extend-graph": B if _v in ("0.5.13", "0.5.13.post1")
                                          else U,
                                          # fa3 missing from the draft-extend graph list up to 0.5.22 (#40762)
-                                         "fa3-draft-extend-graph": U if _v == "0.5.23" else B})
+                                         "fa3-draft-extend-graph": U if _v == "0.5.23" else B,
+                                         "verify-handoff": U})
 # 0.5.11 and 0.5.12.x: the releases the CPU suite imports and runs (test_catalog, test_fix_*, ...)
 RUN_HERE = {"0.5.11", "0.5.12", "0.5.12.post1"}
 
