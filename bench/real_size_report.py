@@ -420,13 +420,21 @@ def markdown(summary, details, merged, runs, prof=()):
 
 
 # -------------------------------------------------------------------------------------------------- plot
-def plot_png(summary, details, path):
+def _pyplot():
+    """matplotlib's pyplot on the Agg backend, or None (said once per plot) where matplotlib is not installed."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         print("[real_size_report] matplotlib is not installed: plot skipped (JSON and Markdown written)", flush=True)
+        return None
+    return plt
+
+
+def plot_png(summary, details, path):
+    plt = _pyplot()
+    if plt is None:
         return None
     releases = sorted({d["release"] for d in details}, key=_release_key)
     if not releases:
@@ -583,12 +591,8 @@ def parity(paths, commit=None, previous=None):
 def parity_png(summary, path):
     """One panel per (release, TP): plugin / upstream per configuration and concurrency (bars: median over pairs;
     dots: the pairs), the issue's 0.97 and parity lines."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("[real_size_report] matplotlib is not installed: plot skipped (JSON and Markdown written)", flush=True)
+    plt = _pyplot()
+    if plt is None:
         return None
     pts = summary["points"]
     panels = list(dict.fromkeys((p["release"], p["baseline_release"], p.get("tp", 1)) for p in pts))
