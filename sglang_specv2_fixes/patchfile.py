@@ -396,6 +396,10 @@ def compile_target(pf: PatchFile, target: Target, path: str, patched: str, span=
     local_ns: dict = {}
     exec(code, module.__dict__, local_ns)  # noqa: S102 - fingerprinted upstream code plus the stored diff
     (fn,) = local_ns.values()
+    if isinstance(fn, (classmethod, staticmethod)):
+        # the hook is the plain function: HookRegistry puts the original's descriptor back around its wrapper
+        # (a classmethod hook inside that classmethod is not callable: ForwardBatch.init_new, verify-handoff)
+        fn = fn.__func__
     # a decorated target (Scheduler.event_loop_overlap's @DynamicGradMode()) comes back wrapped: the wrapped
     # function gets the upstream names too
     for f in {id(f): f for f in (fn, inspect.unwrap(fn))}.values():

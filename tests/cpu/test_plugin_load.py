@@ -82,6 +82,7 @@ from sglang.srt.plugins.hook_registry import HookRegistry
 load_plugins()
 HookRegistry.apply_hooks()  # load_plugins() applies them already; a second call must change nothing
 from sglang_specv2_fixes import plugin, core
+import inspect
 import sglang.srt.managers.scheduler, sglang.srt.speculative.eagle_worker_v2  # what a scheduler has imported
 first = plugin.announce('scheduler').as_dict()
 waiting = {m: list(fs) for m, fs in core.STATE.on_import.items()}  # modules not imported yet -> on_import fixes waiting
@@ -99,6 +100,7 @@ print('RESULT ' + json.dumps(dict(
     patched={t: core.is_patched(t) for ts in targets.values() for t in ts},
     ours={t: any(f is core.STATE.built.get(fix, {}).get(t) for f in core._chain(core.resolve_raw(t)))
           for fix, ts in targets.items() for t in ts},
+    plain={t: inspect.isfunction(core.STATE.built[fix][t]) for fix, ts in targets.items() for t in ts},
     warnings=report['warnings'])))
 """
 
@@ -177,6 +179,9 @@ def test_every_patched_fix_is_applied_through_load_plugins():
     assert len(expected) == sum(map(len, PATCHED_HERE.values())) - composed, \
         "two fixes replace the same function without a compose line"
     assert r["patched"] == expected and r["ours"] == expected
+    # every hook is a plain function (a classmethod target's hook in a classmethod is not callable: HookRegistry
+    # wraps the original's classmethod around it again)
+    assert r["plain"] == expected
 
 
 def test_off_patches_nothing_but_reports():
