@@ -402,8 +402,9 @@ BUGS: Tuple[Bug, ...] = (
         affected=span("0.5.11", "0.5.12.post1"), fixed_in="0.5.13", answer="verify-handoff",
         reason="patched on 0.5.11 … 0.5.12.post1 for triton chains with CUDA graphs (the schedule stream waits for "
         "verify_done, no seq_lens D2H, device prefix lengths for the draft extend; every other batch keeps the "
-        "release's synchronous path, trees included); opt-in (SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=1) until its GPU "
-        "row and a real-size side by side have run. 0.5.13 has no host wait on verify_done (#25879); but on 0.5.13.x "
+        "release's synchronous path, trees included); on by default since its GPU row met (2026-11-27; at real size "
+        "1.06 - 1.23x a 0.5.11 chain's tok/s, 0.98 - 1.02x upstream 0.5.17's at TP 1), "
+        "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0 turns it off. 0.5.13 has no host wait on verify_done (#25879); but on 0.5.13.x "
         "two-batch overlap and piecewise CUDA graphs (on by default) still force the host mirror, and the host waits "
         "for the verify's publish to read it (resolve_seq_lens_cpu), unless --disable-piecewise-cuda-graph",
         verified="regex: `verify_done.synchronize()` in managers/schedule_batch.py (present up to 0.5.12.post1, "

@@ -154,7 +154,7 @@ _FIXES["0.5.11"] = {
         "metadata has the shape 0.5.23's has (0.5.16 - 0.5.22); fa3's older draft-extend graph code was not read for it",
         check=('sglang.srt.speculative.eagle_worker_v2', 'EagleDraftWorker.init_cuda_graphs', '4b4930479c0b3d5f'),
     ),
-    "verify-handoff": patch("0.5.11"),  # opt-in (SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=1)
+    "verify-handoff": patch("0.5.11"),  # SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0 turns it off
 }
 _FIXES["0.5.12"] = _derive("0.5.11", {
     "fa3-draft-extend-graph": "1a216285477a2d53",

@@ -194,6 +194,13 @@ def flashinfer_draft_graph_enabled() -> bool:
     return _unless_off(ENV_FLASHINFER_GRAPH)
 
 
+def verify_handoff_enabled() -> bool:
+    """verify-handoff (0.5.11 / 0.5.12.x triton chains: the decode preparation without the host wait on the previous
+    verify): on unless SGLANG_SPECV2_FIXES_VERIFY_HANDOFF is set to an off value (0 / false / no / off). It was opt-in
+    until its row had run on a GPU (2026-11-27, 0.5.11 / 0.5.12 / 0.5.12.post1, docs/gpu-runs/2026-11-27-s23/)."""
+    return _unless_off(ENV_VERIFY_HANDOFF)
+
+
 def fa3_draft_graph_enabled() -> bool:
     """fa3's spec-v2 draft-extend CUDA graph for chains (upstream #40762 / 0.5.23, backported to 0.5.16 - 0.5.22): off
     unless SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH is set to an on value (1 / true / yes / on), until the fa3 chain row

@@ -386,15 +386,15 @@ flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA gr
     - upstream (0.5.14 … 0.5.23)
     Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.14)
 
-verify-handoff  [#25879]  decode preparation without the host wait on the verify (triton chains; opt-in)
+verify-handoff  [#25879]  decode preparation without the host wait on the verify (triton chains)
     What: ScheduleBatch.maybe_wait_verify_done makes the schedule stream wait for verify_done
         instead of the host, and filter_batch / merge_batch /
         EagleDraftInputV2Mixin.prepare_for_decode drop the seq_lens D2H (seq_lens_cpu None,
         seq_lens_sum the allocated-length bound, pinned non-blocking H2D), the draft extend takes
         its prefix lengths from the device seq_lens (ForwardBatch.init_new accepts them), and
         EAGLEWorkerV2.forward_batch_generation restores the exact host mirror where a CUDA graph
-        cannot run; only for triton chains with CUDA graphs, off unless
-        SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=1 until it has run on a GPU
+        cannot run; only for triton chains with CUDA graphs (SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0
+        turns it off)
     Why: 0.5.11 / 0.5.12.x block the scheduler thread until the previous verify ends
         (verify_done.synchronize, seq_lens.cpu()) to build the draft extend's positions on the host,
         so the next batch is prepared only during the draft extend and the GPU idles 0.5 - 0.9 ms

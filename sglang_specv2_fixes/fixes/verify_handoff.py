@@ -1,5 +1,5 @@
 """The spec-v2 decode preparation without the host wait on the previous verify (0.5.11, 0.5.12, 0.5.12.post1; 0.5.13
-removed the wait, #25879; opt-in until a GPU has run it).
+removed the wait, #25879).
 
 With the overlap scheduler, 0.5.11 / 0.5.12.x build batch N+1 while batch N runs on the forward stream, but three places
 block the scheduler thread until N's verify has finished on the GPU: ``ScheduleBatch.maybe_wait_verify_done``
@@ -47,10 +47,12 @@ no hybrid-SWA, no paged or hisparse allocator), and a server (``server_reason``)
 the tree-drafting path, keep the wait), triton for every attention backend, CUDA graphs on with padding, page size 1,
 no DP attention, no two-batch overlap, no LoRA, no mixed chunk, no multi-layer EAGLE, no PD disaggregation, no pdmux.
 
-**Off by default** until a GPU has run it: ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=1`` turns it on. Proof owed
-(tests/registered/test_verify_handoff.py): greedy identity of a triton chain against the target served alone, the
-strict idle / busy memory checks under load, aborts and forced retraction, and the probe's count of host waits on
-``verify_done`` (0 with the fix on the chain's decode, > 0 stock); then the real-size parity rows.
+On by default since its row met A/B on 0.5.11, 0.5.12 and 0.5.12.post1 (2026-11-27, docs/gpu-runs/2026-11-27-s23/,
+tests/registered/test_verify_handoff.py: greedy identity of a triton chain against the target served alone, the strict
+idle / busy memory checks under load, aborts and forced retraction; stock fails only the probe's count of host waits
+on ``verify_done``, 229 in a 16-request chain load, the plugin 0). At real size on 0.5.11 it gives 1.23 / 1.19 /
+1.06x output tok/s at c = 1 / 8 / 32, and the chain reaches 0.98 - 1.02x upstream 0.5.17 (docs/bench/upstream-parity.md).
+``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0`` turns it off (``server_reason``).
 
 Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13).
 """
@@ -58,9 +60,11 @@ Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 
 from ..catalog import Fix
+from .. import selection
 from ..selection import ENV_VERIFY_HANDOFF
 
 logger = logging.getLogger("sglang_specv2_fixes")
@@ -68,14 +72,14 @@ logger = logging.getLogger("sglang_specv2_fixes")
 FIX = Fix(
     name="verify-handoff",
     upstream=("#25879",),
-    title="decode preparation without the host wait on the verify (triton chains; opt-in)",
+    title="decode preparation without the host wait on the verify (triton chains)",
     what=(
         "ScheduleBatch.maybe_wait_verify_done makes the schedule stream wait for verify_done instead of the host, and "
         "filter_batch / merge_batch / EagleDraftInputV2Mixin.prepare_for_decode drop the seq_lens D2H (seq_lens_cpu "
         "None, seq_lens_sum the allocated-length bound, pinned non-blocking H2D), the draft extend takes its prefix "
         "lengths from the device seq_lens (ForwardBatch.init_new accepts them), and EAGLEWorkerV2.forward_batch_generation "
-        "restores the exact host mirror where a CUDA graph cannot run; only for triton chains with CUDA graphs, off "
-        "unless SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=1 until it has run on a GPU"
+        "restores the exact host mirror where a CUDA graph cannot run; only for triton chains with CUDA graphs "
+        "(SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0 turns it off)"
     ),
     why=(
         "0.5.11 / 0.5.12.x block the scheduler thread until the previous verify ends (verify_done.synchronize, "
@@ -84,7 +88,6 @@ FIX = Fix(
         "0.5.17, 13 - 20 % at TP 2)"
     ),
     removal="delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)",
-    opt_in=ENV_VERIFY_HANDOFF,  # planned only with the switch on, until the GPU row has run (docs/gpu-plan.md)
 )
 
 # test-only counters (read by the probe): steps that took the stream wait, host waits kept, worker fallbacks
@@ -109,6 +112,8 @@ def server_reason(args) -> str | None:
 
 
 def _server_reason(args) -> str | None:
+    if not selection.verify_handoff_enabled():
+        return f"turned off by {ENV_VERIFY_HANDOFF}={os.environ.get(ENV_VERIFY_HANDOFF)}"
     g = lambda name, default=None: getattr(args, name, default)  # noqa: E731
     if (g("speculative_algorithm") or "").upper() not in ("EAGLE", "EAGLE3"):
         return f"speculative algorithm {g('speculative_algorithm')}: only EAGLE / EAGLE3 were read for it"

@@ -1,4 +1,4 @@
-"""verify-handoff (opt-in; #25879, in 0.5.13) on the release's real functions: a triton chain's decode preparation
+"""verify-handoff (#25879, in 0.5.13; on unless SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0) on the release's real functions: a triton chain's decode preparation
 leaves the host free while the previous verify runs, and everything else keeps the release's host wait.
 
 * ``ScheduleBatch.maybe_wait_verify_done`` (real, stock and patched) on a steady spec-v2 decode batch of a triton
@@ -142,6 +142,19 @@ def test_triton_chain_waits_on_the_stream(patched, monkeypatch):
 ])
 def test_everything_else_keeps_the_host_wait(patched, monkeypatch, server, batch):
     assert _wait(patched[f"{SB}.maybe_wait_verify_done"], monkeypatch, _server(**server), **batch) == ["host"]
+
+
+@FIXED_HERE
+@pytest.mark.parametrize("value, wait", [("0", "host"), ("off", "host"), ("", "stream"), ("1", "stream")])
+def test_the_switch(patched, monkeypatch, value, wait):
+    """On by default (since its GPU row met); an off value of SGLANG_SPECV2_FIXES_VERIFY_HANDOFF keeps the release's
+    host wait, and the server's reason says so."""
+    from sglang_specv2_fixes.selection import ENV_VERIFY_HANDOFF
+
+    monkeypatch.setenv(ENV_VERIFY_HANDOFF, value)
+    assert _wait(patched[f"{SB}.maybe_wait_verify_done"], monkeypatch, _server()) == [wait]
+    reason = verify_handoff.server_reason(_server())
+    assert (reason == f"turned off by {ENV_VERIFY_HANDOFF}={value}") if wait == "host" else reason is None
 
 
 def _worker_batch(seq_lens, with_mirror):
