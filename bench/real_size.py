@@ -176,19 +176,13 @@ def env(a):
 
 
 def commit():
-    """The commit the run measured: $SPECV2_COMMIT (the device copy has no .git), else git in the checkout."""
-    c = os.environ.get("SPECV2_COMMIT")
-    if c:
-        return c
+    """The commit the run measured: $SPECV2_COMMIT (the device copy has no .git), else git's (``-dirty``: changes to
+    tracked files)."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=20)
-        if head.returncode:
-            return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=20).stdout.strip()
-        return head.stdout.strip() + ("-dirty" if dirty else "")
-    except Exception:  # noqa: BLE001
+        return os.environ.get("SPECV2_COMMIT") or subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--abbrev=12", "--exclude=*"], cwd=ROOT, capture_output=True,
+            text=True, timeout=20).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
         return None
 
 

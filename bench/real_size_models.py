@@ -19,7 +19,7 @@ Shapes (``--model``, default ``8b``; ``bench/serving.py --real-size-model``):
 No weights are written: the benchmark serves these with ``--load-format dummy`` and
 ``--speculative-draft-load-format dummy`` (SGLang's dummy init: small random values, so acceptance comes from
 ``SGLANG_SIMULATE_ACC_LEN``, set the same on both servers). ``build(out_dir, model)`` writes once per stamp (the hash
-of this file and the tiny-model module it borrows from), under the tiny models' file lock. Default OUT_DIR:
+of this file and the tiny-model module whose tokenizer it writes), under the tiny models' file lock. Default OUT_DIR:
 $SPECV2_REAL_SIZE_MODELS (else /tmp/specv2-real-size-models) for ``8b``, the same with ``-70b`` appended for ``70b``
 (each shape in a folder of its own: a stamp covers one shape).
 """
@@ -31,9 +31,6 @@ import os
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-
 # target shapes: Llama-3.1-8B and Llama-3.1/3.3-70B; their EAGLE3 drafts are 1 layer of the same width
 SHAPES = {
     "8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
@@ -43,7 +40,6 @@ SHAPES = {
 }
 NAMES = {"8b": "Llama-3.1-8B", "70b": "Llama-3.1-70B"}
 DEFAULT_MODEL = "8b"
-TARGET_SHAPE = SHAPES[DEFAULT_MODEL]
 DRAFT_VOCAB = 32000
 CONTEXT = 8192           # max_position_embeddings of both: ample for the benchmark's 200 + 256 tokens
 ROPE_THETA = 500000.0
@@ -76,39 +72,6 @@ def draft_config(model=DEFAULT_MODEL):
                     max_position_embeddings=CONTEXT, rope_theta=ROPE_THETA)
 
 
-def write_tokenizer(d, vocab_size):
-    """tiny_models.llama.write_tokenizer with ``vocab_size`` ids (it writes the tiny vocabulary of 1024)."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
-
-    t = tiny()
-    tk = Tokenizer(models.WordLevel({t.tok_name(i): i for i in range(vocab_size)}, unk_token="<unk>"))
-    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tk.decoder = decoders.WordPiece(prefix="##", cleanup=False)   # joins tokens with spaces
-    tk.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in t.SPECIALS])
-    tk.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A $B",
-                                                      special_tokens=[("<s>", t.BOS)])
-    tk.save(os.path.join(d, "tokenizer.json"))
-    sp = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}
-    tc = dict(sp, tokenizer_class="PreTrainedTokenizerFast", model_max_length=CONTEXT,
-              add_bos_token=True, add_eos_token=False, clean_up_tokenization_spaces=False,
-              chat_template=t.CHAT_TEMPLATE)
-    for name, obj in [("tokenizer_config.json", tc), ("special_tokens_map.json", sp),
-                      ("generation_config.json", {"bos_token_id": t.BOS, "eos_token_id": t.EOS,
-                                                  "pad_token_id": t.PAD})]:
-        with open(os.path.join(d, name), "w") as f:
-            json.dump(obj, f, indent=1)
-
-
-def stamp():
-    import hashlib
-
-    h = hashlib.sha256()
-    for path in (os.path.abspath(__file__), tiny().__file__):
-        with open(path, "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()
-
-
 def build(out_dir=None, model=DEFAULT_MODEL):
     """Write (once per stamp) and return {"target": dir, "eagle3": dir}."""
     out_dir = os.path.abspath(out_dir or default_dir(model))
@@ -120,10 +83,10 @@ def build(out_dir=None, model=DEFAULT_MODEL):
             os.makedirs(p, exist_ok=True)
             with open(os.path.join(p, "config.json"), "w") as f:
                 json.dump(cfgs[n], f, indent=1)
-            write_tokenizer(p, SHAPES[model]["vocab_size"])
+            tiny().write_tokenizer(p, SHAPES[model]["vocab_size"], CONTEXT)
 
     outputs = [os.path.join(p, f) for p in paths.values() for f in ("config.json", "tokenizer.json")]
-    tiny().build_once(out_dir, stamp(), write, outputs)
+    tiny().build_once(out_dir, tiny().file_stamp(os.path.abspath(__file__), tiny().__file__), write, outputs)
     return paths
 
 
