@@ -301,11 +301,12 @@ def markdown(results):
         "",
         f"Driver: SGLang's own `sglang.bench_serving` ({m.get('bench_mode', '?')}), `--backend sglang --dataset-name random-ids "
         f"--tokenize-prompt --random-input-len {a.get('input_len')} --random-output-len {a.get('output_len')} "
-        f"--random-range-ratio 1.0 --request-rate inf --flush-cache --seed {a.get('seed')}`, `--max-concurrency` per column; same prompts "
+        f"--random-range-ratio 1.0 --request-rate inf --flush-cache --seed {a.get('seed', 1)}`, `--max-concurrency` per column; same prompts "
         "for both sides. Models: the tiny real-weight models of `sglang_specv2_fixes.testing.tiny_models` (their speed says "
         "nothing about large models: it shows scheduling/host overhead and speculative acceptance, where the plugin's "
         "code runs). Both servers of a configuration are up together on one GPU, benchmarked one at a time"
-        + (" (`--sleep-on-idle` on both, so the idle one does not spin)." if a.get("sleep_on_idle") else ".")
+        + (" (`--sleep-on-idle` on both, so the idle one does not spin)."
+           if a.get("sleep_on_idle", "--sleep-on-idle" in m.get("common_server_args", [])) else ".")
         + f" Server flags: `{' '.join(m.get('common_server_args', []))}`"
         + (f" plus `{a['server_args']}`" if a.get("server_args") else "")
         + " (the registered tests' COMMON; their test-only `SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_BUSY` is not set).",
