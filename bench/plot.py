@@ -240,19 +240,17 @@ def host_profile_markdown(entries, lead=(("config", lambda e: e["config"]),), to
 
 
 # ---------------------------------------------------------------------------------------- markdown
-def _f(x, nd=1):
+def _f(x, nd=1, scale=1):
     x = _num(x)
-    return "-" if x is None else f"{x:.{nd}f}"
+    return "-" if x is None else f"{scale * x:.{nd}f}"
 
 
 def _r(x):
-    x = _num(x)
-    return "-" if x is None else f"{x:.3f}"
+    return _f(x, 3)
 
 
 def _pct(x):
-    x = _num(x)
-    return "-" if x is None else f"{100 * x:.1f}"
+    return _f(x, 1, 100)
 
 
 def _yn(x):
@@ -420,8 +418,8 @@ def side_lines(ax, names, sides, colors, concs, points, ylabel):
 
 def ratio_bars(plt, ax, names, concs, get, ylabel, line=None):
     """Bars of a b / a ratio per name and concurrency (``get(name, c)`` -> (median, pair ratios), or None), the
-    pairs as dots; 1.0 and ``line`` ((value, label), dashed red) drawn across."""
-    width = 0.8 / max(1, len(concs))
+    pairs as dots; 1.0 and ``line`` ((value, label), dashed red) drawn across; y from 0.6 or below to 1.2 or above."""
+    width, every = 0.8 / max(1, len(concs)), [1.0]
     for j, c in enumerate(concs):
         xs, ys = [], []
         for i, n in enumerate(names):
@@ -430,8 +428,10 @@ def ratio_bars(plt, ax, names, concs, get, ylabel, line=None):
                 continue
             xs.append(i + (j - (len(concs) - 1) / 2) * width)
             ys.append(median)
+            every += [median, *pairs]
             ax.scatter([xs[-1]] * len(pairs), pairs, color="k", s=8, zorder=3)
         ax.bar(xs, ys, width, color=plt.get_cmap("tab10")(j), label=f"concurrency {c}")
+    ax.set_ylim(min(0.6, min(every) - 0.05), max(1.2, max(every) + 0.05))
     ax.axhline(1.0, color="k", lw=0.8)
     if line:
         ax.axhline(line[0], color="tab:red", lw=0.8, ls="--", label=line[1])
@@ -536,28 +536,19 @@ def merge(parts):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "--merge":
-        if len(argv) < 3:
-            print("usage: plot.py --merge OUT_JSON PART_JSON [PART_JSON ...]")
-            return 2
-        parts = []
-        for path in argv[2:]:
-            with open(path) as f:
-                parts.append(json.load(f))
-        merged = merge(parts)
+    read = lambda path: json.load(open(path))  # noqa: E731
+    if argv[:1] == ["--merge"] and len(argv) > 2:
+        merged = merge([read(path) for path in argv[2:]])
         with open(argv[1], "w") as f:
             json.dump(merged, f, indent=1)
-        print(f"[plot] merged {len(parts)} part(s), configs {list(merged['configs'])} -> {argv[1]}")
+        print(f"[plot] merged {len(argv) - 2} part(s), configs {list(merged['configs'])} -> {argv[1]}")
         return 0
-    if len(argv) != 2 or argv[0] in ("-h", "--help"):
+    if len(argv) != 2 or argv[0] in ("-h", "--help", "--merge"):
         print(__doc__.strip())
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
-    with open(argv[0]) as f:
-        results = json.load(f)
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     os.makedirs(argv[1], exist_ok=True)
-    print("[plot] wrote", write_markdown(results, argv[1]))
-    for p in plots(results, argv[1]) or []:
-        print("[plot] wrote", p)
+    for path in [write_markdown(read(argv[0]), argv[1])] + (plots(read(argv[0]), argv[1]) or []):
+        print("[plot] wrote", path)
     return 0
 
 

@@ -157,7 +157,9 @@ class Summary:
                 shapes.setdefault(d["shape"], [d["model"], 0])[1] += 1
         self.mixed = len(shapes) > 1
         for d in self.details:
-            d["label"] = d["config"] + (f" TP{d['tp']}" if d["tp"] != 1 else "") + (f" {d['shape']}" if self.mixed else "")
+            d["label"] = (d["config"] + (f" TP{d['tp']}" if d["tp"] != 1 else "") + (f" {d['shape']}" if self.mixed else "")
+                          + (f"\n{d['key'][2]}" if parity else ""))  # parity: the backend
+            d["panel"] = f"sglang {d['release']}" + (f" vs {d['key'][1]}" if parity else "")
             if d["point"] is not None and self.mixed:
                 d["point"]["model"] = d["model"]
         top = max(shapes.values(), key=lambda x: x[1])[0] if shapes else _hl(metas[0]["real_size"].get("model"))
@@ -239,6 +241,7 @@ class Summary:
             pt = self.point(key, p["concurrency"], p["pairs"], p[self.ratio], p.get(self.a_tok), p.get(self.b_tok),
                             p.get("pair_ratios"), p.get("device", facts.get("device")), p.get("date", facts.get("date")))
             row = dict(concurrency=p["concurrency"], pairs=p["pairs"], throughput_ratio=p[self.ratio],
+                       pair_throughput_ratios=p.get("pair_ratios") or [],
                        output_throughput={a: p.get(self.a_tok), b: p.get(self.b_tok)}, accept_length={a: None, b: None},
                        median_tpot_ms={a: None, b: None})
             out.append(dict(key=key, release=p["release"], tp=key[-3], shape=key[-2], config=config,
@@ -352,7 +355,7 @@ def markdown(s, runs):
         lines.append(
             f"| {d['release']} | " + (f"{d['shape']} | " if s.mixed else "") + f"{d['tp']} | {d['config']} | "
             f"{d['concurrency']} | {row['pairs']} | {f(row['output_throughput'][a])} | {f(row['output_throughput'][b])} | "
-            f"**{r(row['throughput_ratio'])}** | {', '.join(r(x) for x in row.get('pair_throughput_ratios', [])) or '-'} | "
+            f"**{r(row['throughput_ratio'])}** | {', '.join(r(x) for x in row['pair_throughput_ratios']) or '-'} | "
             f"{f(row['accept_length'][a], 2)} / {f(row['accept_length'][b], 2)} | "
             f"{f(row['median_tpot_ms'][a], 2)} / {f(row['median_tpot_ms'][b], 2)} |")
     if not s.details:
@@ -412,25 +415,26 @@ def parity_markdown(s):
 
 # -------------------------------------------------------------------------------------------------- plots
 def plot_png(s, path):
-    """Per release: b / a per configuration and concurrency (bars: median over pairs; dots: the pairs), then each
-    side's tok/s."""
+    """Per release (parity: and baseline): b / a per configuration and concurrency (bars: median over pairs; dots: the
+    pairs) with the chain control (parity: the 0.97 target), then each side's tok/s."""
     plt = plot.pyplot("real_size_report", "plot skipped (JSON and Markdown written)")
-    releases = sorted({d["release"] for d in s.details}, key=_release_key)
-    if plt is None or not releases:
+    panels = list(dict.fromkeys(d["panel"] for d in s.details))
+    if plt is None or not panels:
         return None
-    fig, ax = plt.subplots(2, len(releases), figsize=(6.5 * len(releases), 9), squeeze=False)
+    fig, ax = plt.subplots(2, len(panels), figsize=(6.5 * len(panels), 9), squeeze=False)
     concs = sorted({d["concurrency"] for d in s.details})
-    at = {(d["release"], d["label"], d["concurrency"]): d for d in s.details}
-    for k, rel in enumerate(releases):
-        names = sorted({d["label"] for d in s.details if d["release"] == rel}, key=lambda n: (_config_key(n.split()[0]), n))
-        get = lambda n, c: ((at[rel, n, c]["row"]["throughput_ratio"], at[rel, n, c]["row"].get("pair_throughput_ratios", []))  # noqa: E731
-                            if (rel, n, c) in at else None)
+    at = {(d["panel"], d["label"], d["concurrency"]): d["row"] for d in s.details}
+    line = (PARITY_TARGET, f"target {PARITY_TARGET}") if s.parity else (CHAIN_CONTROL, f"chain control {CHAIN_CONTROL}")
+    for k, panel in enumerate(panels):
+        names = list(dict.fromkeys(d["label"] for d in s.details if d["panel"] == panel))
+        get = lambda n, c: ((at[panel, n, c]["throughput_ratio"], at[panel, n, c]["pair_throughput_ratios"])  # noqa: E731
+                            if (panel, n, c) in at else None)
         plot.ratio_bars(plt, ax[0][k], names, concs, get, f"output tok/s, {s.b} / {s.a} (median over pairs; dots: pairs)",
-                        (CHAIN_CONTROL, f"chain control {CHAIN_CONTROL}"))
-        ax[0][k].set_title(f"sglang {rel}")
-        colors = {n: plt.get_cmap("tab10")(i) for i, n in enumerate(names)}
+                        line)
+        ax[0][k].set_title(panel)
+        colors = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}
         plot.side_lines(ax[1][k], names, (s.a, s.b), colors, concs, lambda n, side: [
-            (c, at[rel, n, c]["row"]["output_throughput"][side]) for c in concs if (rel, n, c) in at], "output tok/s (median)")
+            (c, at[panel, n, c]["output_throughput"][side]) for c in concs if (panel, n, c) in at], "output tok/s (median)")
         ax[1][k].legend(fontsize=7, ncol=2)
     shapes = ", ".join(f"{d['shape'].upper()}-shaped (hidden {d['model'].get('hidden_size')}, "
                        f"{d['model'].get('num_hidden_layers')} layers)" for d in {d["shape"]: d for d in s.details}.values())
@@ -438,30 +442,6 @@ def plot_png(s, path):
     fig.suptitle(f"{shapes} target + EAGLE3, TP {'/'.join(map(str, tps))}, dummy weights, {ENV}={s.json['acc_len']}\n"
                  f"{s.json['device']}, {s.json['date']}")
     return plot._save(plt, fig, path)
-
-
-def parity_png(s, path):
-    """One panel per (release, baseline, TP): plugin / upstream per configuration and concurrency (bars: median over
-    pairs; dots: the pairs), the issue's 0.97 and parity lines."""
-    plt = plot.pyplot("real_size_report", "plot skipped (JSON and Markdown written)")
-    pts = s.json["points"]
-    panels = list(dict.fromkeys((p["release"], p["baseline_release"], p.get("tp", 1)) for p in pts))
-    if plt is None or not panels:
-        return None
-    fig, ax = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.8), squeeze=False)
-    concs = sorted({p["concurrency"] for p in pts})
-    for a, (rel, base, tp) in zip(ax[0], panels):
-        ps = {(f"{p['config']}\n{p['backend']}", p["concurrency"]): p for p in pts
-              if (p["release"], p["baseline_release"], p.get("tp", 1)) == (rel, base, tp)}
-        names = list(dict.fromkeys(n for n, _ in ps))
-        plot.ratio_bars(plt, a, names, concs, lambda n, c: (ps[n, c][s.ratio], ps[n, c].get("pair_ratios") or [])
-                        if (n, c) in ps else None, f"output tok/s, {s.b} / {s.a}", (PARITY_TARGET, f"target {PARITY_TARGET}"))
-        every = [x for p in ps.values() for x in [p[s.ratio], *(p.get("pair_ratios") or [])]]
-        a.set_ylim(min(0.6, min(every) - 0.05), max(1.2, max(every) + 0.05))
-        devices = ", ".join(sorted({str(p.get("device")) for p in ps.values()}))
-        a.set_title(f"{rel} + {s.b} vs {base}, TP {tp}\n{devices}", fontsize=9)
-    fig.suptitle(f"Upstream parity, {ENV}={s.json['acc_len']}, {s.json['date']} (median over pairs; dots: pairs)")
-    return plot._save(plt, fig, path, dpi=100)
 
 
 def write(runs, out_dir, name, commit=None, previous=None, parity=False):
@@ -474,7 +454,7 @@ def write(runs, out_dir, name, commit=None, previous=None, parity=False):
         f.write("\n")
     with open(base + ".md", "w") as f:
         f.write(parity_markdown(s) if parity else markdown(s, runs))
-    png = (parity_png if parity else plot_png)(s, base + ".png")
+    png = plot_png(s, base + ".png")
     return s.json, [base + ".json", base + ".md"] + ([png] if png else [])
 
 

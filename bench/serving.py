@@ -291,16 +291,16 @@ def free_ports(base, n):
     """``n`` consecutive ports from ``base`` that nothing listens on or holds (bumped by 100 while one is taken)."""
     import socket
 
+    def free(port):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+        return True
+
     for start in range(base, base + 2000, 100):
-        ok = True
-        for p in range(start, start + n):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", p))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
+        if all(free(p) for p in range(start, start + n)):
             return list(range(start, start + n))
     raise RuntimeError(f"no {n} free ports from {base}")
 
@@ -1040,55 +1040,52 @@ def dry_run(a):
 def build_parser():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench"), help="output folder (default build/bench)")
-    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), help=f"any of {', '.join(CONFIGS)} (space or comma separated)")
-    ap.add_argument("--concurrency", nargs="+", default=["1", "8", "32"], help="--max-concurrency values (default 1 8 32)")
-    ap.add_argument("--side", action="append", metavar="NAME=SELECTION[@RELEASE][,ENV=VAL...]",
-                    help="a side; give it twice, baseline first (default: --side stock=off --side plugin=auto)")
-    ap.add_argument("--release-root", default=os.environ.get("SPECV2_UNPACK_ROOT", "/tmp"),
-                    help="where ci/gpu_env.sh unpacks each release (sglang-RELEASE), for @RELEASE sides "
-                         "(default $SPECV2_UNPACK_ROOT or /tmp)")
-    ap.add_argument("--max-total-tokens", default=None,
-                    help="both servers' --max-total-tokens (default: COMMON's; real size: 32768)")
-    ap.add_argument("--repeats", default=DEFAULT_REPEATS,
-                    help="a/b pairs per point: N, or rules N,CONFIG=N,CONFIG@C=N,@C=N (later rules win); "
-                         f"default {DEFAULT_REPEATS}")
-    ap.add_argument("--budget-s", type=float, default=520, help="wall-clock budget in seconds (default 520)")
-    ap.add_argument("--point-seconds", type=float, default=4.0, help="target duration of one point (default 4)")
-    ap.add_argument("--num-prompts", default=None, help="fixed --num-prompts per concurrency, e.g. 1:5,8:24,32:64 "
-                                                          "(default: sized from a calibration request)")
-    ap.add_argument("--input-len", type=int, default=128)
-    ap.add_argument("--output-len", type=int, default=256)
-    ap.add_argument("--greedy-prompts", type=int, default=8)
-    ap.add_argument("--greedy-tokens", type=int, default=64)
-    ap.add_argument("--server-args", default="", help="extra server flags appended after COMMON (use the = form: "
-                                                       "--server-args='--cuda-graph-max-bs 32')")
-    ap.add_argument("--launch-timeout", type=float, default=300)
-    ap.add_argument("--first-launch-s", type=float, default=120, help="expected first launch (JIT, graphs), for planning")
-    ap.add_argument("--later-launch-s", type=float, default=35, help="expected later launches, for planning")
-    ap.add_argument("--base-port", type=int, default=BASE_PORT)
-    ap.add_argument("--no-plots", action="store_true")
-    ap.add_argument("--dry-run", action="store_true", help="print the plan; launch nothing")
-    g = ap.add_argument_group("GPU profiles (bench/profile_steps.py)")
-    g.add_argument("--profile-steps", type=int, default=0, metavar="N",
-                   help="after each configuration's pairs, a torch-profiler trace of N scheduler steps per concurrency "
-                        "and side under an unmeasured load, summarized into results.json 'profiles' (default 0: off)")
-    g.add_argument("--profile-activities", default="CPU,GPU",
-                   help="the profiler's activities, GPU or CPU,GPU (default CPU,GPU: the CPU side's step[...] spans "
-                        "count the steps; its overhead lowers the GPU busy fraction, not the kernel times)")
-    g.add_argument("--keep-traces", action="store_true",
-                   help="move the traces to OUT/traces instead of deleting them after the summary (a few MB each; "
-                        "the device returns at most 8 files of 16 MiB); with --host-profile-seconds also the py-spy raw "
-                        "files, gzipped")
-    g = ap.add_argument_group("host profiles (bench/host_profile.py)")
-    g.add_argument("--host-profile-seconds", type=int, default=0, metavar="S",
-                   help="py-spy samples of each server's scheduler process for S seconds per concurrency and side, "
-                        "under the --profile-steps load (before its torch profile; a load of its own with "
-                        "--profile-steps 0), summarized into results.json 'host_profiles' (default 0: off)")
-    g.add_argument("--py-spy", default="py-spy", metavar="PATH", help="the py-spy executable (default: py-spy on PATH)")
-    g.add_argument("--host-profile-args", default=host_profile.DEFAULT_ARGS,
-                   help=f"py-spy record's sampling flags (default {host_profile.DEFAULT_ARGS!r}; the harness adds "
-                        "--pid --duration --format raw --output)")
+    add = ap.add_argument
+    add("--out", default=os.path.join(ROOT, "build", "bench"), help="output folder (default build/bench)")
+    add("--configs", nargs="+", default=list(CONFIGS), help=f"any of {', '.join(CONFIGS)} (space or comma separated)")
+    add("--concurrency", nargs="+", default=["1", "8", "32"], help="--max-concurrency values (default 1 8 32)")
+    add("--side", action="append", metavar="NAME=SELECTION[@RELEASE][,ENV=VAL...]",
+        help=f"a side; give it twice, baseline first (default: {' '.join('--side ' + s for s in DEFAULT_SIDES)})")
+    add("--release-root", default=os.environ.get("SPECV2_UNPACK_ROOT", "/tmp"),
+        help="where ci/gpu_env.sh unpacks each release (sglang-RELEASE), for @RELEASE sides (default "
+             "$SPECV2_UNPACK_ROOT or /tmp)")
+    add("--max-total-tokens", default=None, help="both servers' --max-total-tokens (default: COMMON's; real size: 32768)")
+    add("--repeats", default=DEFAULT_REPEATS, help="a/b pairs per point: N, or rules N,CONFIG=N,CONFIG@C=N,@C=N (later "
+                                                   f"rules win); default {DEFAULT_REPEATS}")
+    add("--budget-s", type=float, default=520, help="wall-clock budget in seconds (default 520)")
+    add("--point-seconds", type=float, default=4.0, help="target duration of one point (default 4)")
+    add("--num-prompts", default=None, help="fixed --num-prompts per concurrency, e.g. 1:5,8:24,32:64 (default: sized "
+                                            "from a calibration request)")
+    add("--input-len", type=int, default=128)
+    add("--output-len", type=int, default=256)
+    add("--greedy-prompts", type=int, default=8)
+    add("--greedy-tokens", type=int, default=64)
+    add("--server-args", default="", help="extra server flags after COMMON (the = form: --server-args='--cuda-graph-max-bs 32')")
+    add("--launch-timeout", type=float, default=300)
+    add("--first-launch-s", type=float, default=120, help="expected first launch (JIT, graphs), for planning")
+    add("--later-launch-s", type=float, default=35, help="expected later launches, for planning")
+    add("--base-port", type=int, default=BASE_PORT)
+    add("--no-plots", action="store_true")
+    add("--dry-run", action="store_true", help="print the plan; launch nothing")
+    add = ap.add_argument_group("GPU profiles (bench/profile_steps.py)").add_argument
+    add("--profile-steps", type=int, default=0, metavar="N",
+        help="after each configuration's pairs, a torch-profiler trace of N scheduler steps per concurrency and side "
+             "under an unmeasured load, summarized into results.json 'profiles' (default 0: off)")
+    add("--profile-activities", default="CPU,GPU",
+        help="GPU or CPU,GPU (default: the CPU side's step[...] spans count the steps; its overhead lowers the GPU busy "
+             "fraction, not the kernel times)")
+    add("--keep-traces", action="store_true", help="move the traces (and the py-spy raw files, gzipped) to OUT/traces "
+                                                   "instead of deleting them (a few MB each; the device returns at most "
+                                                   "8 files of 16 MiB)")
+    add = ap.add_argument_group("host profiles (bench/host_profile.py)").add_argument
+    add("--host-profile-seconds", type=int, default=0, metavar="S",
+        help="py-spy samples of each server's scheduler process for S seconds per concurrency and side under the "
+             "--profile-steps load (before its torch profile; a load of its own with --profile-steps 0), summarized "
+             "into results.json 'host_profiles' (default 0: off)")
+    add("--py-spy", default="py-spy", metavar="PATH", help="the py-spy executable (default: py-spy on PATH)")
+    add("--host-profile-args", default=host_profile.DEFAULT_ARGS,
+        help=f"py-spy record's sampling flags (default {host_profile.DEFAULT_ARGS!r}; the harness adds --pid --duration "
+             "--format raw --output)")
     real_size.add_args(ap)
     return ap
 

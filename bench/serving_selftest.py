@@ -4,7 +4,7 @@
     PYTHONPATH=.venv-cpu/releases/0.5.11 .venv-cpu/bin/python bench/serving_selftest.py [--e2e]
 
 1. The installed release's ``bench_serving``: the JSONL line its ``benchmark()`` writes (keys read from its AST)
-   through ``serving.parse_bench_line``; every flag the harness passes exists in its parser. ``--side`` parsing.
+   through ``serving.parse_bench_line`` (the flags the harness passes: every ``--e2e`` point). ``--side`` parsing.
 2. ``--e2e``: ``serving.main`` against fake in-process SGLang HTTP servers (``FakeSGLang``) and the real
    ``sglang.bench_serving`` in-process: the default pair, a budget cut, ``--profile-steps``,
    ``--host-profile-seconds`` (a fake ``py-spy``) alone and before a GPU profile, two sides on two releases and a
@@ -84,20 +84,6 @@ def test_format():
           "metrics parsed (NaN -> None), both accept lengths, no required key missing")
     p = serving.parse_bench_line(json.dumps({k: v for k, v in sample.items() if k != "p99_itl_ms"}))
     check(p["missing"] == ["p99_itl_ms"], "a missing required key is reported")
-    flags, datasets = set(), []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
-            names = [a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")]
-            flags.update(names)
-            datasets += [ast.literal_eval(kw.value) for kw in node.keywords if kw.arg == "choices"
-                         and "--dataset-name" in names]
-    argv = serving.bench_argv("http://127.0.0.1:1", "/m", 8, 16, serving.parse_args([]), "/tmp/o.jsonl", "t")
-    unknown = [x for x in argv if x.startswith("--") and x not in flags]
-    check(not unknown and any("random-ids" in x for x in datasets), f"the release's parser defines every flag used "
-          f"(unknown: {unknown}) and the dataset random-ids")
-    rnd = os.path.join(root, "benchmark", "datasets", "random.py")
-    check(not os.path.exists(rnd) or 'random_sample=(args.dataset_name == "random")' in open(rnd).read(),
-          "random-ids samples token ids (only `random` downloads ShareGPT)")
 
 
 def test_side_parsing():
