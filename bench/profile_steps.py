@@ -6,22 +6,17 @@
 ``bench/serving.py --profile-steps N`` records one per configuration, concurrency and side (under load, after the
 measured pairs). Pure Python (no torch): the summary also runs in CPU CI.
 
-Recording (SGLang 0.5.11 / 0.5.12.post1, ``SGLANG_PROFILE_V2`` unset). ``start``: ``POST /start_profile``
-``{"output_dir", "num_steps": N, "activities", "with_stack": false, "record_shapes": false, "profile_prefix"}``
-starts ``torch.profiler.profile`` between two batches before it returns (HTTP 500 with the scheduler's message on
-failure, e.g. a profile already running). ``Scheduler.run_batch`` counts each batch before it checks the target, so
-the N-th batch after the start stops the profiler before it runs: the trace holds N - 1 batches (plus, with overlap
-scheduling, the GPU tail of the batch in flight at the start; kernels still running at the stop are missing).
-Without batches there is no stop: keep the server loaded, or ``stop`` (``POST /stop_profile``, same file). The
-file, ``DIR/PREFIX-<profile_id>-TP-<rank>.trace.json.gz`` (one per TP rank), is a temporary ``.json`` gzipped into
-place, so it exists before it is complete: ``wait_trace`` waits until it parses.
+Recording (SGLang 0.5.11 / 0.5.12.post1): ``start`` (``POST /start_profile``) returns once the torch profiler runs
+(HTTP 500 with the scheduler's message otherwise). The N-th batch after the start stops it before running, so the
+trace holds N - 1 batches (with overlap scheduling also the GPU tail of the batch in flight at the start); without
+batches nothing stops it but ``stop`` (``POST /stop_profile``). The file, ``DIR/PREFIX-<id>-TP-<rank>.trace.json.gz``,
+is gzipped into place and exists before it is complete: ``wait_trace`` waits until it parses.
 
-The trace (kineto's chrome trace, ``ph: "X"`` events, microseconds): GPU activity as ``cat`` ``kernel`` /
-``gpu_memcpy`` / ``gpu_memset`` (``args.correlation`` = the launching call's), the launches as ``cuda_runtime`` /
-``cuda_driver`` (``cudaLaunchKernel``, ``cuLaunchKernel(Ex)`` for triton, ``cudaGraphLaunch`` for a CUDA graph
-replay), and with CPU activity ``ModelRunner.forward``'s ``step[MODE bs=B]`` ranges as ``user_annotation``.
-Kernels replayed from a CUDA graph carry the ``cudaGraphLaunch``'s correlation id (newer kineto builds also
-``args["graph id"]``); a trace without them is said in ``notes``, its busy time then a lower bound.
+The trace (kineto's chrome trace, ``ph: "X"`` events in microseconds): GPU activity (``cat`` kernel / gpu_memcpy /
+gpu_memset, ``args.correlation`` = the launching call's), the launches (``cuda_runtime`` / ``cuda_driver``:
+``cudaLaunchKernel``, ``cuLaunchKernel(Ex)`` for triton, ``cudaGraphLaunch``), and with CPU activity
+``ModelRunner.forward``'s ``step[MODE bs=B]`` ranges (``user_annotation``). Kernels replayed from a CUDA graph carry
+the graph launch's correlation id (or ``args["graph id"]``); a trace without them says so in ``notes``.
 """
 
 from __future__ import annotations

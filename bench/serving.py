@@ -84,10 +84,8 @@ class Log:
     """server.log, the run's one log (capped at LOG_CAP_BYTES: later server output is dropped, [bench] lines kept)."""
 
     def __init__(self, path):
-        self.f = open(path, "a", buffering=1, errors="replace")
-        self.lock = threading.Lock()
-        self.n = os.path.getsize(path)
-        self.truncated = False
+        self.f, self.lock = open(path, "a", buffering=1, errors="replace"), threading.Lock()
+        self.n, self.truncated = os.path.getsize(path), False
 
     def write(self, s, force=False):
         with self.lock:
@@ -140,22 +138,18 @@ def say(msg):
 
 # ------------------------------------------------------------------------------------- parsing etc.
 def parse_list(values, conv=str):
-    out = []
-    for v in values or []:
-        out += [conv(x) for x in str(v).split(",") if x.strip()]
-    return out
+    """Space and / or comma separated values (argparse nargs="+") -> [conv(value)]."""
+    return [conv(x) for v in values or [] for x in str(v).split(",") if x.strip()]
 
 
 def parse_repeats(spec, configs):
     """``N[,CONFIG=N][,CONFIG@C=N][,@C=N]`` -> f(config, concurrency) -> repeats (later rules win)."""
     default, rules = 1, []
-    for item in (x.strip() for x in str(spec).split(",")):
-        if not item:
-            continue
+    for item in parse_list([spec]):
         if "=" not in item:
             default = int(item)
             continue
-        key, n = item.rsplit("=", 1)
+        key, n = item.strip().rsplit("=", 1)
         cfg, _, conc = key.partition("@")
         if cfg and cfg not in CONFIGS:
             raise SystemExit(f"--repeats: unknown config {cfg!r} (known: {', '.join(CONFIGS)})")
@@ -801,18 +795,17 @@ class Harness:
                     p, h = self.profile_point(name, srv, c, n, est, threshold, self.host_load(c, t1)[0])
                 if h is not None:
                     self.results["host_profiles"].append(h)
-                    top = ", ".join(f"{x['function']} {report._pct(x['share'])}%" for x in (h.get("top_self") or [])[:3])
                     say(f"{name}/{side} c={c} host profile: " + (
                         f"{h.get('main_samples')} samples of {h.get('main_thread')} (pid {h['pid']} {h['title']}), "
-                        f"idle-like {report._pct(h.get('idle'))}%, CUDA-sync-like {report._pct(h.get('sync'))}%; "
-                        f"top self: {top}" if h["error"] is None else f"FAILED: {h['error']}"))
+                        f"idle-like {report._pct(h.get('idle'))}%, CUDA-sync-like {report._pct(h.get('sync'))}%; top self: "
+                        + ", ".join(f"{x['function']} {report._pct(x['share'])}%" for x in (h.get("top_self") or [])[:3])
+                        if h["error"] is None else f"FAILED: {h['error']}"))
                 if p is not None:
                     self.results["profiles"].append(p)
                     say(f"{name}/{side} c={c} profile: " + (
-                        f"{(p.get('steps_seen') or {}).get('target', '?')} steps seen, GPU busy "
-                        f"{report._f(100 * (p.get('busy_fraction') or 0), 0)}% of {p.get('window_ms')} ms, "
-                        f"{p.get('busy_ms_per_step')} ms per step" + (f"; {'; '.join(p['notes'])}" if p.get("notes") else "")
-                        if p["error"] is None else f"FAILED: {p['error']}"))
+                        f"{(p.get('steps_seen') or {}).get('target', '?')} steps seen, GPU busy {report._pct(p.get('busy_fraction'))}% "
+                        f"of {p.get('window_ms')} ms, {p.get('busy_ms_per_step')} ms per step"
+                        + "".join(f"; {x}" for x in p.get("notes") or []) if p["error"] is None else f"FAILED: {p['error']}"))
                 self.save()
 
     def run_config(self, name, paths, common, port):
