@@ -7,8 +7,8 @@
    through ``serving.parse_bench_line`` (the flags the harness passes: every ``--e2e`` point). ``--side`` parsing.
 2. ``--e2e``: ``serving.main`` against fake in-process SGLang HTTP servers (``FakeSGLang``) and the real
    ``sglang.bench_serving`` in-process: the default pair, a budget cut, ``--profile-steps``,
-   ``--host-profile-seconds`` (a fake ``py-spy``) alone and before a GPU profile, two sides on two releases and a
-   refused side; ``plot.py`` regenerates a run's results.md.
+   ``--host-profile-seconds`` (a fake ``py-spy``) before a GPU profile, two sides on two releases and a refused
+   side; ``plot.py`` regenerates a run's results.md.
 """
 
 from __future__ import annotations
@@ -435,11 +435,12 @@ with open(LOG, "a") as f:
 
 
 def test_host_profiles(d):
-    """--host-profile-seconds alone (--profile-steps 0) at c=4 for nospec and eagle3-topk1 (the nospec stock scheduler
-    refused by the fake py-spy: recorded, not fatal), then before a torch profile (--profile-steps 10) at c=2."""
+    """--host-profile-seconds before a torch profile (--profile-steps 10) at c=2 for nospec and eagle3-topk1: py-spy on
+    the scheduler child, before /start_profile, under a longer load; the nospec stock scheduler is refused by the fake
+    py-spy (recorded, not fatal)."""
     global SCHEDULER_PROCS
-    print("[selftest] runs with --host-profile-seconds (process trees titled like SGLang's, a fake py-spy on PATH)")
-    bindir, log = os.path.join(d, "pyspy-bin"), os.path.join(d, "pyspy.log")
+    print("[selftest] a run with --host-profile-seconds (process trees titled like SGLang's, a fake py-spy on PATH)")
+    bindir, log, out = os.path.join(d, "pyspy-bin"), os.path.join(d, "pyspy.log"), os.path.join(d, "run-host")
     os.makedirs(bindir, exist_ok=True)
     with open(os.path.join(bindir, "py-spy"), "w") as f:
         f.write(f"#!{sys.executable}\nRAW, LOG = {FAKE_RAW!r}, {log!r}\n{FAKE_PY_SPY}")
@@ -447,47 +448,42 @@ def test_host_profiles(d):
     path, SCHEDULER_PROCS = os.environ["PATH"], True
     os.environ["PATH"] = bindir + os.pathsep + path
     try:
-        rc, r, md, _ = run(os.path.join(d, "run-host"), "--configs", "nospec,eagle3-topk1", "--concurrency", "4",
-                           "--num-prompts", "4:8", "--output-len", "24", "--budget-s", "240", "--base-port", port(500),
-                           "--host-profile-seconds", "1", "--no-plots")
-        hp = {(h["config"], h["side"]): h for h in r["host_profiles"]}
-        check(rc == 0 and r["meta"]["complete"] and r["meta"]["points_failed"] == 0 and "profiles" not in r
-              and len(hp) == len(r["host_profiles"]) == 4, "complete run, one host profile per config and side alone")
-        calls = [json.loads(ln) for ln in open(log)]
-        check(len(calls) == 3 and all(c["title"] == "sglang::scheduler" and c["argv"][-5:] == [
-            "--rate", "200", "--nonblocking", "--idle", "--threads"] for c in calls),
-            f"py-spy ran on the sglang::scheduler children (not the detokenizer), default flags: {calls[0]['argv']}")
-        bad = hp[("nospec", "stock")]
-        check(bad["error"].startswith("py-spy exited 1: Error: Failed to attach") and "ptrace_scope" in bad["error"]
-              and bad["title"] == "sglang::scheduler 601", f"a py-spy failure is recorded, not fatal: {bad['error']}")
-        h = hp[("eagle3-topk1", "plugin")]
-        check(h["error"] is None and h["pid"] in {c["pid"] for c in calls} and h["found"] == "title sglang::scheduler"
-              and h["py_spy"] == "Samples: 1100 Errors: 0" and h["num_prompts"] > 8 and "running" in h["started"]
-              and not h.get("note"), f"pid {h['pid']} found by its title, py-spy's summary line; once steady, under a "
-              f"load of more prompts ({h['num_prompts']}) that outlasted py-spy")
-        check(h["main_thread"] == "MainThread" and h["main_samples"] == 550 and h["samples"] == 1100
-              and h["top_self"][0]["function"].endswith("[specv2-fixes tree-drafting])")
-              and h["areas"]["patched: tree-drafting"] == round(300 / 550, 4) and h["sync"] == round(200 / 550, 4)
-              and h["idle"] == round(50 / 550, 4), "summary of the main thread: patched code, sync-like, idle-like")
-        check("Host profiles (`bench/serving.py --host-profile-seconds S`" in md and "| eagle3-topk1 | 4 | plugin | "
-              in md and "Host profiles that failed" in md, "results.md: host profile tables and the failed one")
-        before, out = len(calls), os.path.join(d, "run-host-gpu")
-        rc, r, _, _ = run(out, "--configs", "eagle3-topk1", "--concurrency", "2", "--num-prompts", "2:4", "--output-len",
-                          "24", "--budget-s", "240", "--base-port", port(600), "--host-profile-seconds", "1",
-                          "--profile-steps", "10", "--keep-traces", "--no-plots")
-        check(rc == 0 and len(r["profiles"]) == 2 and len(r["host_profiles"]) == 2
-              and not any(x["error"] for x in r["profiles"] + r["host_profiles"]), "GPU and host profiles, both sides")
-        calls = [json.loads(ln) for ln in open(log)][before:]
-        traces = sorted(os.listdir(os.path.join(out, "traces")))
-        starts = sorted(float(t.split("-c2-")[1].split("-TP-")[0]) for t in traces if t.endswith(".trace.json.gz"))
-        check(len(starts) == 2 and all(c["end"] <= s for c, s in zip(calls, starts)),
-              "py-spy sampled before each /start_profile (the torch profiler slows the host)")
-        raws = [t for t in traces if t.endswith(".pyspy.txt.gz")]
-        check(raws == ["eagle3-topk1-plugin-c2.pyspy.txt.gz", "eagle3-topk1-stock-c2.pyspy.txt.gz"]
-              and gzip.open(os.path.join(out, "traces", raws[0]), "rt").read().startswith("thread (")
-              and r["host_profiles"][0]["raw"] == raws[1], "--keep-traces: the raw files gzipped beside the traces")
+        rc, r, md, _ = run(out, "--configs", "nospec,eagle3-topk1", "--concurrency", "2", "--num-prompts", "2:4",
+                           "--output-len", "24", "--budget-s", "240", "--base-port", port(500), "--host-profile-seconds",
+                           "1", "--profile-steps", "10", "--keep-traces", "--no-plots")
     finally:
         os.environ["PATH"], SCHEDULER_PROCS = path, False
+    hp = {(h["config"], h["side"]): h for h in r["host_profiles"]}
+    check(rc == 0 and r["meta"]["complete"] and r["meta"]["points_failed"] == 0 and len(hp) == len(r["host_profiles"]) == 4
+          and [(p["config"], p["side"]) for p in r["profiles"] if p["error"]] == [("nospec", "stock")],
+          "complete run, a host profile per config and side, GPU profiles (but nospec stock's)")
+    calls = {os.path.basename(c["argv"][c["argv"].index("--output") + 1]).split("-c2")[0]: c
+             for c in map(json.loads, open(log))}
+    check(len(calls) == 3 and all(c["title"] == "sglang::scheduler" and c["argv"][-5:] == [
+        "--rate", "200", "--nonblocking", "--idle", "--threads"] for c in calls.values()),
+        "py-spy ran on the sglang::scheduler children (not the detokenizer), default flags")
+    bad = hp[("nospec", "stock")]
+    check(bad["error"].startswith("py-spy exited 1: Error: Failed to attach") and "ptrace_scope" in bad["error"]
+          and bad["title"] == "sglang::scheduler 601", f"a py-spy failure is recorded, not fatal: {bad['error']}")
+    h = hp[("eagle3-topk1", "plugin")]
+    check(h["error"] is None and h["pid"] == calls["eagle3-topk1-plugin"]["pid"] and h["found"] == "title sglang::scheduler"
+          and h["py_spy"] == "Samples: 1100 Errors: 0" and h["num_prompts"] > 4 and "running" in h["started"]
+          and not h.get("note"), f"pid {h['pid']} found by its title, py-spy's summary line; once steady, under a load "
+          f"of more prompts ({h['num_prompts']}) that outlasted py-spy")
+    check(h["main_thread"] == "MainThread" and h["main_samples"] == 550 and h["samples"] == 1100
+          and h["top_self"][0]["function"].endswith("[specv2-fixes tree-drafting])")
+          and h["areas"]["patched: tree-drafting"] == round(300 / 550, 4) and h["sync"] == round(200 / 550, 4)
+          and h["idle"] == round(50 / 550, 4), "summary of the main thread: patched code, sync-like, idle-like")
+    check("Host profiles (`bench/serving.py --host-profile-seconds S`" in md and "| eagle3-topk1 | 2 | plugin | "
+          in md and "Host profiles that failed" in md, "results.md: host profile tables and the failed one")
+    traces = sorted(os.listdir(os.path.join(out, "traces")))
+    starts = {t.split("-c2-")[0]: float(t.split("-c2-")[1].split("-TP-")[0]) for t in traces if t.endswith(".trace.json.gz")}
+    check(len(starts) == 3 and all(calls[k]["end"] <= s for k, s in starts.items()),
+          "py-spy sampled before each /start_profile (the torch profiler slows the host)")
+    raws = [t for t in traces if t.endswith(".pyspy.txt.gz")]
+    check(raws == [f"{k}-c2.pyspy.txt.gz" for k in sorted(calls)] and h["raw"] == "eagle3-topk1-plugin-c2.pyspy.txt.gz"
+          and gzip.open(os.path.join(out, "traces", raws[0]), "rt").read().startswith("thread ("),
+          "--keep-traces: the raw files gzipped beside the traces")
     import psutil
 
     def ours(p):
