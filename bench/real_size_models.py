@@ -3,25 +3,14 @@
 
     python3 bench/real_size_models.py [OUT_DIR] [--model 8b|70b]   # writes OUT_DIR/{target,eagle3}; prints a JSON summary
 
-Shapes (``--model``, default ``8b``; ``bench/serving.py --real-size-model``):
-
-* ``8b``: ``target`` a Llama-3.1-8B-shaped ``LlamaForCausalLM`` (hidden 4096, 32 layers, intermediate 14336, 32 heads /
-  8 KV heads of 128, vocab 128256, untied lm_head; ~8.0 B parameters, ~16 GB in bf16); ``eagle3`` a 1-layer
-  ``LlamaForCausalLMEagle3`` draft of the same width, shaped like the public EAGLE3-LLaMA3.1-Instruct-8B draft
-  (``draft_vocab_size`` 32000, its own lm_head; the embedding comes from the target; SGLang's default aux layers);
-* ``70b``: a Llama-3.1/3.3-70B-shaped target (hidden 8192, 80 layers, intermediate 28672, 64 heads / 8 KV heads of
-  128, vocab 128256; ~70.6 B parameters, ~141 GB in bf16) and a 1-layer EAGLE3 draft at hidden 8192 (like the public
-  EAGLE3-LLaMA3.3-Instruct-70B draft: draft vocab 32000);
-* both with a word-level tokenizer of the full 128256 ids (made with ``tokenizers``, no download): the design of
-  the tiny models' tokenizer (``sglang_specv2_fixes.testing.tiny_models.llama``: specials 0..6, id i >= 7 is
-  ``t{i}``), same special tokens, chat template and helpers, imported from there.
-
-No weights are written: the benchmark serves these with ``--load-format dummy`` and
-``--speculative-draft-load-format dummy`` (SGLang's dummy init: small random values, so acceptance comes from
-``SGLANG_SIMULATE_ACC_LEN``, set the same on both servers). ``build(out_dir, model)`` writes once per stamp (the hash
-of this file and the tiny-model module whose tokenizer it writes), under the tiny models' file lock. Default OUT_DIR:
-$SPECV2_REAL_SIZE_MODELS (else /tmp/specv2-real-size-models) for ``8b``, the same with ``-70b`` appended for ``70b``
-(each shape in a folder of its own: a stamp covers one shape).
+``target``: a Llama-3.1-8B-shaped (``8b``, default) or Llama-3.1/3.3-70B-shaped ``LlamaForCausalLM`` (``SHAPES``,
+untied lm_head; ~8.0 / ~70.6 B parameters); ``eagle3``: a 1-layer ``LlamaForCausalLMEagle3`` draft of the same width,
+shaped like the public EAGLE3 drafts of those models (draft vocab 32000, its own lm_head, the target's embedding,
+SGLang's default aux layers). Both get the tiny models' word-level tokenizer design over the full 128256 ids
+(``sglang_specv2_fixes.testing.tiny_models.llama``: no download). No weights: the benchmark serves these with
+``--load-format dummy --speculative-draft-load-format dummy``, so acceptance comes from ``SGLANG_SIMULATE_ACC_LEN``.
+``build(out_dir, model)`` writes once per stamp (this file and the tiny-model module), under the tiny models' file
+lock. Default OUT_DIR: $SPECV2_REAL_SIZE_MODELS (else /tmp/specv2-real-size-models), ``-70b`` appended for 70b.
 """
 
 from __future__ import annotations
