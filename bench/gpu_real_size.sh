@@ -15,10 +15,8 @@
 # Budget: REAL_SIZE_TOTAL_S (default 560, the call's limit is 600) covers everything; the parts get what is left
 # after unpacking and writing the models, less 30 s for merging, the report and packing (per wave: that / waves).
 # SPECV2_COMMIT=<hash> records the measured commit (the device copy has no .git). Host profiles
-# (--host-profile-seconds) need py-spy: carry ".whl" (py_spy-*.whl) beside the bundle.
-# The TP 2 point (nvidia-h200-x2, .device-bundle/both; why 8B and not 70B: docs/bench/README.md):
-#   SPECV2_COMMIT=<hash> bash bench/gpu_real_size.sh "0.5.11 0.5.12.post1" --waves --real-size-tp 2 \
-#     --configs tree-topk4 --concurrency 1 8 32 --repeats 2 --point-seconds 3 --first-launch-s 120
+# (--host-profile-seconds) need py-spy: carry ".whl" (py_spy-*.whl) beside the bundle. The TP 2 point's command:
+# bench/real_size.py's docstring.
 set -uo pipefail
 T0=$(date +%s)
 RELEASES=${1:?usage: gpu_real_size.sh "REL ..." [--split "A,B C"] [--waves] [--tiny] [serving.py args]}; shift

@@ -4,39 +4,33 @@
     python3 bench/host_profile.py RAW[.gz] ...      # print summarize() of each py-spy raw file as JSON
 
 ``bench/serving.py --host-profile-seconds S`` records one per configuration, concurrency and side, in the unmeasured
-steady-load phase of ``--profile-steps`` (before its torch profile, whose CPU activity slows the host; with
-``--profile-steps 0`` the load runs for the host profile alone). Pure Python: the summary also runs in CPU CI.
+steady load of ``--profile-steps`` (before its torch profile, whose CPU activity slows the host; with
+``--profile-steps 0`` under a load of its own). Pure Python: the summary also runs in CPU CI.
 
-Recording (``record``): ``py-spy record --pid PID --duration S --format raw --output FILE`` plus ``ARGS`` (serving.py
-``--host-profile-args``, default ``DEFAULT_ARGS``: ``--rate 200 --nonblocking --idle --threads``). ``--nonblocking``:
-py-spy reads the process's memory without pausing it (the scheduler's host time is what is measured; a paused
-scheduler would be slower still); a sample may then be torn, rarely. ``--idle``: every thread is sampled at every tick
-whether it runs or sleeps, so a thread's samples are its wall-clock time (rate x S) and a wait shows where it waits;
-the raw format has no idle mark, so ``summarize`` flags idle-like leaves itself (``IDLE``). A CUDA synchronization
-spins (CUDA's default schedule when cores outnumber GPUs): py-spy's own idle test would call it busy either way.
-No ``--gil``: it keeps only GIL-holding samples, hiding the waits that matter here. ``--threads``: each stack starts
-with ``thread (TID): NAME``: the scheduler runs its loop on ``MainThread``; other threads (SGLang's watchdog, ...)
-are counted apart. Without ``--native`` the leaf is the last Python frame: a ``tensor.tolist()`` shows as self time
-of the line that calls it, which is why ``summarize`` can read the source line (``source``; needs the same files,
-i.e. the GPU machine's environment, else the name rules only). ``--native`` (needs py-spy to pause the process: drop
-``--nonblocking``) adds C/C++ frames (``cudaStreamSynchronize`` ...), which ``SYNC`` also recognizes.
+``record``: ``py-spy record --pid PID --duration S --format raw --output FILE`` plus ``DEFAULT_ARGS`` (serving.py
+``--host-profile-args``). ``--nonblocking``: the scheduler is not paused (its host time is what is measured; a
+sample may rarely be torn). ``--idle``: every thread is sampled at every tick, so samples are wall-clock time and a
+wait shows where it waits; the raw format has no idle mark, so ``summarize`` flags idle-like leaves itself
+(``IDLE``; a spinning CUDA synchronization is busy to py-spy either way). No ``--gil``: it would hide the waits.
+``--threads``: stacks start with ``thread (TID): NAME``, the scheduler's loop is ``MainThread``. Without
+``--native`` (which needs the process paused) a C call such as ``tensor.tolist()`` is self time of the Python line
+calling it, hence ``summarize`` reads source lines (``source``: needs the GPU machine's files) besides names.
 
-The scheduler (``find_scheduler``): the children of the ``sglang serve`` process (psutil, recursive) titled
-``sglang::scheduler`` (SGLang's ``run_scheduler_process`` calls ``setproctitle("sglang::scheduler" + "_TP0"...)``:
-``/proc/PID/cmdline``; ``comm``, psutil's name, is cut to ``sglang::schedul``), the first by title (rank 0);
-without one, the child with the most CPU time. py-spy needs ptrace rights over it (root with CAP_SYS_PTRACE, or
-the same user with ``kernel.yama.ptrace_scope`` 0: py-spy is a sibling of the server, not its ancestor): a failure is
-the entry's ``error`` with py-spy's message and the ptrace scope.
+``find_scheduler``: the server's child process titled ``sglang::scheduler`` (setproctitle: ``/proc/PID/cmdline``;
+psutil's name is cut to ``sglang::schedul``), the first by title (rank 0), else the child with most CPU time.
+py-spy needs ptrace rights over it (root with CAP_SYS_PTRACE, or ``kernel.yama.ptrace_scope`` 0: py-spy is the
+server's sibling): a failure is the entry's ``error`` with py-spy's message and the ptrace scope.
 """
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import shlex
 import subprocess
 import sys
+
+from profile_steps import open_text, summary_cli  # bench/profile_steps.py (this script's folder)
 
 DEFAULT_ARGS = "--rate 200 --nonblocking --idle --threads"
 EXTRA_S = 5.0  # planning: per host profile on top of its seconds (py-spy start and exit, the summary)
@@ -159,8 +153,7 @@ def parse(raw):
 
 
 def load(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", errors="replace") as f:
+    with open_text(path) as f:
         return f.read()
 
 
@@ -193,21 +186,14 @@ def _share(n, d):
 
 def summarize(raw, source=None, top=TOP):
     """Summary of one py-spy raw file (a path, .gz or not, or its text); ``source(file, line)`` -> the source line's
-    text or None (serving.py: the installed files), used for hot lines and the sync-like test.
-
-    * ``samples``: all; ``threads``: per thread {thread, samples, idle, sync (shares), top (its top self function)};
-      ``main_thread``: ``MainThread`` (the scheduler's loop) when sampled, else the thread with most non-idle samples;
-      every other number is of the main thread: ``main_samples``, ``idle`` (share of samples whose leaf is an idle-like
-      wait, ``IDLE``), ``sync`` (share whose leaf is CUDA-sync-like, ``SYNC`` / ``SYNC_LINE``) and ``sync_sites``
-      (the top 10 such leaves, {at, samples, share, text});
-    * ``top_self``: the ``top`` functions ("name (file)", line numbers dropped) with most leaf samples: {function,
-      samples, share, busy_share (its non-idle samples over the thread's; None when all are idle-like), kind (idle or
-      sync when most of its samples are, else None), lines: its 3 hottest [line, samples, text]}; ``top_inclusive``:
-      the ``top`` functions on most stacks (counted once per stack) {function, samples, share};
-    * ``areas``: share per SGLang area of the innermost SGLang or plugin frame of each stack (``AREAS``: managers
-      (scheduler), speculative, model_executor, layers, mem_cache, sglang other, plugin, ``patched: <fix>`` for the
-      plugin's compiled patched functions), ``idle-like wait`` for idle leaves, the leaf's own area (torch / other)
-      where no SGLang frame is on the stack; ``leaf_areas``: the same by the leaf frame itself."""
+    text or None (serving.py: the installed files), for hot lines and the sync-like test. ``threads``: per thread its
+    samples, idle and sync shares and top self function; every other number is of ``main_thread`` (``MainThread``,
+    else the thread with most non-idle samples): ``idle`` / ``sync`` (shares of samples whose leaf is idle-like,
+    ``IDLE``, or CUDA-sync-like, ``SYNC`` / ``SYNC_LINE``), ``sync_sites``, ``top_self`` (functions by leaf samples,
+    line numbers dropped: share, ``busy_share`` of the non-idle samples, ``kind`` idle / sync when most samples
+    are, the 3 hottest lines), ``top_inclusive`` (by stacks containing them), ``areas`` (by the innermost SGLang or
+    plugin frame of each stack, ``AREAS``; ``patched: <fix>`` for the plugin's compiled patched code; idle leaves
+    as ``idle-like wait``; else the leaf's area) and ``leaf_areas`` (by the leaf frame itself)."""
     if isinstance(raw, str) and "\n" not in raw and os.path.exists(raw):
         raw = load(raw)
     texts = {}
@@ -304,8 +290,6 @@ def source_line(file, line):
 
 
 def main(argv=None):
-    from profile_steps import summary_cli  # bench/ is this script's directory
-
     return summary_cli(argv, __doc__, "raw", lambda path: summarize(path, source=source_line))
 
 

@@ -18,13 +18,19 @@ import os
 import statistics
 import sys
 
-SIDES = ("stock", "plugin")  # the default pair (serving.py's DEFAULT_SIDES), and that of results without meta.sides
+# serving.py's default pair (no --side), and the sides of results written before meta.sides
+DEFAULT_SIDES = (dict(name="stock", selection="off"), dict(name="plugin", selection="auto"))
 PNG_FILES = ("serving.png", "pairs.png")
 
 
+def sides(results):
+    """The run's two side records (``meta.sides``), baseline a first; every ratio is b / a."""
+    return results.get("meta", {}).get("sides") or list(DEFAULT_SIDES)
+
+
 def side_names(results):
-    """(a, b): the run's two sides, baseline first; every ratio is b / a."""
-    return tuple(s["name"] for s in results.get("meta", {}).get("sides") or []) or SIDES
+    """(a, b): the names of ``sides``."""
+    return tuple(s["name"] for s in sides(results))
 
 
 # ----------------------------------------------------------------------------------------- summary
@@ -45,17 +51,17 @@ def _ratio(a, b):
 def summarize(results):
     """One row per (config, concurrency) that has at least one successful point."""
     rows = []
-    a, b = sides = side_names(results)
+    a, b = names = side_names(results)
     for name, cfg in results.get("configs", {}).items():
         pts = [p for p in cfg.get("points", []) if p.get("ok")]
         for c in sorted({p["concurrency"] for p in pts}):
             at = [p for p in pts if p["concurrency"] == c]
-            side = {s: [p for p in at if p["side"] == s] for s in sides}
-            row = dict(config=name, concurrency=c, n={s: len(side[s]) for s in sides})
+            side = {s: [p for p in at if p["side"] == s] for s in names}
+            row = dict(config=name, concurrency=c, n={s: len(side[s]) for s in names})
             for key in ("output_throughput", "median_tpot_ms", "p99_tpot_ms", "median_itl_ms", "p99_itl_ms",
                         "median_ttft_ms", "accept_length"):
-                row[key] = {s: _median(p.get(key) for p in side[s]) for s in sides}
-            by_rep = {s: {p["rep"]: p for p in side[s]} for s in sides}
+                row[key] = {s: _median(p.get(key) for p in side[s]) for s in names}
+            by_rep = {s: {p["rep"]: p for p in side[s]} for s in names}
             reps = sorted(set(by_rep[a]) & set(by_rep[b]))
             pair = lambda key: [_ratio(by_rep[b][r].get(key), by_rep[a][r].get(key)) for r in reps]  # noqa: E731
             row["pairs"] = len(reps)
@@ -147,14 +153,14 @@ def profile_markdown(rows, lead=(("config", lambda r: r["config"]),)):
         return []
     heads = " | ".join(h for h, _ in lead)
     cells = lambda r: " | ".join(str(f(r)) for _, f in lead)  # noqa: E731
-    a, b = rows[0].get("names", SIDES)
+    a, b = rows[0]["names"]
     lines = ["", PROFILE_DEFINITIONS.format(a=a, b=b), "",
              f"| {heads} | conc | side | steps | busy % | busy ms/step | busy ms/token | wall ms/token | "
              + " | ".join(PROFILE_CATEGORIES) + " | by phase (ms/step) | GPU idle by launch (ms/step) | notes |",
              "|" + "---|" * (len(lead) + 10 + len(PROFILE_CATEGORIES))]
     failed = []
     for r in rows:
-        for s in r.get("names", SIDES):
+        for s in r["names"]:
             d = r["sides"].get(s)
             if d is None:
                 continue
@@ -234,19 +240,17 @@ def host_profile_markdown(entries, lead=(("config", lambda e: e["config"]),), to
 
 
 # ---------------------------------------------------------------------------------------- markdown
-def _f(x, nd=1):
+def _f(x, nd=1, scale=1):
     x = _num(x)
-    return "-" if x is None else f"{x:.{nd}f}"
+    return "-" if x is None else f"{scale * x:.{nd}f}"
 
 
 def _r(x):
-    x = _num(x)
-    return "-" if x is None else f"{x:.3f}"
+    return _f(x, 3)
 
 
 def _pct(x):
-    x = _num(x)
-    return "-" if x is None else f"{100 * x:.1f}"
+    return _f(x, 1, 100)
 
 
 def _yn(x):
@@ -277,7 +281,6 @@ def markdown(results):
     m = results.get("meta", {})
     a = m.get("args", {})
     sa, sb = side_names(results)
-    sides = m.get("sides") or [dict(name="stock", selection="off"), dict(name="plugin", selection="auto")]
     pair = lambda r, key, nd=1: f"{_f(r[key][sa], nd)} | {_f(r[key][sb], nd)}"  # noqa: E731
     lines = [
         f"# Serving benchmark: {sa} vs {sb}",
@@ -290,17 +293,18 @@ def markdown(results):
            else "."),
         "",
         "Sides (`--side NAME=SELECTION[@RELEASE][,ENV=VAL...]`, SELECTION the server's `--specv2-fixes`): "
-        + "; ".join(f"**{k}** `{side_label(s)}`" for k, s in zip("ab", sides))
+        + "; ".join(f"**{k}** `{side_label(s)}`" for k, s in zip("ab", sides(results)))
         + f". Ratios are {sb} / {sa} (median over pairs, order alternating between repeats): throughput > 1 and "
         f"TPOT/ITL < 1 mean {sb} is faster.",
         "",
         f"Driver: SGLang's own `sglang.bench_serving` ({m.get('bench_mode', '?')}), `--backend sglang --dataset-name random-ids "
         f"--tokenize-prompt --random-input-len {a.get('input_len')} --random-output-len {a.get('output_len')} "
-        f"--random-range-ratio 1.0 --request-rate inf --flush-cache --seed {a.get('seed')}`, `--max-concurrency` per column; same prompts "
+        f"--random-range-ratio 1.0 --request-rate inf --flush-cache --seed {a.get('seed', 1)}`, `--max-concurrency` per column; same prompts "
         "for both sides. Models: the tiny real-weight models of `sglang_specv2_fixes.testing.tiny_models` (their speed says "
         "nothing about large models: it shows scheduling/host overhead and speculative acceptance, where the plugin's "
         "code runs). Both servers of a configuration are up together on one GPU, benchmarked one at a time"
-        + (" (`--sleep-on-idle` on both, so the idle one does not spin)." if a.get("sleep_on_idle") else ".")
+        + (" (`--sleep-on-idle` on both, so the idle one does not spin)."
+           if a.get("sleep_on_idle", "--sleep-on-idle" in m.get("common_server_args", [])) else ".")
         + f" Server flags: `{' '.join(m.get('common_server_args', []))}`"
         + (f" plus `{a['server_args']}`" if a.get("server_args") else "")
         + " (the registered tests' COMMON; their test-only `SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_BUSY` is not set).",
@@ -384,97 +388,114 @@ def markdown(results):
 
 
 # ------------------------------------------------------------------------------------------- plots
-def plots(results, outdir):
-    """Write serving.png and (with data) pairs.png; returns the paths written, or None without matplotlib."""
+def pyplot(who, skipped):
+    """matplotlib's pyplot on the Agg backend, or None (``[who] ... skipped``) where matplotlib is not installed."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("[plot] matplotlib is not installed: PNG plots skipped (results.md still written); "
-              "regenerate anywhere with matplotlib: python3 bench/plot.py RESULTS_JSON OUTDIR", flush=True)
+        print(f"[{who}] matplotlib is not installed: {skipped}", flush=True)
         return None
-    rows = summarize(results)
+    return plt
+
+
+def side_lines(ax, names, sides, colors, concs, points, ylabel):
+    """Per name one line per side (a dashed, b solid) of ``points(name, side)`` -> [(concurrency, y)] over a
+    log2 concurrency axis."""
+    for n in names:
+        for s, ls, mk in zip(sides, ("--", "-"), ("o", "s")):
+            pts = [(c, y) for c, y in points(n, s) if y is not None]
+            if pts:
+                ax.plot([c for c, _ in pts], [y for _, y in pts], ls=ls, marker=mk, color=colors[n], label=f"{n} {s}")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(concs)
+    ax.set_xticklabels([str(c) for c in concs])
+    ax.set_xlabel("max concurrency")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+
+
+def ratio_bars(plt, ax, names, concs, get, ylabel, line=None):
+    """Bars of a b / a ratio per name and concurrency (``get(name, c)`` -> (median, pair ratios), or None), the
+    pairs as dots; 1.0 and ``line`` ((value, label), dashed red) drawn across; y from 0.6 or below to 1.2 or above."""
+    width, every = 0.8 / max(1, len(concs)), [1.0]
+    for j, c in enumerate(concs):
+        xs, ys = [], []
+        for i, n in enumerate(names):
+            median, pairs = get(n, c) or (None, [])
+            if median is None:
+                continue
+            xs.append(i + (j - (len(concs) - 1) / 2) * width)
+            ys.append(median)
+            every += [median, *pairs]
+            ax.scatter([xs[-1]] * len(pairs), pairs, color="k", s=8, zorder=3)
+        ax.bar(xs, ys, width, color=plt.get_cmap("tab10")(j), label=f"concurrency {c}")
+    ax.set_ylim(min(0.6, min(every) - 0.05), max(1.2, max(every) + 0.05))
+    ax.axhline(1.0, color="k", lw=0.8)
+    if line:
+        ax.axhline(line[0], color="tab:red", lw=0.8, ls="--", label=line[1])
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7)
+
+
+def plots(results, outdir):
+    """Write serving.png and pairs.png; returns the paths written, or None without matplotlib."""
+    plt = pyplot("plot", "PNG plots skipped (results.md still written); regenerate anywhere with matplotlib: "
+                         "python3 bench/plot.py RESULTS_JSON OUTDIR")
+    rows = summarize(results) if plt else None
     if not rows:
-        return []
+        return None if plt is None else []
     names = list(dict.fromkeys(r["config"] for r in rows))
     colors = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}
     concs = sorted({r["concurrency"] for r in rows})
+    row = {(r["config"], r["concurrency"]): r for r in rows}
     m = results.get("meta", {})
     sa, sb = side_names(results)
-    title = f"sglang {m.get('sglang', '?')} on {m.get('device', '?')}: {sa} (dashed) vs {sb} (solid)"
-    written = []
+    head = f"sglang {m.get('sglang', '?')} on {m.get('device', '?')}"
 
     fig, ax = plt.subplots(2, 2, figsize=(13, 9))
-    for (i, j), key, label in [((0, 0), "output_throughput", "output tok/s"), ((0, 1), "median_tpot_ms", "TPOT median (ms)"),
-                               ((1, 1), "accept_length", "mean accept length")]:
-        a = ax[i][j]
-        for n in names:
-            rr = [r for r in rows if r["config"] == n]
-            for s, ls, mk in ((sa, "--", "o"), (sb, "-", "s")):
-                xs = [r["concurrency"] for r in rr if r[key][s] is not None]
-                ys = [r[key][s] for r in rr if r[key][s] is not None]
-                if xs:
-                    a.plot(xs, ys, ls=ls, marker=mk, color=colors[n], label=f"{n} {s}")
-        a.set_xscale("log", base=2)
-        a.set_xticks(concs)
-        a.set_xticklabels([str(c) for c in concs])
-        a.set_xlabel("max concurrency")
-        a.set_ylabel(label)
-        a.grid(alpha=0.3)
+    for a, key, label in ((ax[0][0], "output_throughput", "output tok/s"), (ax[0][1], "median_tpot_ms", "TPOT median (ms)"),
+                          (ax[1][1], "accept_length", "mean accept length")):
+        side_lines(a, names, (sa, sb), colors, concs,
+                   lambda n, s, key=key: [(r["concurrency"], r[key][s]) for r in rows if r["config"] == n], label)
     ax[0][0].legend(fontsize=7, ncol=2)
-    a = ax[1][0]
-    width = 0.8 / max(1, len(concs))
-    for k, c in enumerate(concs):
-        ys = []
-        for n in names:
-            r = next((r for r in rows if r["config"] == n and r["concurrency"] == c), None)
-            ys.append(r["throughput_ratio"] if r and r["throughput_ratio"] is not None else float("nan"))
-        a.bar([x + (k - (len(concs) - 1) / 2) * width for x in range(len(names))], ys, width, label=f"c={c}")
-    a.axhline(1.0, color="k", lw=0.8)
-    a.set_xticks(range(len(names)))
-    a.set_xticklabels(names, fontsize=8)
-    a.set_ylabel(f"output tok/s ratio ({sb} / {sa})")
-    a.legend(fontsize=8)
-    a.grid(alpha=0.3, axis="y")
-    fig.suptitle(title)
-    fig.tight_layout()
-    p = os.path.join(outdir, PNG_FILES[0])
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    written.append(p)
+    ratio_bars(plt, ax[1][0], names, concs, lambda n, c: (row[n, c]["throughput_ratio"], row[n, c]["pair_throughput_ratios"])
+               if (n, c) in row else None, f"output tok/s ratio ({sb} / {sa})")
+    fig.suptitle(f"{head}: {sa} (dashed) vs {sb} (solid)")
+    written = [_save(plt, fig, os.path.join(outdir, PNG_FILES[0]))]
 
     fig, ax = plt.subplots(1, 2, figsize=(13, 4.8))
     labels = [f"{r['config']} @{r['concurrency']}" for r in rows]
-    a = ax[0]
     for x, r in enumerate(rows):
-        ys = r["pair_tpot_ratios"]
-        a.scatter([x] * len(ys), ys, color=colors[r["config"]], s=18, alpha=0.7)
+        ax[0].scatter([x] * len(r["pair_tpot_ratios"]), r["pair_tpot_ratios"], color=colors[r["config"]], s=18, alpha=0.7)
         if r["tpot_ratio"] is not None:
-            a.plot([x - 0.3, x + 0.3], [r["tpot_ratio"]] * 2, color="k", lw=1.5)
-    a.axhline(1.0, color="grey", lw=0.8, ls=":")
-    a.set_xticks(range(len(rows)))
-    a.set_xticklabels(labels, fontsize=7, rotation=45, ha="right")
-    a.set_ylabel(f"TPOT median ratio per pair ({sb} / {sa}); bar = median")
-    a.grid(alpha=0.3, axis="y")
-    a = ax[1]
-    w = 0.4
+            ax[0].plot([x - 0.3, x + 0.3], [r["tpot_ratio"]] * 2, color="k", lw=1.5)
+    ax[0].axhline(1.0, color="grey", lw=0.8, ls=":")
+    ax[0].set_ylabel(f"TPOT median ratio per pair ({sb} / {sa}); bar = median")
     for k, (key, lab) in enumerate((("p99_tpot_ratio", "TPOT p99"), ("p99_itl_ratio", "ITL p99"))):
         ys = [r[key] if r[key] is not None else float("nan") for r in rows]
-        a.bar([x + (k - 0.5) * w for x in range(len(rows))], ys, w, label=lab)
-    a.axhline(1.0, color="k", lw=0.8)
-    a.set_xticks(range(len(rows)))
-    a.set_xticklabels(labels, fontsize=7, rotation=45, ha="right")
-    a.set_ylabel(f"tail latency ratio ({sb} / {sa}), lower = {sb} faster")
-    a.legend(fontsize=8)
-    a.grid(alpha=0.3, axis="y")
-    fig.suptitle(f"sglang {m.get('sglang', '?')} on {m.get('device', '?')}: {sb} / {sa} per pair (< 1 = {sb} faster)")
-    fig.tight_layout()
-    p = os.path.join(outdir, PNG_FILES[1])
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    written.append(p)
+        ax[1].bar([x + (k - 0.5) * 0.4 for x in range(len(rows))], ys, 0.4, label=lab)
+    ax[1].axhline(1.0, color="k", lw=0.8)
+    ax[1].set_ylabel(f"tail latency ratio ({sb} / {sa}), lower = {sb} faster")
+    ax[1].legend(fontsize=8)
+    for a in ax:
+        a.set_xticks(range(len(rows)))
+        a.set_xticklabels(labels, fontsize=7, rotation=45, ha="right")
+        a.grid(alpha=0.3, axis="y")
+    fig.suptitle(f"{head}: {sb} / {sa} per pair (< 1 = {sb} faster)")
+    written.append(_save(plt, fig, os.path.join(outdir, PNG_FILES[1])))
     return written
+
+
+def _save(plt, fig, path, dpi=110):
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
 
 
 def write_markdown(results, outdir):
@@ -515,28 +536,19 @@ def merge(parts):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "--merge":
-        if len(argv) < 3:
-            print("usage: plot.py --merge OUT_JSON PART_JSON [PART_JSON ...]")
-            return 2
-        parts = []
-        for path in argv[2:]:
-            with open(path) as f:
-                parts.append(json.load(f))
-        merged = merge(parts)
+    read = lambda path: json.load(open(path))  # noqa: E731
+    if argv[:1] == ["--merge"] and len(argv) > 2:
+        merged = merge([read(path) for path in argv[2:]])
         with open(argv[1], "w") as f:
             json.dump(merged, f, indent=1)
-        print(f"[plot] merged {len(parts)} part(s), configs {list(merged['configs'])} -> {argv[1]}")
+        print(f"[plot] merged {len(argv) - 2} part(s), configs {list(merged['configs'])} -> {argv[1]}")
         return 0
-    if len(argv) != 2 or argv[0] in ("-h", "--help"):
+    if len(argv) != 2 or argv[0] in ("-h", "--help", "--merge"):
         print(__doc__.strip())
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
-    with open(argv[0]) as f:
-        results = json.load(f)
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     os.makedirs(argv[1], exist_ok=True)
-    print("[plot] wrote", write_markdown(results, argv[1]))
-    for p in plots(results, argv[1]) or []:
-        print("[plot] wrote", p)
+    for path in [write_markdown(read(argv[0]), argv[1])] + (plots(read(argv[0]), argv[1]) or []):
+        print("[plot] wrote", path)
     return 0
 
 

@@ -6,33 +6,17 @@
 ``bench/serving.py --profile-steps N`` records one per configuration, concurrency and side (under load, after the
 measured pairs). Pure Python (no torch): the summary also runs in CPU CI.
 
-Recording (``start`` / ``wait_trace`` / ``stop``; SGLang 0.5.11 and 0.5.12.post1 have the same code, with
-``SGLANG_PROFILE_V2`` unset, its default). ``POST /start_profile`` with an ``io_struct.ProfileReqInput`` body
-``{"output_dir": DIR, "num_steps": N, "activities": ["CPU", "GPU"], "with_stack": false, "record_shapes": false,
-"profile_prefix": PREFIX}`` (``start_step`` and ``profile_by_stage`` left out). The tokenizer manager adds
-``profile_id = str(time.time())``; the scheduler (``SchedulerProfilerMixin.profile``: no start_step, no
-profile_by_stage -> ``init_profile`` then ``start_profile`` at once) starts ``torch.profiler.profile(activities=[CPU,
-CUDA], with_stack=False, record_shapes=False)`` between two batches and the request returns after that (HTTP 500 with
-the scheduler's message on failure, e.g. a profile already running). ``init_profile`` sets ``profiler_target_forward_ct
-= forward_ct + N``; ``Scheduler.run_batch`` counts the batch (``forward_ct += 1``) and then checks
-(``_profile_batch_predicate``): the N-th batch after the start stops the profiler before it runs, so the trace holds
-N - 1 scheduler batches (plus, with overlap scheduling, the GPU tail of the batch in flight at the start; kernels
-still running at the stop are missing). Without batches there is no stop: the caller keeps the server loaded, or
-``POST /stop_profile`` stops it (same file). ``stop_profile`` writes ``DIR/PREFIX-<profile_id>-TP-<rank>.trace.json.gz``
-(``-DP-/-PP-/-EP-<rank>`` only with those parallelisms; one file per TP rank) with
-``torch.profiler.profile.export_chrome_trace``: a temporary ``.json`` gzipped into place, so the file exists before it
-is complete; ``wait_trace`` waits until it decompresses and parses.
+Recording (SGLang 0.5.11 / 0.5.12.post1): ``start`` (``POST /start_profile``) returns once the torch profiler runs
+(HTTP 500 with the scheduler's message otherwise). The N-th batch after the start stops it before running, so the
+trace holds N - 1 batches (with overlap scheduling also the GPU tail of the batch in flight at the start); without
+batches nothing stops it but ``stop`` (``POST /stop_profile``). The file, ``DIR/PREFIX-<id>-TP-<rank>.trace.json.gz``,
+is gzipped into place and exists before it is complete: ``wait_trace`` waits until it parses.
 
-What the trace holds (kineto's chrome trace: ``{"traceEvents": [...]}``, ``ph: "X"`` events with ``ts`` / ``dur`` in
-microseconds): GPU activity as ``cat`` ``kernel`` / ``gpu_memcpy`` / ``gpu_memset`` (``args.correlation`` = the
-launching call's), the launching calls as ``cuda_runtime`` / ``cuda_driver`` (``cudaLaunchKernel``,
-``cuLaunchKernel(Ex)`` for triton, ``cudaGraphLaunch`` for a CUDA graph replay: CUDA activity includes the runtime
-and driver API in torch's kineto shim), and with CPU activity the ``record_function`` ranges as ``user_annotation``:
-``ModelRunner.forward`` wraps each forward in ``step[MODE bs=B]`` (``step[EXTEND bs=B toks=T]``) when a profiler runs
-(``_build_step_span_name``). Kernels replayed from a CUDA graph are expected as kernel records carrying the
-``cudaGraphLaunch``'s correlation id (CUPTI's graph-launch records; kineto builds from 2026-02 also write
-``args["graph id"]``); a trace without them (graph launches, no kernel correlated to them) is detected and said in
-``notes``, the busy time then being a lower bound.
+The trace (kineto's chrome trace, ``ph: "X"`` events in microseconds): GPU activity (``cat`` kernel / gpu_memcpy /
+gpu_memset, ``args.correlation`` = the launching call's), the launches (``cuda_runtime`` / ``cuda_driver``:
+``cudaLaunchKernel``, ``cuLaunchKernel(Ex)`` for triton, ``cudaGraphLaunch``), and with CPU activity
+``ModelRunner.forward``'s ``step[MODE bs=B]`` ranges (``user_annotation``). Kernels replayed from a CUDA graph carry
+the graph launch's correlation id (or ``args["graph id"]``); a trace without them says so in ``notes``.
 """
 
 from __future__ import annotations
@@ -99,10 +83,14 @@ def find_traces(out_dir):
     return sorted(files, key=lambda p: "-TP-0" not in os.path.basename(p))
 
 
+def open_text(path):
+    """``path`` opened as text, gunzipped when it ends in .gz."""
+    return (gzip.open if path.endswith(".gz") else open)(path, "rt", errors="replace")
+
+
 def load_trace(path):
     """The parsed trace; raises (EOFError, zlib.error, ValueError) while the file is still being written."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
+    with open_text(path) as f:
         return json.load(f)
 
 
@@ -192,24 +180,14 @@ def idle_gaps(gpu, launch_of, ops, min_us=GAP_MIN_US, top=12):
 
 
 def summarize_trace(trace):
-    """Summary of one chrome trace (a path, .json or .json.gz, or the parsed trace) over its GPU events (``cat``
-    kernel, gpu_memcpy, gpu_memset):
-
-    * ``window_ms``: first GPU event start to last end; ``gpu_busy_ms``: the union of their intervals (overlapping
-      streams counted once); ``busy_fraction`` = busy / window; ``n_kernels`` / ``n_gpu_events``;
-    * ``categories_ms``: summed durations per category (gemm, attention, sampling, copy, nccl, other; kernel-name
-      regexes of ``CATEGORIES``, memcpy / memset are copy; sums, so concurrent streams can add up past the busy time);
-      ``top_kernels``: the 15 names with the most time ({name, category, count, ms});
-    * ``graph``: ``launches`` (cudaGraphLaunch / cuGraphLaunch calls) and their ``launch_cpu_ms``, ``kernels`` /
-      ``kernels_ms`` replayed from graphs (correlated to a graph launch, or ``args["graph id"]``), ``visible``: False
-      when graphs were launched but none of their kernels is in the trace (then the busy time is a lower bound);
-    * ``steps_seen``: from the ``step[MODE bs=B]`` spans (CPU activity only, else None): ``spans`` per mode, ``target``
-      = the target forwards (TARGET_VERIFY spans; without them DECODE + MIXED), ``request_steps`` = their summed batch
-      sizes; ``phases_ms``: GPU time by the span that launched it (the launch's CPU time inside the span), else
-      ``outside step spans`` or ``launch not in trace``; ``busy_ms_per_step`` = busy / target steps;
-    * ``idle``: ``idle_gaps``: the GPU's idle stretches named by what the host launched to end them (needs CPU
-      activity; without it every gap reads ``launch not in trace``);
-    * ``notes``: what limits the numbers."""
+    """Summary of one chrome trace (a path, .json or .json.gz, or the parsed trace) over its GPU events:
+    ``window_ms`` (first GPU event to last end), ``gpu_busy_ms`` (the union of their intervals: overlapping streams
+    count once), ``busy_fraction``; ``categories_ms`` (summed durations by ``CATEGORIES``: concurrent streams can add
+    up past the busy time) and ``top_kernels``; ``graph`` (graph launches, the kernels replayed from them,
+    ``visible`` False when none of those is in the trace); from the ``step[MODE bs=B]`` spans (CPU activity only)
+    ``steps_seen`` (``target``: TARGET_VERIFY spans, else DECODE + MIXED; ``request_steps``: their batch sizes
+    summed), ``phases_ms`` (GPU time by the span its launch ran in) and ``busy_ms_per_step``; ``idle``
+    (``idle_gaps``); ``notes``: what limits the numbers."""
     if isinstance(trace, str):
         trace = load_trace(trace)
     events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace

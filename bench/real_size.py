@@ -19,8 +19,11 @@ then ``bench/real_size_report.py --previous docs/bench/real-size-latest.json RES
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
+
+import real_size_models  # bench/real_size_models.py (this script's folder)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -88,8 +91,6 @@ def add_args(ap):
 def pre_parse(argv):
     """--real-size, --real-size-model and --real-size-tp, before the real parser is built (the mode decides the
     configurations, the model and TP size the launch estimates)."""
-    import argparse
-
     ap = argparse.ArgumentParser(add_help=False)
     add_args(ap)
     return ap.parse_known_args(argv)[0]
@@ -106,8 +107,6 @@ def set_defaults(ap, argv=()):
 
 
 def models_dir():
-    import real_size_models
-
     return real_size_models.default_dir(MODEL)
 
 
@@ -116,8 +115,6 @@ def paths():
 
 
 def models():
-    import real_size_models
-
     return real_size_models.build(models_dir(), MODEL)
 
 
@@ -147,8 +144,6 @@ def common(base, a):
 
 def memory(a):
     """Estimated GiB per GPU with both servers up (weights, KV pool, overhead), split by tensor parallelism."""
-    import real_size_models
-
     d = real_size_models.describe(a.real_size_model)
     tp = int(a.real_size_tp)
     draft_kv = 2 * d["num_key_value_heads"] * d["head_dim"] * 2  # the draft's one layer
@@ -176,25 +171,17 @@ def env(a):
 
 
 def commit():
-    """The commit the run measured: $SPECV2_COMMIT (the device copy has no .git), else git in the checkout."""
-    c = os.environ.get("SPECV2_COMMIT")
-    if c:
-        return c
+    """The commit the run measured: $SPECV2_COMMIT (the device copy has no .git), else git's (``-dirty``: changes to
+    tracked files)."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=20)
-        if head.returncode:
-            return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=20).stdout.strip()
-        return head.stdout.strip() + ("-dirty" if dirty else "")
-    except Exception:  # noqa: BLE001
+        return os.environ.get("SPECV2_COMMIT") or subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--abbrev=12", "--exclude=*"], cwd=ROOT, capture_output=True,
+            text=True, timeout=20).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
         return None
 
 
 def meta(a):
-    import real_size_models
-
     return dict(acc_len=float(a.acc_len), env=env(a), env_on="both servers (their launch environment)",
                 model=real_size_models.describe(a.real_size_model), tp=int(a.real_size_tp),
                 gpu_memory_estimate_gib=memory(a)["per_gpu"], models_dir=models_dir(), commit=commit(),

@@ -3,25 +3,14 @@
 
     python3 bench/real_size_models.py [OUT_DIR] [--model 8b|70b]   # writes OUT_DIR/{target,eagle3}; prints a JSON summary
 
-Shapes (``--model``, default ``8b``; ``bench/serving.py --real-size-model``):
-
-* ``8b``: ``target`` a Llama-3.1-8B-shaped ``LlamaForCausalLM`` (hidden 4096, 32 layers, intermediate 14336, 32 heads /
-  8 KV heads of 128, vocab 128256, untied lm_head; ~8.0 B parameters, ~16 GB in bf16); ``eagle3`` a 1-layer
-  ``LlamaForCausalLMEagle3`` draft of the same width, shaped like the public EAGLE3-LLaMA3.1-Instruct-8B draft
-  (``draft_vocab_size`` 32000, its own lm_head; the embedding comes from the target; SGLang's default aux layers);
-* ``70b``: a Llama-3.1/3.3-70B-shaped target (hidden 8192, 80 layers, intermediate 28672, 64 heads / 8 KV heads of
-  128, vocab 128256; ~70.6 B parameters, ~141 GB in bf16) and a 1-layer EAGLE3 draft at hidden 8192 (like the public
-  EAGLE3-LLaMA3.3-Instruct-70B draft: draft vocab 32000);
-* both with a word-level tokenizer of the full 128256 ids (made with ``tokenizers``, no download): the design of
-  the tiny models' tokenizer (``sglang_specv2_fixes.testing.tiny_models.llama``: specials 0..6, id i >= 7 is
-  ``t{i}``), same special tokens, chat template and helpers, imported from there.
-
-No weights are written: the benchmark serves these with ``--load-format dummy`` and
-``--speculative-draft-load-format dummy`` (SGLang's dummy init: small random values, so acceptance comes from
-``SGLANG_SIMULATE_ACC_LEN``, set the same on both servers). ``build(out_dir, model)`` writes once per stamp (the hash
-of this file and the tiny-model module it borrows from), under the tiny models' file lock. Default OUT_DIR:
-$SPECV2_REAL_SIZE_MODELS (else /tmp/specv2-real-size-models) for ``8b``, the same with ``-70b`` appended for ``70b``
-(each shape in a folder of its own: a stamp covers one shape).
+``target``: a Llama-3.1-8B-shaped (``8b``, default) or Llama-3.1/3.3-70B-shaped ``LlamaForCausalLM`` (``SHAPES``,
+untied lm_head; ~8.0 / ~70.6 B parameters); ``eagle3``: a 1-layer ``LlamaForCausalLMEagle3`` draft of the same width,
+shaped like the public EAGLE3 drafts of those models (draft vocab 32000, its own lm_head, the target's embedding,
+SGLang's default aux layers). Both get the tiny models' word-level tokenizer design over the full 128256 ids
+(``sglang_specv2_fixes.testing.tiny_models.llama``: no download). No weights: the benchmark serves these with
+``--load-format dummy --speculative-draft-load-format dummy``, so acceptance comes from ``SGLANG_SIMULATE_ACC_LEN``.
+``build(out_dir, model)`` writes once per stamp (this file and the tiny-model module), under the tiny models' file
+lock. Default OUT_DIR: $SPECV2_REAL_SIZE_MODELS (else /tmp/specv2-real-size-models), ``-70b`` appended for 70b.
 """
 
 from __future__ import annotations
@@ -30,9 +19,6 @@ import json
 import os
 import sys
 import time
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 
 # target shapes: Llama-3.1-8B and Llama-3.1/3.3-70B; their EAGLE3 drafts are 1 layer of the same width
 SHAPES = {
@@ -43,7 +29,6 @@ SHAPES = {
 }
 NAMES = {"8b": "Llama-3.1-8B", "70b": "Llama-3.1-70B"}
 DEFAULT_MODEL = "8b"
-TARGET_SHAPE = SHAPES[DEFAULT_MODEL]
 DRAFT_VOCAB = 32000
 CONTEXT = 8192           # max_position_embeddings of both: ample for the benchmark's 200 + 256 tokens
 ROPE_THETA = 500000.0
@@ -76,39 +61,6 @@ def draft_config(model=DEFAULT_MODEL):
                     max_position_embeddings=CONTEXT, rope_theta=ROPE_THETA)
 
 
-def write_tokenizer(d, vocab_size):
-    """tiny_models.llama.write_tokenizer with ``vocab_size`` ids (it writes the tiny vocabulary of 1024)."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
-
-    t = tiny()
-    tk = Tokenizer(models.WordLevel({t.tok_name(i): i for i in range(vocab_size)}, unk_token="<unk>"))
-    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tk.decoder = decoders.WordPiece(prefix="##", cleanup=False)   # joins tokens with spaces
-    tk.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in t.SPECIALS])
-    tk.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A $B",
-                                                      special_tokens=[("<s>", t.BOS)])
-    tk.save(os.path.join(d, "tokenizer.json"))
-    sp = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}
-    tc = dict(sp, tokenizer_class="PreTrainedTokenizerFast", model_max_length=CONTEXT,
-              add_bos_token=True, add_eos_token=False, clean_up_tokenization_spaces=False,
-              chat_template=t.CHAT_TEMPLATE)
-    for name, obj in [("tokenizer_config.json", tc), ("special_tokens_map.json", sp),
-                      ("generation_config.json", {"bos_token_id": t.BOS, "eos_token_id": t.EOS,
-                                                  "pad_token_id": t.PAD})]:
-        with open(os.path.join(d, name), "w") as f:
-            json.dump(obj, f, indent=1)
-
-
-def stamp():
-    import hashlib
-
-    h = hashlib.sha256()
-    for path in (os.path.abspath(__file__), tiny().__file__):
-        with open(path, "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()
-
-
 def build(out_dir=None, model=DEFAULT_MODEL):
     """Write (once per stamp) and return {"target": dir, "eagle3": dir}."""
     out_dir = os.path.abspath(out_dir or default_dir(model))
@@ -120,10 +72,10 @@ def build(out_dir=None, model=DEFAULT_MODEL):
             os.makedirs(p, exist_ok=True)
             with open(os.path.join(p, "config.json"), "w") as f:
                 json.dump(cfgs[n], f, indent=1)
-            write_tokenizer(p, SHAPES[model]["vocab_size"])
+            tiny().write_tokenizer(p, SHAPES[model]["vocab_size"], CONTEXT)
 
     outputs = [os.path.join(p, f) for p in paths.values() for f in ("config.json", "tokenizer.json")]
-    tiny().build_once(out_dir, stamp(), write, outputs)
+    tiny().build_once(out_dir, tiny().file_stamp(os.path.abspath(__file__), tiny().__file__), write, outputs)
     return paths
 
 

@@ -25,7 +25,6 @@ import argparse
 import concurrent.futures
 import datetime
 import gzip
-import hashlib
 import importlib
 import json
 import math
@@ -45,6 +44,7 @@ import plot as report  # bench/plot.py (this script's folder)
 import profile_steps  # bench/profile_steps.py: --profile-steps
 import real_size  # bench/real_size.py: --real-size mode
 
+from sglang_specv2_fixes import installed
 from sglang_specv2_fixes.testing import standins
 from sglang_specv2_fixes.testing.config import COMMON, MODELS_DIR, prompts
 
@@ -62,9 +62,11 @@ CONFIGS = {
 }
 TINY_CONFIGS = dict(CONFIGS)  # CONFIGS is the active set: --real-size swaps in real_size.CONFIGS (use_mode)
 REAL_SIZE = False  # --real-size (set by parse_args)
-DEFAULT_SIDES = ["stock=off", "plugin=auto"]
+DEFAULT_SIDES = [report.side_label(s) for s in report.DEFAULT_SIDES]  # stock=off, plugin=auto
 DEFAULT_REPEATS = "1,nospec@8=3,eagle3-topk1@8=3"
 BASE_PORT = 31000
+SEED = 1  # bench_serving --seed: the same prompts on both sides
+LOG_CAP_BYTES = 12 * 2 ** 20  # server.log: the GPU machine returns files up to 16 MiB
 POINT_OVERHEAD_S = 2.5  # planning: a point's cost on top of its load (bench_serving's warm-up request, cache flush)
 # what a point keeps from bench_serving's JSONL line (the `result` dict of sglang/bench_serving.py::benchmark)
 METRIC_KEYS = (
@@ -79,21 +81,18 @@ REQUIRED_KEYS = ("completed", "output_throughput", "median_tpot_ms", "p99_tpot_m
 
 # ------------------------------------------------------------------------------------------ output
 class Log:
-    """The single concatenated log file (capped: the GPU machine returns files up to 16 MiB)."""
+    """server.log, the run's one log (capped at LOG_CAP_BYTES: later server output is dropped, [bench] lines kept)."""
 
-    def __init__(self, path, cap_bytes):
-        self.f = open(path, "a", buffering=1, errors="replace")
-        self.lock = threading.Lock()
-        self.n = os.path.getsize(path)
-        self.cap = cap_bytes
-        self.truncated = False
+    def __init__(self, path):
+        self.f, self.lock = open(path, "a", buffering=1, errors="replace"), threading.Lock()
+        self.n, self.truncated = os.path.getsize(path), False
 
     def write(self, s, force=False):
         with self.lock:
-            if self.n > self.cap and not force:
+            if self.n > LOG_CAP_BYTES and not force:
                 if not self.truncated:
                     self.truncated = True
-                    self.f.write(f"\n[bench] log cap of {self.cap} bytes reached: further server output dropped\n")
+                    self.f.write(f"\n[bench] log cap of {LOG_CAP_BYTES} bytes reached: further server output dropped\n")
                 return
             self.f.write(s)
             self.n += len(s)
@@ -103,29 +102,20 @@ LOG = None
 REAL_STDOUT = sys.stdout
 
 
-class PrefixSink:
-    """Per-server sink for popen_launch_server's output threads: one log line per server line, tagged."""
-
-    def __init__(self, tag):
-        self.tag = tag
-
-    def write(self, s):
-        if LOG is not None and s:
-            LOG.write("".join(f"[{self.tag}] {ln}\n" for ln in s.rstrip("\n").split("\n")))
-
-    def flush(self):
-        pass
-
-
-class Router:
-    """sys.stdout/sys.stderr for the whole run: third-party prints (bench_serving's report, the launcher) go to the
-    log. popen_launch_server's reader threads also echo each server line to sys.stdout; those are dropped here,
-    the PrefixSink already logged them."""
+class Sink:
+    """sys.stdout / sys.stderr for the whole run (``tag`` None: third-party prints, bench_serving's report, go to the
+    log; popen_launch_server's reader threads echo each server line there too, dropped: their tagged sink, one per
+    server, already logged it)."""
 
     encoding = "utf-8"
 
+    def __init__(self, tag=None):
+        self.tag = tag
+
     def write(self, s):
-        if "(_dump)" not in threading.current_thread().name and LOG is not None:
+        if LOG is not None and s and self.tag:
+            LOG.write("".join(f"[{self.tag}] {ln}\n" for ln in s.rstrip("\n").split("\n")))
+        elif LOG is not None and "(_dump)" not in threading.current_thread().name:
             LOG.write(s)
         return len(s)
 
@@ -148,22 +138,18 @@ def say(msg):
 
 # ------------------------------------------------------------------------------------- parsing etc.
 def parse_list(values, conv=str):
-    out = []
-    for v in values or []:
-        out += [conv(x) for x in str(v).split(",") if x.strip()]
-    return out
+    """Space and / or comma separated values (argparse nargs="+") -> [conv(value)]."""
+    return [conv(x) for v in values or [] for x in str(v).split(",") if x.strip()]
 
 
 def parse_repeats(spec, configs):
     """``N[,CONFIG=N][,CONFIG@C=N][,@C=N]`` -> f(config, concurrency) -> repeats (later rules win)."""
     default, rules = 1, []
-    for item in (x.strip() for x in str(spec).split(",")):
-        if not item:
-            continue
+    for item in parse_list([spec]):
         if "=" not in item:
             default = int(item)
             continue
-        key, n = item.rsplit("=", 1)
+        key, n = item.strip().rsplit("=", 1)
         cfg, _, conc = key.partition("@")
         if cfg and cfg not in CONFIGS:
             raise SystemExit(f"--repeats: unknown config {cfg!r} (known: {', '.join(CONFIGS)})")
@@ -217,11 +203,8 @@ def side_env(side, a, running):
 
 
 def parse_num_prompts(spec):
-    out = {}
-    for item in parse_list([spec] if spec else []):
-        c, _, n = item.partition(":")
-        out[int(c)] = int(n)
-    return out
+    """``C:N,C:N`` -> {C: N}."""
+    return {int(c): int(n) for c, _, n in (x.partition(":") for x in parse_list([spec] if spec else []))}
 
 
 def use_mode(real):
@@ -261,11 +244,9 @@ def common_args(a):
 
 
 def server_other_args(name, paths, common, a, side=None):
-    extra = shlex.split(a.server_args) if a.server_args else []
-    common = [x for x in common if x != "--sleep-on-idle"]  # the tests' COMMON has it; here --no-sleep-on-idle decides
     for flag in CONFIGS[name].get("drop", ()):  # flags the configuration leaves to SGLang (real_size "default")
         common = real_size.replace(common, flag, None)
-    return (common + config_args(name, paths) + extra + (["--sleep-on-idle"] if a.sleep_on_idle else [])
+    return (common + config_args(name, paths) + shlex.split(a.server_args)
             + (["--specv2-fixes", side.selection] if side else []))
 
 
@@ -273,14 +254,12 @@ def bench_argv(url, model, c, n, a, out_file, tag, warmup=1):
     return ["--backend", "sglang", "--base-url", url, "--model", model, "--tokenizer", model,
             "--dataset-name", "random-ids", "--tokenize-prompt", "--random-input-len", str(a.input_len),
             "--random-output-len", str(a.output_len), "--random-range-ratio", "1.0", "--num-prompts", str(n),
-            "--max-concurrency", str(c), "--request-rate", "inf", "--seed", str(a.seed), "--warmup-requests", str(warmup),
+            "--max-concurrency", str(c), "--request-rate", "inf", "--seed", str(SEED), "--warmup-requests", str(warmup),
             "--ready-check-timeout-sec", "30", "--flush-cache", "--disable-tqdm", "--output-file", out_file, "--tag", tag]
 
 
 def _clean(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
+    return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
 def parse_bench_line(line):
@@ -291,35 +270,33 @@ def parse_bench_line(line):
     d = json.loads(line)
     out = {RENAMED.get(k, k): _clean(d.get(k)) for k in METRIC_KEYS}
     out["accept_length_bench"] = _clean(d.get("accept_length"))
-    si = d.get("server_info") or {}
-    if "decode" in si and si["decode"]:
-        si = si["decode"][0]
-    states = si.get("internal_states") or [{}]
-    out["accept_length_bench_server_info"] = _clean((states[0] or {}).get("avg_spec_accept_length"))
+    out["accept_length_bench_server_info"] = _clean(server_state(d.get("server_info") or {})[1].get("avg_spec_accept_length"))
     out["missing"] = [k for k in REQUIRED_KEYS if out.get(k) is None]
     return out
+
+
+def server_state(info):
+    """(a ``/server_info`` answer, its first scheduler's internal state); a PD pair's: its decode server's."""
+    info = info["decode"][0] if info.get("decode") else info
+    return info, (info.get("internal_states") or [{}])[0] or {}
 
 
 def free_ports(base, n):
     """``n`` consecutive ports from ``base`` that nothing listens on or holds (bumped by 100 while one is taken)."""
     import socket
 
+    def free(port):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+        return True
+
     for start in range(base, base + 2000, 100):
-        ok = True
-        for p in range(start, start + n):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", p))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
+        if all(free(p) for p in range(start, start + n)):
             return list(range(start, start + n))
     raise RuntimeError(f"no {n} free ports from {base}")
-
-
-def digest(obj):
-    return hashlib.sha256(json.dumps(obj).encode()).hexdigest()[:16]
 
 
 # -------------------------------------------------------------------------------------- the server
@@ -367,10 +344,7 @@ class Server:
         # a fixed torch.distributed port (HTTP port + 200, clear of every server port of this run): SGLang's default
         # get_free_port() can race with the other servers of a run (seen in the registered matrix)
         self.other_args = list(other_args) + ["--nccl-port", str(port + 200)]
-        self.proc = None
-        self.error = None
-        self.launch_s = None
-        self.killed_reason = None
+        self.proc = self.error = self.launch_s = self.killed_reason = None
         self.lock = threading.Lock()
 
     @property
@@ -378,15 +352,16 @@ class Server:
         return f"{self.config}/{self.side}"
 
     def command(self):
-        return [f"{k}={v}" for k, v in self.env.items()] + ["sglang", "serve", "--model-path", self.model, *self.other_args, "--device", "cuda",
-                "--host", "127.0.0.1", "--port", str(self.port)]
+        return [f"{k}={v}" for k, v in self.env.items()] + ["sglang", "serve", "--model-path", self.model,
+                                                            *self.other_args, "--device", "cuda", "--host", "127.0.0.1",
+                                                            "--port", str(self.port)]
 
     def start(self, timeout):
         t0 = time.time()
         if LOG is not None:
             LOG.write(f"\n===== [{self.tag}] launch: {shlex.join(self.command())}\n", force=True)
         try:
-            self.proc = launch_process(self.model, self.url, self.other_args, timeout, PrefixSink(self.tag),
+            self.proc = launch_process(self.model, self.url, self.other_args, timeout, Sink(self.tag),
                                        dict(os.environ, **self.env))
         except BaseException as e:  # noqa: BLE001 - a failed launch is a result
             self.error = f"launch failed: {type(e).__name__}: {e}"
@@ -409,34 +384,20 @@ class Server:
                 stop_process(self.proc)
                 self.proc = None
 
-    def get(self, path, timeout=30):
+    def get(self, path, timeout=30, payload=None):
+        """GET ``path`` (POST with a JSON ``payload``): the JSON answer; an HTTP error raises."""
         import requests
 
-        r = requests.get(self.url + path, timeout=timeout)
+        r = requests.request("POST" if payload is not None else "GET", self.url + path, json=payload, timeout=timeout)
         r.raise_for_status()
         return r.json()
 
-    def post(self, path, payload, timeout=60):
-        import requests
-
-        r = requests.post(self.url + path, json=payload, timeout=timeout)
-        r.raise_for_status()
-        return r.json()
-
-    def generate(self, input_ids, max_new_tokens, timeout=60):
-        payload = {"input_ids": input_ids, "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens,
-                                                               "ignore_eos": True}}
-        return self.post("/generate", payload, timeout=timeout)
-
-    def info(self):
-        info = self.get("/server_info")
-        if "decode" in info and info["decode"]:
-            info = info["decode"][0]
-        return info
+    def generate(self, input_ids, max_new_tokens):
+        return self.get("/generate", 60, {"input_ids": input_ids, "sampling_params": {
+            "temperature": 0, "max_new_tokens": max_new_tokens, "ignore_eos": True}})
 
     def facts(self):
-        info = self.info()
-        st = (info.get("internal_states") or [{}])[0] or {}
+        info, st = server_state(self.get("/server_info"))
         fx = st.get("specv2_fixes") or info.get("specv2_fixes") or {}
         keys = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
                 "speculative_num_draft_tokens", "page_size", "cuda_graph_max_bs", "attention_backend",
@@ -453,15 +414,17 @@ class Server:
 
     def reset_accept_length(self, threshold):
         """Zero the scheduler's accept-length counters (set_internal_state resets them on any accepted update;
-        the value written is the server's own, so nothing changes)."""
+        the value written is the server's own, so nothing changes): True, False, or "failed: why"."""
         if threshold is None:
             return False
-        res = self.post("/set_internal_state", {"server_args": {"speculative_accept_threshold_single": threshold}})
+        try:
+            res = self.get("/set_internal_state", 60, {"server_args": {"speculative_accept_threshold_single": threshold}})
+        except Exception as e:  # noqa: BLE001
+            return f"failed: {e}"
         return bool(res) and all(bool(x) for x in (res if isinstance(res, list) else [res]))
 
     def accept_length(self):
-        st = (self.info().get("internal_states") or [{}])[0] or {}
-        return _clean(st.get("avg_spec_accept_length"))
+        return _clean(server_state(self.get("/server_info"))[1].get("avg_spec_accept_length"))
 
 
 # ------------------------------------------------------------------------------------ bench_serving
@@ -484,23 +447,40 @@ def run_bench(argv):
         sys.argv = old
 
 
+class Load(threading.Thread):
+    """One ``run_bench(argv)`` against ``srv`` in a thread (``error`` once it ended); the server is stopped when the
+    load outlasts ``limit`` seconds (``what``: the reason's subject)."""
+
+    def __init__(self, srv, argv, limit, what):
+        super().__init__(name=f"load {srv.tag}", daemon=True)
+        self.argv, self.error = argv, None
+        self.timer = threading.Timer(limit, lambda: srv.kill(f"{what} over its {limit:.0f}s limit"))
+        self.timer.daemon = True
+
+    def run(self):
+        self.timer.start()
+        try:
+            run_bench(self.argv)
+        except BaseException as e:  # noqa: BLE001 - a failed load is a result
+            self.error = f"{type(e).__name__}: {e}"
+        finally:
+            self.timer.cancel()
+
+
 class Harness:
     def __init__(self, a):
-        self.a = a
-        self.t0 = time.monotonic()
+        self.a, self.t0, self.launch_est = a, time.monotonic(), a.first_launch_s
         self.deadline = self.t0 + a.budget_s
-        self.live = set()
-        self.stop_reason = None
-        self.greedy_ref = {}
-        self.launch_est = a.first_launch_s
-        self.later_launches = []
+        self.live, self.stop_reason, self.greedy_ref, self.later_launches, self.results = set(), None, {}, [], None
         self.tmp = tempfile.mkdtemp(prefix="specv2-bench-")
-        self.results = None
-        self.repeats = parse_repeats(a.repeats, a.configs)
-        self.fixed_n = parse_num_prompts(a.num_prompts)
+        self.repeats, self.fixed_n = parse_repeats(a.repeats, a.configs), parse_num_prompts(a.num_prompts)
 
     def left(self):
         return self.deadline - time.monotonic()
+
+    def limit(self, est):
+        """A load's time limit: 5 x its estimate ``est``, at least 60 s, within the budget."""
+        return max(5.0, min(max(60.0, 5 * est), self.left() - 5))
 
     # -------------------------------------------------------------------- bookkeeping
     def save(self):
@@ -517,11 +497,8 @@ class Harness:
             say("results.md failed: " + traceback.format_exc().splitlines()[-1])
 
     def watchdog(self):
-        while True:
-            left = self.left()
-            if left <= 0:
-                break
-            time.sleep(min(left, 1.0))
+        while self.left() > 0:
+            time.sleep(min(self.left(), 1.0))
         self.stop_reason = self.stop_reason or "budget"
         for srv in list(self.live):
             srv.kill("wall-clock budget reached")
@@ -554,18 +531,15 @@ class Harness:
             try:
                 with concurrent.futures.ThreadPoolExecutor(len(ps)) as ex:
                     outs[side] = list(ex.map(lambda p: srv.generate(p, self.a.greedy_tokens)["output_ids"], ps))
-                g[f"{side}_digest"] = digest(outs[side])
             except Exception as e:  # noqa: BLE001
                 g["error"] = f"{side}: {type(e).__name__}: {e}"
         if len(outs) == 2:
             xs, ys = outs.values()
             g["mismatches"] = [i for i, (x, y) in enumerate(zip(xs, ys)) if x != y]
             g["identical"] = not g["mismatches"]
-            if g["mismatches"]:
-                i = g["mismatches"][0]
-                x, y = xs[i], ys[i]
-                g["first_diff"] = dict(prompt=i, token=next((k for k, (u, v) in enumerate(zip(x, y)) if u != v),
-                                                            min(len(x), len(y))))
+            for i in g["mismatches"][:1]:
+                g["first_diff"] = dict(prompt=i, token=next((k for k, (u, v) in enumerate(zip(xs[i], ys[i])) if u != v),
+                                                            min(len(xs[i]), len(ys[i]))))
         base = self.a.sides[0].name
         if name == "nospec":
             self.greedy_ref = dict(outs)
@@ -605,50 +579,40 @@ class Harness:
     def est_point(self, c, n, t1):
         return math.ceil(n / c) * self.wave_s(c, t1) + POINT_OVERHEAD_S
 
+    def start_load(self, name, srv, c, n, label, out_file, limit, warmup=1):
+        """``Load`` of ``n`` prompts at concurrency ``c`` on ``srv``, logged, started."""
+        argv = bench_argv(srv.url, srv.model, c, n, self.a, out_file, f"{name}/{srv.side}/c{c}/{label}", warmup)
+        LOG.write(f"\n===== [{srv.tag}] c={c} {label}: python3 -m sglang.bench_serving {shlex.join(argv)}\n", force=True)
+        load = Load(srv, argv, limit, "point" if warmup else "profile")
+        load.start()
+        return load
+
     def run_point(self, name, srv, c, rep, order, n, limit, threshold):
         p = dict(side=srv.side, concurrency=c, rep=rep, order=order, num_prompts=n, ok=False, error=None)
         if not srv.alive():
             p["error"] = srv.error or srv.killed_reason or "server not running"
             return p
         spec = CONFIGS[name]["spec"] is not None
-        try:
-            p["accept_reset"] = srv.reset_accept_length(threshold) if spec else None
-        except Exception as e:  # noqa: BLE001
-            p["accept_reset"] = f"failed: {e}"
+        p["accept_reset"] = srv.reset_accept_length(threshold) if spec else None
         out_file = os.path.join(self.tmp, f"{name}-{srv.side}-c{c}-r{rep}.jsonl")
-        argv = bench_argv(srv.url, srv.model, c, n, self.a, out_file, f"{name}/{srv.side}/c{c}/r{rep}")
-        LOG.write(f"\n===== [{srv.tag}] c={c} rep={rep}: python3 -m sglang.bench_serving {shlex.join(argv)}\n", force=True)
-        timer = threading.Timer(limit, lambda: srv.kill(f"point over its {limit:.0f}s limit"))
-        timer.daemon = True
         t0 = time.time()
-        timer.start()
-        try:
-            run_bench(argv)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as e:  # noqa: BLE001
-            p["error"] = f"{type(e).__name__}: {e}"
-        finally:
-            timer.cancel()
-        p["wall_s"] = round(time.time() - t0, 2)
+        load = self.start_load(name, srv, c, n, f"r{rep}", out_file, limit)
+        load.join()
+        p["error"], p["wall_s"] = load.error, round(time.time() - t0, 2)
         try:
             with open(out_file) as f:
-                lines = [ln for ln in f if ln.strip()]
-            p.update(parse_bench_line(lines[-1]))
+                p.update(parse_bench_line([ln for ln in f if ln.strip()][-1]))
         except Exception as e:  # noqa: BLE001
             p["error"] = p["error"] or f"no bench_serving result: {type(e).__name__}: {e}"
+        p["accept_length"] = None
         if spec and srv.alive():
             try:
                 p["accept_length"] = srv.accept_length()
             except Exception as e:  # noqa: BLE001
-                p["accept_length"] = None
                 p["error"] = p["error"] or f"server_info: {e}"
-        else:
-            p["accept_length"] = None
         if p["error"] is None and (p.get("completed") != n or p.get("missing")):
             p["error"] = f"completed {p.get('completed')} of {n}; missing {p.get('missing')}"
-        if p["error"] is None and srv.killed_reason:
-            p["error"] = srv.killed_reason
+        p["error"] = p["error"] or srv.killed_reason
         p["ok"] = p["error"] is None
         return p
 
@@ -698,6 +662,14 @@ class Harness:
             time.sleep(0.05)
         return f"not steady after {time.monotonic() - t0:.1f}s (running, waiting last seen: {seen})"
 
+    def profile_entries(self, name, side, c, n, extra=0, error=None):
+        """The GPU and host profile entries asked for (None where not) of a configuration, side and concurrency."""
+        a, spec = self.a, CONFIGS[name]["spec"] is not None
+        return (dict(config=name, side=side, concurrency=c, steps=a.profile_steps, activities=a.profile_activities,
+                     num_prompts=n, speculative=spec, error=error) if a.profile_steps else None,
+                dict(config=name, side=side, concurrency=c, seconds=a.host_profile_seconds, num_prompts=n + extra,
+                     pid=None, title=None, error=error) if a.host_profile_seconds else None)
+
     def profile_point(self, name, srv, c, n, est, threshold, extra=0):
         """One GPU and / or host profile under one load: bench_serving's load (``n`` + ``extra`` prompts) in a thread;
         once it is steady the host profile (``host_point``), then the GPU profile (bench/profile_steps.py):
@@ -705,11 +677,7 @@ class Harness:
         summarized and deleted (or moved to OUT/traces). Returns (GPU entry, host entry), None where not asked for.
         Never raises: failures are the entries' ``error``."""
         a = self.a
-        spec = CONFIGS[name]["spec"] is not None
-        p = dict(config=name, side=srv.side, concurrency=c, steps=a.profile_steps, activities=a.profile_activities,
-                 num_prompts=n, speculative=spec, error=None) if a.profile_steps else None
-        h = dict(config=name, side=srv.side, concurrency=c, seconds=a.host_profile_seconds, num_prompts=n + extra,
-                 pid=None, title=None, error=None) if a.host_profile_seconds else None
+        p, h = self.profile_entries(name, srv.side, c, n, extra)
         entries = [x for x in (p, h) if x is not None]
         if not srv.alive():
             for x in entries:
@@ -717,41 +685,22 @@ class Harness:
             return p, h
         out_dir = os.path.join(self.tmp, "profiles", f"{name}-{srv.side}-c{c}")
         os.makedirs(out_dir, exist_ok=True)
-        argv = bench_argv(srv.url, srv.model, c, n + extra, a, os.path.join(out_dir, "load.jsonl"),
-                          f"{name}/{srv.side}/c{c}/profile", warmup=0)
-        LOG.write(f"\n===== [{srv.tag}] c={c} profile ({f'{a.host_profile_seconds}s of py-spy' if h else ''}"
-                  f"{', ' if h and p else ''}{f'{a.profile_steps} steps' if p else ''}), load: python3 -m "
-                  f"sglang.bench_serving {shlex.join(argv)}\n", force=True)
-        if spec:
-            try:
-                srv.reset_accept_length(threshold)
-            except Exception:  # noqa: BLE001 - the accept length is then the server's running mean
-                pass
-        limit = max(5.0, min(max(60.0, 5 * est), self.left() - 5))
-        load_error = []
-
-        def load():
-            try:
-                run_bench(argv)
-            except BaseException as e:  # noqa: BLE001
-                load_error.append(f"{type(e).__name__}: {e}")
-
-        timer = threading.Timer(limit, lambda: srv.kill(f"profile over its {limit:.0f}s limit"))
-        timer.daemon = True
-        th = threading.Thread(target=load, name="profile-load", daemon=True)
-        t0, got = time.time(), None
-        timer.start()
-        th.start()
+        if CONFIGS[name]["spec"] is not None:
+            srv.reset_accept_length(threshold)  # failed: the accept length is then the server's running mean
+        limit, t0, got = self.limit(est), time.time(), None
+        what = ", ".join(([f"{a.host_profile_seconds}s of py-spy"] if h else []) + ([f"{a.profile_steps} steps"] if p else []))
+        load = self.start_load(name, srv, c, n + extra, f"profile ({what})", os.path.join(out_dir, "load.jsonl"),
+                               limit, warmup=0)
         try:
-            started = self.wait_steady(srv, c, th, min(30.0, limit / 2))
+            started = self.wait_steady(srv, c, load, min(30.0, limit / 2))
             for x in entries:
                 x["started"] = started
             if h is not None:
-                self.host_point(srv, h, out_dir, th)
+                self.host_point(srv, h, out_dir, load)
             if p is not None:
                 profile_steps.start(srv.url, out_dir, a.profile_steps, f"{name}-{srv.side}-c{c}", a.profile_activities)
                 p["start_s"] = round(time.time() - t0, 2)
-                got = profile_steps.wait_trace(out_dir, limit, keep_waiting=th.is_alive)
+                got = profile_steps.wait_trace(out_dir, limit, keep_waiting=load.is_alive)
                 if got is None:
                     p["stopped"] = "the load ended before the last step: /stop_profile"
                     try:
@@ -765,25 +714,23 @@ class Harness:
             for x in entries:
                 x["error"] = x["error"] or f"{type(e).__name__}: {e}"
         finally:
-            th.join(max(1.0, limit - (time.time() - t0)))
-            timer.cancel()
+            load.join(max(1.0, limit - (time.time() - t0)))
         for x in entries:
-            x["load_error"] = load_error[0] if load_error else None
+            x["load_error"] = load.error
         if p is not None:
-            self.gpu_profile_result(srv, p, got, spec, t0)
+            self.gpu_profile_result(srv, p, got, t0)
         shutil.rmtree(out_dir, ignore_errors=True)
         for x in entries:
-            if x["error"] is None and srv.killed_reason:
-                x["error"] = srv.killed_reason
+            x["error"] = x["error"] or srv.killed_reason
         return p, h
 
-    def gpu_profile_result(self, srv, p, got, spec, t0):
+    def gpu_profile_result(self, srv, p, got, t0):
         """Into GPU profile entry ``p``: its wall time, the accept length over its load, the summary of the trace
         ``got`` (``profile_steps.wait_trace``'s result, None: no trace), which moves to OUT/traces with
         ``--keep-traces``."""
         a = self.a
         p["wall_s"] = round(time.time() - t0, 2)
-        if spec and srv.alive():
+        if p["speculative"] and srv.alive():
             try:
                 p["accept_length"] = srv.accept_length()
             except Exception:  # noqa: BLE001
@@ -842,27 +789,23 @@ class Harness:
             for side, srv in servers.items():
                 est = self.est_profile(c, n, t1)
                 if self.left() < est + reserve + 10:
-                    err = f"budget: ~{est:.0f}s needed, {self.left():.0f}s left, {reserve:.0f}s kept for later configurations"
-                    p = dict(config=name, side=side, concurrency=c, steps=a.profile_steps, error=err) \
-                        if a.profile_steps else None
-                    h = dict(config=name, side=side, concurrency=c, seconds=a.host_profile_seconds, error=err) \
-                        if a.host_profile_seconds else None
+                    p, h = self.profile_entries(name, side, c, n, error=f"budget: ~{est:.0f}s needed, {self.left():.0f}s "
+                                                f"left, {reserve:.0f}s kept for later configurations")
                 else:
                     p, h = self.profile_point(name, srv, c, n, est, threshold, self.host_load(c, t1)[0])
                 if h is not None:
                     self.results["host_profiles"].append(h)
-                    top = ", ".join(f"{x['function']} {report._pct(x['share'])}%" for x in (h.get("top_self") or [])[:3])
                     say(f"{name}/{side} c={c} host profile: " + (
                         f"{h.get('main_samples')} samples of {h.get('main_thread')} (pid {h['pid']} {h['title']}), "
-                        f"idle-like {report._pct(h.get('idle'))}%, CUDA-sync-like {report._pct(h.get('sync'))}%; "
-                        f"top self: {top}" if h["error"] is None else f"FAILED: {h['error']}"))
+                        f"idle-like {report._pct(h.get('idle'))}%, CUDA-sync-like {report._pct(h.get('sync'))}%; top self: "
+                        + ", ".join(f"{x['function']} {report._pct(x['share'])}%" for x in (h.get("top_self") or [])[:3])
+                        if h["error"] is None else f"FAILED: {h['error']}"))
                 if p is not None:
                     self.results["profiles"].append(p)
                     say(f"{name}/{side} c={c} profile: " + (
-                        f"{(p.get('steps_seen') or {}).get('target', '?')} steps seen, GPU busy "
-                        f"{report._f(100 * (p.get('busy_fraction') or 0), 0)}% of {p.get('window_ms')} ms, "
-                        f"{p.get('busy_ms_per_step')} ms per step" + (f"; {'; '.join(p['notes'])}" if p.get("notes") else "")
-                        if p["error"] is None else f"FAILED: {p['error']}"))
+                        f"{(p.get('steps_seen') or {}).get('target', '?')} steps seen, GPU busy {report._pct(p.get('busy_fraction'))}% "
+                        f"of {p.get('window_ms')} ms, {p.get('busy_ms_per_step')} ms per step"
+                        + "".join(f"; {x}" for x in p.get("notes") or []) if p["error"] is None else f"FAILED: {p['error']}"))
                 self.save()
 
     def run_config(self, name, paths, common, port):
@@ -880,7 +823,7 @@ class Harness:
             self.save()
             return
         servers, wall = self.launch_pair(name, paths, common, port)
-        if self.results["meta"].get("first_launch_s") is None:
+        if self.results["meta"]["first_launch_s"] is None:
             self.results["meta"]["first_launch_s"] = round(wall, 1)
         elif all(s.error is None for s in servers.values()):  # a timed-out launch says nothing about the next one
             self.later_launches.append(wall)
@@ -929,9 +872,7 @@ class Harness:
                         return
                     order = list(servers)[:: 1 if (rep + ci) % 2 == 0 else -1]
                     for k, side in enumerate(order):
-                        limit = max(60.0, 5 * est)
-                        limit = max(5.0, min(limit, self.left() - 5))
-                        p = self.run_point(name, servers[side], c, rep, k, n, limit, threshold)
+                        p = self.run_point(name, servers[side], c, rep, k, n, self.limit(est), threshold)
                         cfg["points"].append(p)
                         say(f"{name}/{side} c={c} rep {rep}: " + (
                             f"{p['output_throughput']:.1f} tok/s, TPOT med {p['median_tpot_ms']:.2f} ms p99 "
@@ -950,29 +891,24 @@ class Harness:
 
     # -------------------------------------------------------------------- the run
     def run(self):
-        a = self.a
-        common = common_args(a)
-        self.results = dict(schema="specv2-bench-serving/1", meta=dict(
-            date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), **env_facts(),
-            args={k: v for k, v in vars(a).items() if k != "sides"}, common_server_args=common,
-            sides=[s.record() for s in a.sides], release_root=a.release_root,
-            client="sglang.bench_serving of the harness's own release (meta.sglang), for both sides",
-            bench_mode="sglang.bench_serving CLI run in-process (runpy)",
-            env={k: v for k, v in os.environ.items() if k.startswith("SGLANG_SPECV2")},
-            cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
-            complete=False, first_launch_s=None), configs={})
-        if REAL_SIZE:
-            self.results["meta"]["real_size"] = real_size.meta(a)
-        if a.profile_steps:
-            self.results["profiles"] = []
-        if a.host_profile_seconds:
-            self.results["host_profiles"] = []
+        a, common = self.a, common_args(self.a)
+        m = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), **env_facts(),
+                 args={k: v for k, v in vars(a).items() if k != "sides"}, common_server_args=common,
+                 sides=[s.record() for s in a.sides], release_root=a.release_root,
+                 client="sglang.bench_serving of the harness's own release (meta.sglang), for both sides",
+                 bench_mode="sglang.bench_serving CLI run in-process (runpy)",
+                 env={k: v for k, v in os.environ.items() if k.startswith("SGLANG_SPECV2")},
+                 cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"), complete=False, first_launch_s=None,
+                 **({"real_size": real_size.meta(a)} if REAL_SIZE else {}))
+        self.results = dict(schema="specv2-bench-serving/1", meta=m, configs={},
+                            **({"profiles": []} if a.profile_steps else {}),
+                            **({"host_profiles": []} if a.host_profile_seconds else {}))
         for k in ("SGLANG_SPECV2_FIXES_CHECK", "SGLANG_SPECV2_FIXES_PROBE"):
             if os.environ.get(k):
                 say(f"warning: {k} is set: it adds per-step checks to the plugin's timings")
-        say(f"sglang {self.results['meta'].get('sglang')} torch {self.results['meta'].get('torch')} on "
-            f"{self.results['meta'].get('device')}; sides {', '.join(report.side_label(s.record()) for s in a.sides)} (ratios "
-            f"{a.sides[1].name} / {a.sides[0].name}); configs {a.configs}, concurrency {a.concurrency}, budget {a.budget_s:.0f}s")
+        say(f"sglang {m['sglang']} torch {m['torch']} on {m['device']}; sides "
+            f"{', '.join(report.side_label(s.record()) for s in a.sides)} (ratios {a.sides[1].name} / {a.sides[0].name}); "
+            f"configs {a.configs}, concurrency {a.concurrency}, budget {a.budget_s:.0f}s")
         paths = model_paths()
         prepare_launcher()
         self.save()
@@ -987,11 +923,9 @@ class Harness:
             for name in a.configs:
                 if name not in self.results["configs"]:
                     self.results["configs"][name] = dict(about=CONFIGS[name]["about"], skipped="budget", points=[])
-            self.results["meta"]["complete"] = self.stop_reason is None and all(
-                not c.get("skipped") for c in self.results["configs"].values())
-            all_pts = [p for c in self.results["configs"].values() for p in c.get("points", [])]
-            self.results["meta"]["points"] = len(all_pts)
-            self.results["meta"]["points_failed"] = sum(not p["ok"] for p in all_pts)
+            m["complete"] = self.stop_reason is None and all(not c.get("skipped") for c in self.results["configs"].values())
+            pts = [p for c in self.results["configs"].values() for p in c.get("points", [])]
+            m["points"], m["points_failed"] = len(pts), sum(not p["ok"] for p in pts)
         except KeyboardInterrupt:
             self.stop_reason = "interrupted"
         finally:
@@ -1005,37 +939,27 @@ class Harness:
                     say(f"wrote {p}")
             except Exception:  # noqa: BLE001
                 say("plots failed: " + traceback.format_exc().splitlines()[-1])
-        say(f"done in {time.monotonic() - self.t0:.0f}s ({'complete' if self.results['meta']['complete'] else 'INCOMPLETE: ' + str(self.stop_reason or 'configurations skipped')}); "
+        say(f"done in {time.monotonic() - self.t0:.0f}s ({'complete' if m['complete'] else 'INCOMPLETE: ' + str(self.stop_reason or 'configurations skipped')}); "
             f"results in {a.out}/results.json, results.md")
         print(report.markdown(self.results), file=REAL_STDOUT, flush=True)
         return 0
 
 
-def version(pkg):
+def env_facts():
     from importlib import metadata
 
+    import sglang_specv2_fixes
+
+    d = dict(python=sys.version.split()[0], sglang=installed.version(), plugin_version=sglang_specv2_fixes.__version__)
     try:
-        return metadata.version(pkg)
-    except Exception:  # noqa: BLE001
-        try:
-            return __import__(pkg).__version__
-        except Exception:  # noqa: BLE001
-            return None
-
-
-def env_facts():
-    d = {"python": sys.version.split()[0], "sglang": version("sglang"), "torch": version("torch")}
-    try:
-        import sglang_specv2_fixes
-
-        d["plugin_version"] = sglang_specv2_fixes.__version__
-    except Exception:  # noqa: BLE001
-        d["plugin_version"] = None
+        d["torch"] = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        d["torch"] = None
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=20).stdout.strip().splitlines()
-        d["device"] = out[0].split(",")[0].strip() if out else "unknown"
-        d["driver"] = out[0].split(",")[1].strip() if out and "," in out[0] else None
+        first = (out[0] if out else "unknown").split(",")
+        d["device"], d["driver"] = first[0].strip(), first[1].strip() if len(first) > 1 else None
     except Exception:  # noqa: BLE001
         d["device"] = "unknown (no nvidia-smi)"
     return d
@@ -1053,7 +977,7 @@ def dry_run(a):
               f"{' '.join(f'{k}={v}' for k, v in real_size.env(a).items())}; greedy identity check skipped (dummy weights)")
     repeats = parse_repeats(a.repeats, a.configs)
     fixed = parse_num_prompts(a.num_prompts)
-    running = version("sglang")
+    running = installed.version()
     print(f"[dry-run] sides: a = {report.side_label(a.sides[0].record())}, b = {report.side_label(a.sides[1].record())} (ratios {a.sides[1].name} / "
           f"{a.sides[0].name}); bench_serving client: sglang {running} (this process, both sides)")
     for s in a.sides:
@@ -1064,7 +988,6 @@ def dry_run(a):
     print(f"[dry-run] budget {a.budget_s:.0f}s" + ("" if REAL_SIZE else
                                                   f"; tiny models in {md} (built by sglang_specv2_fixes.testing.tiny_models)"))
     total = 0.0
-    t1 = a.point_seconds / 4  # a guess for the dry run only: the real run calibrates
     for i, name in enumerate(a.configs):
         port = a.base_port + 10 * i
         print(f"\n[dry-run] {name}: {CONFIGS[name]['about']}")
@@ -1110,59 +1033,52 @@ def dry_run(a):
 def build_parser():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench"), help="output folder (default build/bench)")
-    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), help=f"any of {', '.join(CONFIGS)} (space or comma separated)")
-    ap.add_argument("--concurrency", nargs="+", default=["1", "8", "32"], help="--max-concurrency values (default 1 8 32)")
-    ap.add_argument("--side", action="append", metavar="NAME=SELECTION[@RELEASE][,ENV=VAL...]",
-                    help="a side; give it twice, baseline first (default: --side stock=off --side plugin=auto)")
-    ap.add_argument("--release-root", default=os.environ.get("SPECV2_UNPACK_ROOT", "/tmp"),
-                    help="where ci/gpu_env.sh unpacks each release (sglang-RELEASE), for @RELEASE sides "
-                         "(default $SPECV2_UNPACK_ROOT or /tmp)")
-    ap.add_argument("--max-total-tokens", default=None,
-                    help="both servers' --max-total-tokens (default: COMMON's; real size: 32768)")
-    ap.add_argument("--repeats", default=DEFAULT_REPEATS,
-                    help="a/b pairs per point: N, or rules N,CONFIG=N,CONFIG@C=N,@C=N (later rules win); "
-                         f"default {DEFAULT_REPEATS}")
-    ap.add_argument("--budget-s", type=float, default=520, help="wall-clock budget in seconds (default 520)")
-    ap.add_argument("--point-seconds", type=float, default=4.0, help="target duration of one point (default 4)")
-    ap.add_argument("--num-prompts", default=None, help="fixed --num-prompts per concurrency, e.g. 1:5,8:24,32:64 "
-                                                          "(default: sized from a calibration request)")
-    ap.add_argument("--input-len", type=int, default=128)
-    ap.add_argument("--output-len", type=int, default=256)
-    ap.add_argument("--seed", type=int, default=1, help="bench_serving --seed (same prompts on both sides)")
-    ap.add_argument("--greedy-prompts", type=int, default=8)
-    ap.add_argument("--greedy-tokens", type=int, default=64)
-    ap.add_argument("--server-args", default="", help="extra server flags appended after COMMON (use the = form: "
-                                                       "--server-args='--cuda-graph-max-bs 32')")
-    ap.add_argument("--no-sleep-on-idle", dest="sleep_on_idle", action="store_false",
-                    help="do not pass --sleep-on-idle (the idle server of a pair then busy-polls a CPU core)")
-    ap.add_argument("--launch-timeout", type=float, default=300)
-    ap.add_argument("--first-launch-s", type=float, default=120, help="expected first launch (JIT, graphs), for planning")
-    ap.add_argument("--later-launch-s", type=float, default=35, help="expected later launches, for planning")
-    ap.add_argument("--base-port", type=int, default=BASE_PORT)
-    ap.add_argument("--log-cap-mb", type=float, default=12)
-    ap.add_argument("--no-plots", action="store_true")
-    ap.add_argument("--dry-run", action="store_true", help="print the plan; launch nothing")
-    g = ap.add_argument_group("GPU profiles (bench/profile_steps.py)")
-    g.add_argument("--profile-steps", type=int, default=0, metavar="N",
-                   help="after each configuration's pairs, a torch-profiler trace of N scheduler steps per concurrency "
-                        "and side under an unmeasured load, summarized into results.json 'profiles' (default 0: off)")
-    g.add_argument("--profile-activities", default="CPU,GPU",
-                   help="the profiler's activities, GPU or CPU,GPU (default CPU,GPU: the CPU side's step[...] spans "
-                        "count the steps; its overhead lowers the GPU busy fraction, not the kernel times)")
-    g.add_argument("--keep-traces", action="store_true",
-                   help="move the traces to OUT/traces instead of deleting them after the summary (a few MB each; "
-                        "the device returns at most 8 files of 16 MiB); with --host-profile-seconds also the py-spy raw "
-                        "files, gzipped")
-    g = ap.add_argument_group("host profiles (bench/host_profile.py)")
-    g.add_argument("--host-profile-seconds", type=int, default=0, metavar="S",
-                   help="py-spy samples of each server's scheduler process for S seconds per concurrency and side, "
-                        "under the --profile-steps load (before its torch profile; a load of its own with "
-                        "--profile-steps 0), summarized into results.json 'host_profiles' (default 0: off)")
-    g.add_argument("--py-spy", default="py-spy", metavar="PATH", help="the py-spy executable (default: py-spy on PATH)")
-    g.add_argument("--host-profile-args", default=host_profile.DEFAULT_ARGS,
-                   help=f"py-spy record's sampling flags (default {host_profile.DEFAULT_ARGS!r}; the harness adds "
-                        "--pid --duration --format raw --output)")
+    add = ap.add_argument
+    add("--out", default=os.path.join(ROOT, "build", "bench"), help="output folder (default build/bench)")
+    add("--configs", nargs="+", default=list(CONFIGS), help=f"any of {', '.join(CONFIGS)} (space or comma separated)")
+    add("--concurrency", nargs="+", default=["1", "8", "32"], help="--max-concurrency values (default 1 8 32)")
+    add("--side", action="append", metavar="NAME=SELECTION[@RELEASE][,ENV=VAL...]",
+        help=f"a side; give it twice, baseline first (default: {' '.join('--side ' + s for s in DEFAULT_SIDES)})")
+    add("--release-root", default=os.environ.get("SPECV2_UNPACK_ROOT", "/tmp"),
+        help="where ci/gpu_env.sh unpacks each release (sglang-RELEASE), for @RELEASE sides (default "
+             "$SPECV2_UNPACK_ROOT or /tmp)")
+    add("--max-total-tokens", default=None, help="both servers' --max-total-tokens (default: COMMON's; real size: 32768)")
+    add("--repeats", default=DEFAULT_REPEATS, help="a/b pairs per point: N, or rules N,CONFIG=N,CONFIG@C=N,@C=N (later "
+                                                   f"rules win); default {DEFAULT_REPEATS}")
+    add("--budget-s", type=float, default=520, help="wall-clock budget in seconds (default 520)")
+    add("--point-seconds", type=float, default=4.0, help="target duration of one point (default 4)")
+    add("--num-prompts", default=None, help="fixed --num-prompts per concurrency, e.g. 1:5,8:24,32:64 (default: sized "
+                                            "from a calibration request)")
+    add("--input-len", type=int, default=128)
+    add("--output-len", type=int, default=256)
+    add("--greedy-prompts", type=int, default=8)
+    add("--greedy-tokens", type=int, default=64)
+    add("--server-args", default="", help="extra server flags after COMMON (the = form: --server-args='--cuda-graph-max-bs 32')")
+    add("--launch-timeout", type=float, default=300)
+    add("--first-launch-s", type=float, default=120, help="expected first launch (JIT, graphs), for planning")
+    add("--later-launch-s", type=float, default=35, help="expected later launches, for planning")
+    add("--base-port", type=int, default=BASE_PORT)
+    add("--no-plots", action="store_true")
+    add("--dry-run", action="store_true", help="print the plan; launch nothing")
+    add = ap.add_argument_group("GPU profiles (bench/profile_steps.py)").add_argument
+    add("--profile-steps", type=int, default=0, metavar="N",
+        help="after each configuration's pairs, a torch-profiler trace of N scheduler steps per concurrency and side "
+             "under an unmeasured load, summarized into results.json 'profiles' (default 0: off)")
+    add("--profile-activities", default="CPU,GPU",
+        help="GPU or CPU,GPU (default: the CPU side's step[...] spans count the steps; its overhead lowers the GPU busy "
+             "fraction, not the kernel times)")
+    add("--keep-traces", action="store_true", help="move the traces (and the py-spy raw files, gzipped) to OUT/traces "
+                                                   "instead of deleting them (a few MB each; the device returns at most "
+                                                   "8 files of 16 MiB)")
+    add = ap.add_argument_group("host profiles (bench/host_profile.py)").add_argument
+    add("--host-profile-seconds", type=int, default=0, metavar="S",
+        help="py-spy samples of each server's scheduler process for S seconds per concurrency and side under the "
+             "--profile-steps load (before its torch profile; a load of its own with --profile-steps 0), summarized "
+             "into results.json 'host_profiles' (default 0: off)")
+    add("--py-spy", default="py-spy", metavar="PATH", help="the py-spy executable (default: py-spy on PATH)")
+    add("--host-profile-args", default=host_profile.DEFAULT_ARGS,
+        help=f"py-spy record's sampling flags (default {host_profile.DEFAULT_ARGS!r}; the harness adds --pid --duration "
+             "--format raw --output)")
     real_size.add_args(ap)
     return ap
 
@@ -1200,9 +1116,9 @@ def main(argv=None):
     if a.dry_run:
         return dry_run(a)
     os.makedirs(a.out, exist_ok=True)
-    LOG = Log(os.path.join(a.out, "server.log"), int(a.log_cap_mb * 2 ** 20))
+    LOG = Log(os.path.join(a.out, "server.log"))
     old = sys.stdout, sys.stderr
-    sys.stdout = sys.stderr = Router()
+    sys.stdout = sys.stderr = Sink()
     standins.use_datasets_shim()  # the registered tests' import shim: the GPU bundle lacks `datasets` (bench_serving)
     # bench_serving's own imports (transformers, aiohttp, ...) now, not inside the first point's time limit: on a
     # loaded 2-core machine they took the self-test's first point past its 60 s

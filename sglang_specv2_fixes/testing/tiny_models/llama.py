@@ -166,9 +166,10 @@ CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} 
                  "{% if add_generation_prompt %}<|assistant|> {% endif %}")
 
 
-def write_tokenizer(d):
+def write_tokenizer(d, vocab_size=V, max_length=4096):
+    """The word-level tokenizer of ``vocab_size`` ids (bench/real_size_models.py: the 128256 of Llama 3) in ``d``."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
-    tk = Tokenizer(models.WordLevel({tok_name(i): i for i in range(V)}, unk_token="<unk>"))
+    tk = Tokenizer(models.WordLevel({tok_name(i): i for i in range(vocab_size)}, unk_token="<unk>"))
     tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tk.decoder = decoders.WordPiece(prefix="##", cleanup=False)   # joins tokens with spaces
     tk.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in SPECIALS])
@@ -176,7 +177,7 @@ def write_tokenizer(d):
                                                       special_tokens=[("<s>", BOS)])
     tk.save(os.path.join(d, "tokenizer.json"))
     sp = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}
-    tc = dict(sp, tokenizer_class="PreTrainedTokenizerFast", model_max_length=4096,
+    tc = dict(sp, tokenizer_class="PreTrainedTokenizerFast", model_max_length=max_length,
               add_bos_token=True, add_eos_token=False, clean_up_tokenization_spaces=False,
               chat_template=CHAT_TEMPLATE)
     for name, obj in [("tokenizer_config.json", tc), ("special_tokens_map.json", sp),
