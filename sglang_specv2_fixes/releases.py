@@ -204,14 +204,9 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
         check=('sglang.srt.managers.overlap_utils', 'FutureMap.resolve_seq_lens_cpu', '0e06bbae78da2463'),
     ),
     "fa3-draft-extend-graph": "983362e9caa27a76",
-    "flashinfer-draft-extend-graph": note(
-        OPEN,
-        "flashinfer's spec-v2 draft extend runs eagerly (no DRAFT_EXTEND_V2 graph metadata, not in the draft-extend "
-        "graph list; upstream from 0.5.14, #28782); the tree path is upstream's here and the plugin does not "
-        "backport the graph to it",
-        check=('sglang.srt.layers.attention.flashinfer_backend', 'FlashInferAttnBackend._prepare_cuda_graph_metadata',
-               'd62fbff9352092c8'),
-    ),
+    # the graph metadata moved to _prepare_cuda_graph_metadata / init_forward_metadata_out_graph; the same functions
+    # on 0.5.13.post1 (opt-in here until run on a GPU: SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1)
+    "flashinfer-draft-extend-graph": patch("0.5.13"),
     "multi-token-finish": patch("0.5.13"),
     "draft-decode-positions": note(  # draft_forward differs between 0.5.13 and 0.5.13.post1; the graph runner not
         UPSTREAM,
