@@ -564,8 +564,8 @@ def is_patched(line: str) -> bool:
 
 def release_set(spec: str) -> List[str]:
     """Releases (table order) named by ``spec``: all | patched | report-only | gpu | cpu | fix:<name> |
-    up-to:<version>, and intersections with '&' (``"gpu&fix:tree-drafting"``). An unknown spec raises
-    ValueError."""
+    up-to:<version> | from:<version> (both inclusive), and intersections with '&' (``"gpu&fix:tree-drafting"``). An
+    unknown spec raises ValueError."""
     out = list(RELEASES)
     for part in spec.split("&"):
         part = part.strip()
@@ -579,12 +579,13 @@ def release_set(spec: str) -> List[str]:
             keep = {v for v, r in RELEASES.items() if r.gpu}
         elif part == "cpu":
             keep = {v for v, r in RELEASES.items() if r.cpu}
-        elif part.startswith("up-to:"):
-            last = part[6:]
-            if last not in RELEASES:
-                raise ValueError(f"release set {spec!r}: unknown release {last!r}")
+        elif part.startswith(("up-to:", "from:")):
+            kind, _, edge = part.partition(":")
+            if edge not in RELEASES:
+                raise ValueError(f"release set {spec!r}: unknown release {edge!r}")
             order = list(RELEASES)
-            keep = set(order[: order.index(last) + 1])
+            i = order.index(edge)
+            keep = set(order[: i + 1] if kind == "up-to" else order[i:])
         elif part.startswith("fix:"):
             name = part[4:]
             if not any(name in line.fixes for line in LINES.values()):
