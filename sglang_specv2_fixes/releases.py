@@ -204,14 +204,9 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
         check=('sglang.srt.managers.overlap_utils', 'FutureMap.resolve_seq_lens_cpu', '0e06bbae78da2463'),
     ),
     "fa3-draft-extend-graph": "983362e9caa27a76",
-    "flashinfer-draft-extend-graph": note(
-        OPEN,
-        "flashinfer's spec-v2 draft extend runs eagerly (no DRAFT_EXTEND_V2 graph metadata, not in the draft-extend "
-        "graph list; upstream from 0.5.14, #28782); the tree path is upstream's here and the plugin does not "
-        "backport the graph to it",
-        check=('sglang.srt.layers.attention.flashinfer_backend', 'FlashInferAttnBackend._prepare_cuda_graph_metadata',
-               'd62fbff9352092c8'),
-    ),
+    # the graph metadata moved to _prepare_cuda_graph_metadata / init_forward_metadata_out_graph; the same functions
+    # on 0.5.13.post1 (opt-in here until run on a GPU: SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1)
+    "flashinfer-draft-extend-graph": patch("0.5.13"),
     "multi-token-finish": patch("0.5.13"),
     "draft-decode-positions": note(  # draft_forward differs between 0.5.13 and 0.5.13.post1; the graph runner not
         UPSTREAM,
@@ -569,8 +564,8 @@ def is_patched(line: str) -> bool:
 
 def release_set(spec: str) -> List[str]:
     """Releases (table order) named by ``spec``: all | patched | report-only | gpu | cpu | fix:<name> |
-    up-to:<version>, and intersections with '&' (``"gpu&fix:tree-drafting"``). An unknown spec raises
-    ValueError."""
+    up-to:<version> | from:<version> (both inclusive), and intersections with '&' (``"gpu&fix:tree-drafting"``). An
+    unknown spec raises ValueError."""
     out = list(RELEASES)
     for part in spec.split("&"):
         part = part.strip()
@@ -584,12 +579,13 @@ def release_set(spec: str) -> List[str]:
             keep = {v for v, r in RELEASES.items() if r.gpu}
         elif part == "cpu":
             keep = {v for v, r in RELEASES.items() if r.cpu}
-        elif part.startswith("up-to:"):
-            last = part[6:]
-            if last not in RELEASES:
-                raise ValueError(f"release set {spec!r}: unknown release {last!r}")
+        elif part.startswith(("up-to:", "from:")):
+            kind, _, edge = part.partition(":")
+            if edge not in RELEASES:
+                raise ValueError(f"release set {spec!r}: unknown release {edge!r}")
             order = list(RELEASES)
-            keep = set(order[: order.index(last) + 1])
+            i = order.index(edge)
+            keep = set(order[: i + 1] if kind == "up-to" else order[i:])
         elif part.startswith("fix:"):
             name = part[4:]
             if not any(name in line.fixes for line in LINES.values()):

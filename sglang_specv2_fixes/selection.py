@@ -22,8 +22,9 @@ ENV_CHECK = "SGLANG_SPECV2_FIXES_CHECK"  # debug: the probe's invariants stop th
 ENV_PROBE_DIR = "SGLANG_SPECV2_FIXES_PROBE_DIR"  # test-only: every scheduler rank writes its probe view there
 # the spec-v2 draft-extend CUDA graph at tree width (tree-drafting, triton): on by default, =0 turns it off
 ENV_TREE_GRAPH = "SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH"
-# flashinfer's spec-v2 draft-extend CUDA graph at tree width (flashinfer-draft-extend-graph, #28782): on by default,
-# =0 turns it off (ENV_TREE_GRAPH=0 keeps every tree-width draft-extend graph off)
+# flashinfer's spec-v2 draft-extend CUDA graph (flashinfer-draft-extend-graph, #28782): on by default for the trees of
+# 0.5.11 / 0.5.12.x, =0 turns it off (ENV_TREE_GRAPH=0 keeps every tree-width draft-extend graph off); on 0.5.13.x
+# (chains and trees) =1 turns it on until it has run on a GPU there
 ENV_FLASHINFER_GRAPH = "SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH"
 # fa3's spec-v2 draft-extend CUDA graph for chains (fa3-draft-extend-graph, #40762): off until a GPU has run it
 ENV_FA3_GRAPH = "SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH"
@@ -188,9 +189,9 @@ def tree_draft_graph_enabled() -> bool:
 
 
 def flashinfer_draft_graph_enabled() -> bool:
-    """flashinfer's spec-v2 draft-extend CUDA graph at tree width (upstream #28782, backported to 0.5.11 / 0.5.12.x):
-    on unless SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH is set to an off value (0 / false / no / off). It was opt-in
-    until its rows had run on a GPU (2026-11-27, 0.5.11 / 0.5.12 / 0.5.12.post1, docs/gpu-runs/2026-11-27-s21/)."""
+    """flashinfer's spec-v2 draft-extend CUDA graph (upstream #28782): on unless
+    SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH is set to an off value (0 / false / no / off). The default for the trees
+    of 0.5.11 / 0.5.12.x since their rows ran on a GPU (2026-11-27, docs/gpu-runs/2026-11-27-s21/)."""
     return _unless_off(ENV_FLASHINFER_GRAPH)
 
 
@@ -199,6 +200,12 @@ def verify_handoff_enabled() -> bool:
     verify): on unless SGLANG_SPECV2_FIXES_VERIFY_HANDOFF is set to an off value (0 / false / no / off). It was opt-in
     until its row had run on a GPU (2026-11-27, 0.5.11 / 0.5.12 / 0.5.12.post1, docs/gpu-runs/2026-11-27-s23/)."""
     return _unless_off(ENV_VERIFY_HANDOFF)
+
+
+def flashinfer_draft_graph_requested() -> bool:
+    """SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH set to an on value (1 / true / yes / on): what the graph needs on a
+    release where it has not run on a GPU yet (0.5.13.x)."""
+    return _flag(ENV_FLASHINFER_GRAPH)
 
 
 def fa3_draft_graph_enabled() -> bool:

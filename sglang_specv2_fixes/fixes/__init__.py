@@ -372,19 +372,22 @@ fa3-draft-extend-graph  [#40762, #36324]  the spec-v2 draft-extend CUDA graph on
     - upstream (0.5.23)
     Removal: delete when 0.5.22 leaves the supported releases (upstream from 0.5.23)
 
-flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA graph metadata (tree width)
-    What: FlashInferAttnBackend.init_forward_metadata_capture_cuda_graph /
-        init_forward_metadata_replay_cuda_graph: DRAFT_EXTEND_V2 takes spec v1's draft-extend branch
-        (causal paged prefill, prefix_lens=None, no ragged part) with a constant num_draft_tokens
-        query layout per request; tree-drafting's init_cuda_graphs captures flashinfer's draft-
-        extend graph for trees (SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0 turns it off)
+flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA graph (0.5.13.x: opt-in)
+    What: FlashInferAttnBackend's graph metadata (0.5.11 / 0.5.12.x:
+        init_forward_metadata_capture_cuda_graph / init_forward_metadata_replay_cuda_graph;
+        0.5.13.x: _prepare_cuda_graph_metadata / init_forward_metadata_out_graph) gets a
+        DRAFT_EXTEND_V2 branch (causal paged prefill, prefix_lens=None, no ragged part) with a
+        constant num_draft_tokens query layout per request; the draft-extend graph is captured for
+        trees by tree-drafting's init_cuda_graphs (0.5.11 / 0.5.12.x), for chains and trees by
+        0.5.13.x's init_cuda_graphs (flashinfer_graph_backends; opt-in there:
+        SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1); =0 turns it off
     Why: flashinfer's spec-v2 draft extend runs eagerly in these releases (one launch per layer and
         a paged_kernel_lens.sum().item() sync per step); upstream 0.5.14 captures it (#28782: ~10%
         median latency)
     - applied: patches/flashinfer-draft-extend-graph/0.5.11.patch (0.5.11 … 0.5.12.post1)
-    - open (0.5.13 … 0.5.13.post1)
+    - applied: patches/flashinfer-draft-extend-graph/0.5.13.patch (0.5.13 … 0.5.13.post1)
     - upstream (0.5.14 … 0.5.23)
-    Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.14)
+    Removal: delete when 0.5.13.post1 leaves the supported releases (upstream from 0.5.14)
 
 verify-handoff  [#25879]  decode preparation without the host wait on the verify (triton chains)
     What: ScheduleBatch.maybe_wait_verify_done makes the schedule stream wait for verify_done

@@ -66,12 +66,6 @@ TRITON_DRAFT_EXTEND_METADATA = tuple(
     f"sglang.srt.layers.attention.triton_backend.TritonAttnBackend.{name}"
     for name in ("init_forward_metadata_capture_cuda_graph", "init_forward_metadata_replay_cuda_graph")
 )
-FLASHINFER_MODULE = "sglang.srt.layers.attention.flashinfer_backend"
-# flashinfer's DRAFT_EXTEND_V2 graph metadata (flashinfer-draft-extend-graph, upstream #28782)
-FLASHINFER_DRAFT_EXTEND_METADATA = tuple(
-    f"{FLASHINFER_MODULE}.FlashInferAttnBackend.{name}"
-    for name in ("init_forward_metadata_capture_cuda_graph", "init_forward_metadata_replay_cuda_graph")
-)
 
 
 def route_tree(server_args):
@@ -245,8 +239,8 @@ def tree_draft_extend_graph_reason(worker):
       on a GPU; since the tree rows of the registered matrix passed with it on (2026-11-24, 0.5.11 and 0.5.12.post1,
       TP 2 included) it is the default, and SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0 turns it off.
     * flashinfer: flashinfer-draft-extend-graph (the DRAFT_EXTEND_V2 branches of its graph metadata, upstream
-      #28782 / 0.5.14). The default since its rows met on a GPU (2026-11-27);
-      SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0 turns it off. Eager with an FR-Spec token map, as upstream #28782.
+      #28782 / 0.5.14), whose rule is ``flashinfer_draft_extend_graph.flashinfer_graph_reason``. The default since its
+      rows met on a GPU (2026-11-27); SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0 turns it off.
 
     Any other backend runs a tree's draft extend eagerly.
     """
@@ -261,17 +255,12 @@ def tree_draft_extend_graph_reason(worker):
         if not all(core.is_patched(t) for t in TRITON_DRAFT_EXTEND_METADATA):
             return "draft-extend-kv-range is not applied: it carries the tree-width query stride of the triton metadata"
         return None
+    from .flashinfer_draft_extend_graph import FLASHINFER_MODULE, flashinfer_graph_reason
+
     flashinfer = getattr(sys.modules.get(FLASHINFER_MODULE), "FlashInferAttnBackend", None)  # imported if in use
     if flashinfer is None or not isinstance(backend, flashinfer):
         return "only the triton and flashinfer draft-extend graph metadata is ported to tree width"
-    if not selection.flashinfer_draft_graph_enabled():
-        return f"turned off by {selection.ENV_FLASHINFER_GRAPH}={os.environ.get(selection.ENV_FLASHINFER_GRAPH)}"
-    if not all(core.is_patched(t) for t in FLASHINFER_DRAFT_EXTEND_METADATA):
-        return "flashinfer-draft-extend-graph is not applied: it carries flashinfer's DRAFT_EXTEND_V2 graph metadata"
-    if getattr(worker.server_args, "speculative_token_map", None):
-        return ("FR-Spec (--speculative-token-map): the graph's logits buffer has the full draft vocab "
-                "(eager, as upstream #28782)")
-    return None
+    return flashinfer_graph_reason(worker, backend)
 
 
 def record_draft_extend_graph(worker, decision: str) -> None:

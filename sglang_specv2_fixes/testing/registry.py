@@ -7,7 +7,8 @@ upstream's ``register_cuda_ci``): the call does nothing at run time.
 and reports it "not run" on a machine with fewer); ``releases``: where the file runs; ``bug_in``: releases whose stock build must FAIL the file (A/B: the runner runs
 every file with SGLANG_SPECV2_FIXES=off and =auto and checks both outcomes). Each is a release set
 (``sglang_specv2_fixes.releases.release_set``: "all", "patched", "gpu", "report-only", "fix:<fix-name>" = where
-the plugin patches that fix, "a&b" = both) or a literal list of versions.
+the plugin patches that fix, "up-to:<v>" / "from:<v>" = releases up to / from v, "a&b" = both) or a literal list of
+versions.
 """
 
 import ast

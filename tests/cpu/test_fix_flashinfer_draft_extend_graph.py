@@ -1,5 +1,6 @@
-"""#28782 flashinfer-draft-extend-graph: flashinfer's spec-v2 draft-extend CUDA-graph metadata at tree width, on the
-release's real ``FlashInferAttnBackend`` (stock vs patched).
+"""#28782 flashinfer-draft-extend-graph on 0.5.11 / 0.5.12.x (patches/flashinfer-draft-extend-graph/0.5.11.patch):
+flashinfer's spec-v2 draft-extend CUDA-graph metadata at tree width, on the release's real ``FlashInferAttnBackend``
+(stock vs patched). 0.5.13.x (the init_forward_metadata_out_graph API): test_fix_flashinfer_draft_extend_graph_0513.py.
 
 Runs in a fresh interpreter with ``TRITON_INTERPRET=1`` (the release's real ``create_flashinfer_kv_indices_triton``
 runs on CPU). flashinfer itself does not import on CPU, so its three wrapper classes are replaced in the backend's
@@ -31,11 +32,16 @@ import sys
 import types
 
 import pytest
-from conftest import LINE, ROOT, child_env, requires_sglang, where_patched
+from conftest import LINE, ROOT, child_env, patched_here, requires_sglang, where_patched
+
+from sglang_specv2_fixes import releases
 
 FIX_NAME = "flashinfer-draft-extend-graph"
 
 pytestmark = [requires_sglang, where_patched(FIX_NAME, "flashinfer's DRAFT_EXTEND_V2 graph metadata"),
+              pytest.mark.skipif(patched_here(FIX_NAME) and releases.entry(FIX_NAME, LINE).name != "0.5.11",
+                                 reason="the capture / replay metadata API of 0.5.11 / 0.5.12.x; 0.5.13.x: "
+                                        "test_fix_flashinfer_draft_extend_graph_0513.py"),
               pytest.mark.release_scoped]
 
 H, D, KVH = 2, 16, 2

@@ -25,7 +25,7 @@ import torch
 from conftest import patched_here, where_patched
 
 from sglang_specv2_fixes import core, plugin, selection
-from sglang_specv2_fixes.fixes import tree_drafting
+from sglang_specv2_fixes.fixes import flashinfer_draft_extend_graph, tree_drafting
 
 pytestmark = [
     pytest.mark.release_scoped,
@@ -228,7 +228,7 @@ def _flashinfer_metadata(monkeypatch, patched):
     if patched:
         for target, fn in core.build_fix("flashinfer-draft-extend-graph").items():
             monkeypatch.setattr(FlashInferAttnBackend, target.rsplit(".", 1)[1], fn)
-    assert all(core.is_patched(t) for t in tree_drafting.FLASHINFER_DRAFT_EXTEND_METADATA) == patched
+    assert all(core.is_patched(t) for t in flashinfer_draft_extend_graph.metadata_targets()) == patched
 
 
 @pytest.mark.parametrize("fi_env,tree_env,metadata,token_map,captured,why", [
@@ -239,10 +239,12 @@ def _flashinfer_metadata(monkeypatch, patched):
     ("1", "0", True, None, False, "turned off by SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0"),
     ("1", None, False, None, False, "flashinfer-draft-extend-graph is not applied"),
     ("1", None, True, "/m/token_map.pt", False, "FR-Spec (--speculative-token-map)"),
+    ("1", None, True, "sliding-window", False, "two flashinfer wrappers (sliding window / cross attention)"),
 ])
 def test_plugin_flashinfer_tree_graph_decision(monkeypatch, fi_env, tree_env, metadata, token_map, captured, why):
     """Stock (every release this fix patches) never captures flashinfer's draft-extend graph; the plugin does for a
-    tree unless turned off, with flashinfer-draft-extend-graph's metadata and no FR-Spec token map (#28782)."""
+    tree unless turned off, with flashinfer-draft-extend-graph's metadata, no FR-Spec token map (#28782) and one
+    flashinfer wrapper (a sliding-window model's plan cannot take the graph metadata's prefix_lens=None)."""
     if not patched_here("flashinfer-draft-extend-graph"):
         pytest.skip("flashinfer-draft-extend-graph is not patched on this release")
     for env, value in ((selection.ENV_FLASHINFER_GRAPH, fi_env), (selection.ENV_TREE_GRAPH, tree_env)):
@@ -252,6 +254,8 @@ def test_plugin_flashinfer_tree_graph_decision(monkeypatch, fi_env, tree_env, me
             monkeypatch.setenv(env, value)
     _flashinfer_metadata(monkeypatch, metadata)
     worker, built = _worker(monkeypatch, TREE_ND, backend_kind="flashinfer")
+    if token_map == "sliding-window":  # FlashInferAttnBackend.__init__'s two-wrapper dispatch
+        worker.draft_extend_attn_backend.num_wrappers, token_map = 2, None
     worker.server_args.speculative_token_map = token_map
     _init_cuda_graphs("stock")(worker)
     assert built == ["draft"], "stock captured a flashinfer draft-extend graph"

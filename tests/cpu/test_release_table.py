@@ -130,8 +130,17 @@ def test_release_set_intersections_keep_table_order():
     assert releases.release_set("all&all") == releases.release_set("all")
 
 
+def test_release_set_up_to_and_from():
+    order = list(releases.RELEASES)
+    i = order.index("0.5.13")
+    assert releases.release_set("up-to:0.5.13") == order[: i + 1]
+    assert releases.release_set("from:0.5.13") == order[i:]
+    assert releases.release_set("from:0.5.13&up-to:0.5.13.post1") == ["0.5.13", "0.5.13.post1"]
+
+
 @pytest.mark.parametrize("spec,message", [
     ("fix:no-such-fix", "unknown fix 'no-such-fix'"),
+    ("from:0.9.9", "unknown release '0.9.9'"),
     ("gpu&fix:bogus", "unknown fix 'bogus'"),
     ("fix:", "unknown fix ''"),
     ("everything", "unknown release set 'everything'"),

@@ -1,11 +1,13 @@
 """Tree drafting on flashinfer with flashinfer's spec-v2 draft-extend CUDA graph at tree width
-(flashinfer-draft-extend-graph, upstream #28782; the row sets SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1, the default
-since it met on 0.5.11, 0.5.12 and 0.5.12.post1 on 2026-11-27):
+(flashinfer-draft-extend-graph, upstream #28782; the row sets SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1: the default
+on 0.5.11 / 0.5.12.x since it met there on 2026-11-27, the opt-in on 0.5.13.x until this row has met there):
 EAGLE3 3 steps / topk 8 / 16 draft tokens on flashinfer (Hopper's backend for trees), overlap on, page_size 1, forced
 retraction, strict busy leak checks, greedy equal to target-only, decode logprobs equal to prefill, 32 concurrent
 requests (batch size > 1 and padded graph batches are where a wrong query layout reads another request's rows), a
 concurrent abort (checks in ``testing.rows.TreeRow``), and the plugin's own report that flashinfer's draft-extend graph
-was captured at tree width. Stock falls back to spec v1 for explicit topk > 1 (and knows no such variable)."""
+was captured at tree width. Stock: on 0.5.11 / 0.5.12.x spec v1 for explicit topk > 1 (and no such variable); on
+0.5.13.x upstream's spec-v2 tree with an eager draft extend, so only the report test fails there. The chain on
+0.5.13.x: test_flashinfer_draft_extend_graph_chain.py."""
 
 import unittest
 
@@ -15,8 +17,8 @@ from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import TreeRow
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=240, suite="specv2-gpu", releases="fix:tree-drafting&fix:flashinfer-draft-extend-graph",
-                   bug_in="fix:tree-drafting")
+register_specv2_ci(est_time=240, suite="specv2-gpu", releases="fix:flashinfer-draft-extend-graph",
+                   bug_in="fix:flashinfer-draft-extend-graph")
 
 
 class TestTreeFlashinferDraftExtendGraph(TreeRow, CustomTestCase):

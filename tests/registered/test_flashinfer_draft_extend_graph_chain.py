@@ -1,0 +1,62 @@
+"""flashinfer's spec-v2 draft-extend CUDA graph for a chain on 0.5.13.x (flashinfer-draft-extend-graph, upstream #28782
+in 0.5.14; patches/flashinfer-draft-extend-graph/0.5.13.patch): EAGLE3 chain 3 steps / topk 1 / 4 tokens on
+**flashinfer**, overlap on, page size 1, SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1 on both sides (opt-in on these
+releases until this row and the tree row have met), forced retraction, strict busy leak checks. With the graph on,
+greedy output must equal the same target served without speculation, decode logprobs must equal the prefill's, 32
+concurrent requests must end at their lengths (padded graph batches: a wrong query layout reads another request's rows),
+the walk model's draft must keep its acceptance (a draft-extend graph replayed with wrong metadata writes wrong draft KV:
+acceptance drops while the text stays right), and the plugin must report the graph captured
+(``serving.draft_extend_graph``). Stock runs that draft extend eagerly and reports no such graph: it fails only the last
+test. 0.5.11 / 0.5.12.x keep a chain's draft extend eager by design (the plugin captures flashinfer's graph for trees
+there): the row starts at 0.5.13."""
+
+import unittest
+
+from sglang_specv2_fixes.selection import ENV_FLASHINFER_GRAPH
+from sglang_specv2_fixes.testing.client import server_info, specv2_state
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.rows import SpecChecks
+from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
+from sglang.test.test_utils import CustomTestCase
+
+register_specv2_ci(est_time=240, suite="specv2-gpu", releases="fix:flashinfer-draft-extend-graph&from:0.5.13",
+                   bug_in="fix:flashinfer-draft-extend-graph&from:0.5.13")
+
+STEPS, TOPK, TOKENS = 3, 1, 4
+
+
+class TestFlashinferDraftExtendGraphChain(SpecChecks, CustomTestCase):
+    BACKEND_ARGS = ("--attention-backend", "flashinfer")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.prefetch_target_only()
+        cls.process = launch(eagle3_args(STEPS, TOPK, TOKENS) + ["--page-size", "1"] + list(cls.BACKEND_ARGS),
+                             env={"SGLANG_TEST_RETRACT": "1", ENV_FLASHINFER_GRAPH: "1"})
+
+    @classmethod
+    def tearDownClass(cls):
+        stop(cls.process)
+
+    def test_1_greedy_equals_target_only(self):
+        self.check_greedy_equals_target_only()
+
+    def test_2_decode_logprobs_match_prefill(self):
+        self.check_decode_logprobs_match_prefill()
+
+    def test_3_concurrent_load(self):
+        self.check_concurrent_load(32)
+
+    def test_4_acceptance_kept(self):
+        self.check_accept_length(2.0)
+
+    def test_5_alive(self):
+        self.check_alive()
+
+    def test_6_draft_extend_graph_on_flashinfer(self):
+        serving = specv2_state(server_info())["serving"]
+        self.assertEqual(serving.get("draft_extend_graph"), f"cuda graph (flashinfer), {TOKENS} tokens per request")
+
+
+if __name__ == "__main__":
+    unittest.main()
