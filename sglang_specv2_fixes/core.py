@@ -286,12 +286,16 @@ def register(report: Report) -> None:
     (:class:`_OnImport`); until then it stays READY."""
     root = os.path.dirname(installed.sglang_root())
     on_import = {f.name for f in ALL_FIXES if f.on_import}
+    todo = [(st, _patch_file(st)) for st in report.fixes
+            if st.state == catalog.READY and st.name not in STATE.built and not _waiting(st.name)]
+    # a function that a fix built now also replaces: an on_import fix's file composing on it is built with that one
+    # (building it imports the module anyway; deferred, the on_import fix would be built alone and replace both)
+    at_load = {t.dotted for st, pf in todo if st.name not in on_import for t in pf.targets}
     now = []
-    for st in report.fixes:
-        if st.state != catalog.READY or st.name in STATE.built or _waiting(st.name):
-            continue
-        pf = _patch_file(st)
-        waiting = sorted({t.module for t in pf.targets} - set(sys.modules)) if st.name in on_import else []
+    for st, pf in todo:
+        shared = any(t.dotted in at_load for t in pf.targets)
+        waiting = sorted({t.module for t in pf.targets} - set(sys.modules)) \
+            if st.name in on_import and not shared else []
         if waiting:
             for module in waiting:
                 STATE.on_import.setdefault(module, []).append(st.name)

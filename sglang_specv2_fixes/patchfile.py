@@ -262,6 +262,20 @@ def apply_text(pf: PatchFile, rel: str, text: str) -> str:
     return _apply(pf, rel, text)[0]
 
 
+def apply_in_order(pfs: Sequence["PatchFile"], rel: str, text: str) -> str:
+    """``text`` with the files' hunks for ``rel`` applied one after the other, as build_stack applies them: a later
+    file's hunk in a function an earlier file changed moves by the lines that file added above it (what GNU patch
+    finds by its offset search)."""
+    done: List[Tuple[Target, Hunk]] = []
+    for pf in pfs:
+        hunks = dict(pf.files).get(rel)
+        if hunks is None:
+            continue
+        text = _apply(pf, rel, text, done)[0]
+        done.extend((_owner(h, pf.targets_in(rel)), h) for h in hunks)
+    return text
+
+
 def _added_above(h: Hunk, index: int) -> int:
     """Lines hunk ``h`` adds (net) above 0-based base line ``index``."""
     n, pos = 0, h.first_index

@@ -148,16 +148,12 @@ _FIXES["0.5.11"] = {
     ),
     "overlap-war-barrier": patch("0.5.11"),
     "flashinfer-draft-extend-graph": patch("0.5.11"),  # the same flashinfer functions on 0.5.12.x
-    "fa3-draft-extend-graph": note(
-        OPEN,
-        "not backported before 0.5.16: the backport follows 0.5.23's line on the releases whose fa3 draft-extend "
-        "metadata has the shape 0.5.23's has (0.5.16 - 0.5.22); fa3's older draft-extend graph code was not read for it",
-        check=('sglang.srt.speculative.eagle_worker_v2', 'EagleDraftWorker.init_cuda_graphs', '4b4930479c0b3d5f'),
-    ),
+    # opt-in (SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1); composes after tree-drafting on init_cuda_graphs
+    "fa3-draft-extend-graph": patch("0.5.11"),
     "verify-handoff": patch("0.5.11"),  # SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0 turns it off
 }
 _FIXES["0.5.12"] = _derive("0.5.11", {
-    "fa3-draft-extend-graph": "1a216285477a2d53",
+    "fa3-draft-extend-graph": patch("0.5.12"),
     "draft-decode-positions": note(
         UPSTREAM,
         "#25015: draft_forward advances the positions after each draft decode forward",
@@ -203,7 +199,7 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
         "drops that branch; docs/bench/chain-gap-source-2026-11-27.md section 7)",
         check=('sglang.srt.managers.overlap_utils', 'FutureMap.resolve_seq_lens_cpu', '0e06bbae78da2463'),
     ),
-    "fa3-draft-extend-graph": "983362e9caa27a76",
+    "fa3-draft-extend-graph": patch("0.5.13"),
     # the graph metadata moved to _prepare_cuda_graph_metadata / init_forward_metadata_out_graph; the same functions
     # on 0.5.13.post1 (opt-in here until run on a GPU: SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1)
     "flashinfer-draft-extend-graph": patch("0.5.13"),
@@ -280,12 +276,7 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
     "verify-handoff": "03bc17e32f9094ff",  # FutureMap.resolve_seq_lens_cpu
-    "fa3-draft-extend-graph": note(
-        OPEN,
-        "not backported before 0.5.16: the backport follows 0.5.23's line on the releases whose fa3 draft-extend "
-        "metadata has the shape 0.5.23's has (0.5.16 - 0.5.22); fa3's older draft-extend graph code was not read for it",
-        check=('sglang.srt.speculative.eagle_worker_v2', 'EagleDraftWorker._capture_cuda_graphs', '595a5cec54984cda'),
-    ),
+    "fa3-draft-extend-graph": patch("0.5.14"),
     "flashinfer-draft-extend-graph": note(
         UPSTREAM,
         "#28782: FlashInferAttnBackend._prepare_cuda_graph_metadata / init_forward_metadata_out_graph have the "
@@ -336,7 +327,7 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
 })
 _FIXES["0.5.15"] = _derive("0.5.14", {
     "verify-handoff": "42648b6d836794f3",
-    "fa3-draft-extend-graph": "d4c1fbcee79e878c",
+    "fa3-draft-extend-graph": patch("0.5.15"),
     "flashinfer-draft-extend-graph": "317261c6a2b3da53",
     "draft-decode-positions": "8a9134a65c6747d0",
     "grammar-result-order": patch("0.5.15"),

@@ -209,7 +209,7 @@ def flashinfer_draft_graph_requested() -> bool:
 
 
 def fa3_draft_graph_enabled() -> bool:
-    """fa3's spec-v2 draft-extend CUDA graph for chains (upstream #40762 / 0.5.23, backported to 0.5.16 - 0.5.22): off
+    """fa3's spec-v2 draft-extend CUDA graph for chains (upstream #40762 / 0.5.23, backported to 0.5.11 - 0.5.22): off
     unless SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH is set to an on value (1 / true / yes / on), until the fa3 chain row
     has run with it on a GPU."""
     return _flag(ENV_FA3_GRAPH)

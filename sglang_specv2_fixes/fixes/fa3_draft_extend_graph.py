@@ -1,23 +1,35 @@
-"""#40762 / #36324 - the spec-v2 draft-extend CUDA graph on fa3 (0.5.16 - 0.5.22; upstream in 0.5.23).
+"""#40762 / #36324 - the spec-v2 draft-extend CUDA graph on fa3 (0.5.11 - 0.5.22; upstream in 0.5.23).
 
-``EagleDraftWorker._capture_cuda_graphs`` captures the draft-extend graph only for the backends in its
-``graph_supported_backend_types`` list. fa3 (``FlashAttentionBackend``) implements that graph's metadata for
-``DRAFT_EXTEND_V2`` (``draft_extend_metadata``, its capture / replay branches; the multi-layer EAGLE runner replays it
-already) but is not in the list before 0.5.23. On Hopper ``--attention-backend`` defaults to fa3 for a chain
-(topk 1), so the most common EAGLE / EAGLE3 setup runs one eager draft-extend forward per decode step while target
-verify and draft decode replay graphs. 0.5.23 appends ``FlashAttentionBackend`` to the list (CUDA only); the patch
-does the same on 0.5.16 - 0.5.22 through ``fa3_graph_backends``, with three limits of its own:
+``EagleDraftWorker`` captures the draft-extend graph only for the backends it lists (``_capture_cuda_graphs``'
+``graph_supported_backend_types`` from 0.5.14, the isinstance test of ``init_cuda_graphs`` before). fa3
+(``FlashAttentionBackend``) implements that graph's metadata for ``DRAFT_EXTEND_V2`` (``draft_extend_metadata``, its
+capture / replay branches; the multi-layer EAGLE runner replays it already) but is not listed before 0.5.23. On
+Hopper ``--attention-backend`` defaults to fa3 for a chain (topk 1), so the most common EAGLE / EAGLE3 setup runs one
+eager draft-extend forward per decode step while target verify and draft decode replay graphs. 0.5.23 appends
+``FlashAttentionBackend`` to the list (CUDA only); the patch does the same on 0.5.11 - 0.5.22 through
+``fa3_graph_backends``, with three limits of its own:
 
 * chains only (topk 1): fa3 trees have not run here (the plugin does not route trees to fa3);
 * fa3 only (``fa_impl_ver == 3``): fa4 (Blackwell) has not run here;
 * only where the backend keeps that metadata in the graph (``draft_extend_metadata_captured_in_graph``: a hybrid-SWA
   pool without a full-to-SWA index mapping, and from 0.5.19 a translating KV index, build it outside; the multi-layer
-  runner checks the same).
+  runner checks the same). Before 0.5.16 the backend has no such method: the pool gets the same test.
+
+Before 0.5.16 (read for the backport, 0.5.11 - 0.5.15.post1): every release rebuilds fa3's DRAFT_EXTEND_V2 metadata
+out of the graph before each replay into the buffers the graph reads (cache_seqlens, cu_seqlens_k / _q, the page
+tables up to the host max of the KV lengths) and bakes max_seq_len_q at the captured width, the same statements as
+0.5.16's ``_apply_cuda_graph_metadata`` branch (0.5.11 / 0.5.12.x: ``init_forward_metadata_capture_cuda_graph`` /
+``init_forward_metadata_replay_cuda_graph``; 0.5.13 - 0.5.15.post1: ``_bind_metadata_buffers`` /
+``_apply_cuda_graph_metadata`` through ``init_forward_metadata_out_graph``). 0.5.16 adds an in-graph copy of that
+rebuild (``init_forward_metadata_in_graph``), which its runner runs after the same out-of-graph one. The host max
+comes from the CPU mirror, which fa3 keeps published there (``needs_cpu_seq_lens``, True for EAGLE before 0.5.16).
+On 0.5.11 / 0.5.12.x tree-drafting also replaces ``init_cuda_graphs``: this file composes after its file.
 
 **Off by default** until a GPU has run it: ``SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1`` turns it on. The decision goes
 to the log once and to ``/server_info`` (``serving.draft_extend_graph``, as tree-drafting's triton graph does).
 Proof owed: the fa3 chain rows with it on (greedy identity against the target served alone, the strict idle / busy
-checks) on 0.5.16 / 0.5.17, and a real-size side by side with it off; then it becomes the default.
+checks) on 0.5.17 (0.5.16 met) and on one release of each older code line, and a real-size side by side with it
+off; then it becomes the default.
 
 Removal: delete when 0.5.22 leaves the supported releases (upstream from 0.5.23).
 """
@@ -37,9 +49,10 @@ FIX = Fix(
     upstream=("#40762", "#36324"),
     title="the spec-v2 draft-extend CUDA graph on fa3 (chains; opt-in until run on a GPU)",
     what=(
-        "EagleDraftWorker._capture_cuda_graphs also lists FlashAttentionBackend among the backends whose draft-extend "
-        "graph it captures (0.5.23's line), for chains (topk 1) on fa3 whose draft-extend metadata lives in the graph; "
-        "off unless SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1 until it has run on a GPU"
+        "EagleDraftWorker._capture_cuda_graphs (init_cuda_graphs before 0.5.14) also lists FlashAttentionBackend "
+        "among the backends whose draft-extend graph it captures (0.5.23's line), for chains (topk 1) on fa3 whose "
+        "draft-extend metadata lives in the graph; off unless SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1 until it has run "
+        "on a GPU"
     ),
     why=(
         "fa3 implements the spec-v2 draft-extend graph metadata but is missing from the capture list before 0.5.23: "
@@ -69,13 +82,25 @@ def fa3_graph_reason(worker, backend) -> str | None:
     if captured is not None and not captured():
         return ("fa3 builds this pool's draft-extend metadata outside the graph (draft_extend_metadata_captured_in_graph: "
                 "a hybrid-SWA pool without a full-to-SWA mapping, or a translating KV index)")
+    if captured is None and not _swa_mapped(backend):
+        return ("a hybrid-SWA pool without a full-to-SWA mapping: not run with the graph here (0.5.16's "
+                "draft_extend_metadata_captured_in_graph test, applied to the pool before 0.5.16)")
     return None
 
 
+def _swa_mapped(backend) -> bool:
+    """0.5.16's ``draft_extend_metadata_captured_in_graph`` on a backend that predates it: the pool is not hybrid-SWA,
+    or it has a full-to-SWA index mapping (0.5.15's unified pool, whose v2p table stands for it, has none)."""
+    if not getattr(backend, "use_sliding_window_kv_pool", False):
+        return True
+    return getattr(getattr(backend, "token_to_kv_pool", None), "full_to_swa_index_mapping", None) is not None
+
+
 def fa3_graph_backends(worker, is_cuda) -> list:
-    """Called by the patched ``EagleDraftWorker._capture_cuda_graphs`` before it tests its backend list: the classes
-    to add to it. ``[FlashAttentionBackend]`` where the draft-extend backend is fa3 on CUDA and fa3_graph_reason
-    allows, else none. For an fa3 worker the decision is logged once and kept for /server_info."""
+    """Called by the patched ``EagleDraftWorker._capture_cuda_graphs`` (``init_cuda_graphs`` before 0.5.14) before it
+    tests its backend list: the classes to add to it. ``[FlashAttentionBackend]`` where the draft-extend backend is fa3
+    on CUDA and fa3_graph_reason allows, else none. For an fa3 worker the decision is logged once and kept for
+    /server_info."""
     backend = worker.draft_extend_attn_backend
     cls = getattr(sys.modules.get(FA3_MODULE), "FlashAttentionBackend", None)  # imported where fa3 is the backend
     if not is_cuda or cls is None or not isinstance(backend, cls):

@@ -180,8 +180,8 @@ def _apply_series(version, tree):
         run = subprocess.run(["patch", "-p1", "--fuzz=0", "--forward", "--no-backup-if-mismatch", "-i",
                               os.path.join(PATCHES, p)], cwd=tree, capture_output=True, text=True)
         assert run.returncode == 0 and "fuzz" not in run.stdout, f"{version}: {p}\n{run.stdout}{run.stderr}"
-        for rel, _ in pf.files:
-            expected[rel] = patchfile.apply_text(pf, rel, expected[rel])
+    for rel in touched:  # the plugin's order and offsets (a file composed after another moves by its lines)
+        expected[rel] = patchfile.apply_in_order(pfs, rel, expected[rel])
     return touched, expected
 
 

@@ -62,8 +62,8 @@ is present (the table must then patch it, or say open). A wrong table entry fail
   0.5.13.x       flashinfer-draft-extend-graph: flashinfer's graph metadata (_prepare_cuda_graph_metadata) has no
                 DRAFT_EXTEND_V2 branch and the draft-extend graph list has no flashinfer: the spec-v2 draft extend runs
                 eagerly (B: patched with 0.5.14's branches, opt-in there); #28782 from 0.5.14 (U)
-  up to 0.5.22   fa3-draft-extend-graph: _capture_cuda_graphs' list has no FlashAttentionBackend (B: patched 0.5.16 -
-                0.5.22, open before); 0.5.23 appends it (U)
+  up to 0.5.22   fa3-draft-extend-graph: _capture_cuda_graphs' list has no FlashAttentionBackend (B: patched 0.5.11 -
+                0.5.22); 0.5.23 appends it (U)
   0.5.13 on      verify-handoff: no ScheduleBatch.maybe_wait_verify_done / verify_done.synchronize(); the next batch's
                 seq_lens are gathered on the GPU behind the verify's publish event (U). 0.5.13.x still blocks the
                 host on that event where the CPU mirror is forced (piecewise CUDA graphs on, the default, or a backend
