@@ -75,7 +75,7 @@ import sys
 
 import pytest
 
-from sglang_specv2_fixes import catalog, core, export, installed, releases, selection
+from sglang_specv2_fixes import catalog, core, export, installed, patchfile, releases, selection
 from sglang_specv2_fixes.catalog import Patched
 from sglang_specv2_fixes.fixes import ALL_FIXES
 
@@ -180,7 +180,11 @@ def test_states_match_the_source_and_are_verified(version, monkeypatch):
         want = EXPECTED[version][st.name]
         if isinstance(e, Patched):
             assert want == B and st.state == catalog.READY, (version, st.name, st.state, st.reason)
-            assert st.reason == f"fingerprints match patches/{st.name}/{e.name}.patch"
+            # a file composed after another planned fix's (compose: line) says so
+            ready = {x.name for x in report.fixes if x.state == catalog.READY}
+            composed = "".join(f"; composed with {c.fix} on {c.qualname} (applied after it)"
+                               for c in patchfile.load(st.name, e.name).composes if c.fix in ready)
+            assert st.reason == f"fingerprints match patches/{st.name}/{e.name}.patch" + composed
         else:
             assert st.state == (catalog.OPEN if want == B else want), (version, st.name, st.state, st.reason)
             assert "source verified" in st.reason, (st.name, st.reason)
