@@ -78,6 +78,24 @@ def _set(monkeypatch, mod, name, value):
         monkeypatch.setattr(mod, name, value)
 
 
+# backends the function imports lazily on CUDA only (so the CUDA flag set here imports them on CPU)
+CUDA_ONLY = (("sglang.srt.layers.attention.dsa_backend", "DeepseekSparseAttnBackend"),
+             ("sglang.srt.layers.attention.deepseek_v4_backend", "DeepseekV4AttnBackend"),
+             ("sglang.srt.layers.attention.flashmla_backend", "FlashMLABackend"))
+
+
+def _cuda_only_imports(monkeypatch):
+    """A module of CUDA_ONLY that does not import on CPU (0.5.15's dsa_backend imports cutlass at module level) gets a
+    stand-in holding a class of that name, which no backend here is an instance of."""
+    for name, cls in CUDA_ONLY:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            stand_in = types.ModuleType(name)
+            setattr(stand_in, cls, type(cls, (), {}))
+            monkeypatch.setitem(sys.modules, name, stand_in)
+
+
 def _run(monkeypatch, fn, backend, topk=1, cuda=True):
     """Call ``fn`` (the release's stock or patched function) on an EagleDraftWorker-shaped object; returns the runners
     it built and the scheduler's server_args (the target worker's: /server_info reads them). The draft worker holds a
@@ -89,6 +107,7 @@ def _run(monkeypatch, fn, backend, topk=1, cuda=True):
         return lambda worker: built.append(kind) or kind
 
     monkeypatch.setattr(mod, "_is_cuda", cuda)
+    _cuda_only_imports(monkeypatch)
     _set(monkeypatch, mod, "_is_cpu", False)
     _set(monkeypatch, mod, "check_cuda_graph_backend", lambda *a, **k: False)  # graphs not disabled (0.5.14 on)
     _set(monkeypatch, mod, "get_batch_sizes_to_capture", lambda runner: ([1, 2, 4], []))
