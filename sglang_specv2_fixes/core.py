@@ -5,7 +5,8 @@
                             present / ready
     register(r)             apply each READY fix's patch file to the installed source, compile the patched
                             functions and hand them to SGLang's HookRegistry (REPLACE); an ``on_import`` fix
-                            whose modules are not imported yet is built, applied and verified when they are;
+                            whose modules are not imported yet is built, applied and verified when they are
+                            (with the fixes whose files compose with its: when all of theirs are);
                             two fixes on one function only where the later's file composes with the earlier's
                             (``compose:``, patchfile.build_stack): built and hooked once, else the later is refused
     verify(r)               after HookRegistry.apply_hooks(): check each target really runs our function
@@ -283,26 +284,29 @@ STATE = State()
 def register(report: Report) -> None:
     """Compile each READY fix's patched functions and register them as REPLACE hooks (once per process). An
     ``on_import`` fix whose target modules are not imported yet is registered when SGLang imports them
-    (:class:`_OnImport`); until then it stays READY."""
+    (:class:`_OnImport`), together with the fixes whose files compose with its; until then it stays READY."""
     root = os.path.dirname(installed.sglang_root())
     on_import = {f.name for f in ALL_FIXES if f.on_import}
     todo = [(st, _patch_file(st)) for st in report.fixes
             if st.state == catalog.READY and st.name not in STATE.built and not _waiting(st.name)]
-    # a function that a fix built now also replaces: an on_import fix's file composing on it is built with that one
-    # (building it imports the module anyway; deferred, the on_import fix would be built alone and replace both)
-    at_load = {t.dotted for st, pf in todo if st.name not in on_import for t in pf.targets}
+    # fixes whose files compose on a shared function are built together, once (_stacks): a group with a fix built at
+    # load is built now (building imports the modules anyway), a group of on_import fixes waits for every module of
+    # every fix in it. Built apart, the later fix's function would go to a target HookRegistry has patched already,
+    # which apply_hooks skips: the function would keep the earlier fix's change only and the later fix would fail
+    # (fa3- and flashinfer-draft-extend-graph on 0.5.13.x: init_cuda_graphs, their modules eagle_worker_v2 and
+    # flashinfer_backend; there the first imports the second, but another release's imports may not)
     now = []
-    for st, pf in todo:
-        shared = any(t.dotted in at_load for t in pf.targets)
-        waiting = sorted({t.module for t in pf.targets} - set(sys.modules)) \
-            if st.name in on_import and not shared else []
-        if waiting:
+    for stack in _stacks(todo):
+        waiting = sorted({t.module for _, pf in stack for t in pf.targets} - set(sys.modules)) \
+            if all(st.name in on_import for st, _ in stack) else []
+        if not waiting:
+            now.append(stack)
+            continue
+        for st, _ in stack:
             for module in waiting:
                 STATE.on_import.setdefault(module, []).append(st.name)
             st.reason = f"fingerprints match {st.patch}; applied when SGLang imports {', '.join(waiting)}"
-            continue
-        now.append((st, pf))
-    for stack in _stacks(now):
+    for stack in now:
         _build_and_register(report, stack, root)
     # building those may have imported a module an on_import fix waits for (0.5.11's scheduler imports model_runner):
     # its import is over, so the finder would never see it; register such a fix now, with the others

@@ -268,11 +268,16 @@ def apply_in_order(pfs: Sequence["PatchFile"], rel: str, text: str) -> str:
     finds by its offset search)."""
     done: List[Tuple[Target, Hunk]] = []
     for pf in pfs:
-        hunks = dict(pf.files).get(rel)
-        if hunks is None:
-            continue
-        text = _apply(pf, rel, text, done)[0]
-        done.extend((_owner(h, pf.targets_in(rel)), h) for h in hunks)
+        if rel in dict(pf.files):
+            text = _apply_after(pf, rel, text, done)
+    return text
+
+
+def _apply_after(pf: PatchFile, rel: str, text: str, done: List[Tuple[Target, Hunk]]) -> str:
+    """``text`` (with the files whose (target, hunk) are in ``done`` applied) with ``pf``'s hunks for ``rel`` applied
+    after them (_apply); ``done`` then holds this file's too."""
+    text = _apply(pf, rel, text, done)[0]
+    done.extend((_owner(h, pf.targets_in(rel)), h) for h in dict(pf.files)[rel])
     return text
 
 
@@ -456,8 +461,7 @@ def build_stack(pfs: Sequence[PatchFile], root: str) -> Dict[str, Callable]:
                 if got != c.before:
                     raise PatchError(f"{pf.path}: after {prev.path}, {t.dotted} has fingerprint {got}; this file's "
                                      f"compose line for {prev.fix} expects {c.before}")
-            texts[rel] = (path, _apply(pf, rel, text, done.get(rel, ()))[0])
-            done.setdefault(rel, []).extend((_owner(h, pf.targets_in(rel)), h) for h in dict(pf.files)[rel])
+            texts[rel] = (path, _apply_after(pf, rel, text, done.setdefault(rel, [])))
         for t in pf.targets:
             if t.dotted in last:
                 prev, _, label = last[t.dotted]

@@ -184,6 +184,69 @@ def test_every_patched_fix_is_applied_through_load_plugins():
     assert r["plain"] == expected
 
 
+
+# (earlier fix, later fix, target): two on_import fixes whose files compose on one function here (0.5.13.x:
+# flashinfer-draft-extend-graph after fa3-draft-extend-graph on EagleDraftWorker.init_cuda_graphs)
+COMPOSED_ON_IMPORT = [(c.fix, f, c.dotted) for f in PATCHED_HERE if f in ON_IMPORT
+                      for c in patchfile.load(f, releases.entry(f, LINE).name).composes if c.fix in ON_IMPORT]
+
+COMPOSED_ON_IMPORT_SCRIPT = PRELUDE + """
+import importlib, inspect
+from sglang.srt.plugins import load_plugins
+from sglang.srt.plugins.hook_registry import HookRegistry
+load_plugins()
+from sglang_specv2_fixes import core, patchfile, plugin
+first, later, target = json.loads(sys.argv[1])
+modules = json.loads(sys.argv[2])  # the earlier fix's modules first
+if sys.argv[3] == 'apart':  # each import ends before the next one starts (no module imports another)
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, core._OnImport)]
+    for module in modules:
+        importlib.import_module(module)
+    for module in modules:
+        core._imported(module)
+else:  # as SGLang imports them
+    for module in modules:
+        importlib.import_module(module)
+report = plugin.announce('scheduler')
+hooks = [h for _, h, _ in HookRegistry._hooks[target]]
+runs = [f for f in core._chain(core.resolve_raw(target)) if getattr(f, patchfile.MARK, None)]
+print('RESULT ' + json.dumps(dict(
+    states={f: [report.get(f).state, report.get(f).reason] for f in (first, later)}, warnings=report.warnings,
+    hooks=[getattr(h, patchfile.MARK, None) for h in hooks], runs=[getattr(f, patchfile.MARK) for f in runs],
+    built=[core.STATE.built[f][target] is hooks[-1] for f in (first, later)],
+    source=inspect.getsource(runs[0]) if runs else '')))
+"""
+
+
+@pytest.mark.release_scoped
+@pytest.mark.skipif(not COMPOSED_ON_IMPORT, reason=f"sglang {VERSION}: no two on_import fixes compose on a function")
+@pytest.mark.parametrize("order", ["imported", "apart"])
+def test_on_import_fixes_that_compose_are_built_together(order):
+    """Two on_import fixes whose files compose on one function: the function SGLang runs carries both changes, in
+    whatever order their modules finish importing. On 0.5.13.x eagle_worker_v2 imports flashinfer_backend
+    ('imported'); 'apart' lets eagle_worker_v2 (all of fa3-draft-extend-graph's modules) finish first: built on its
+    own then, fa3's function kept the target, flashinfer-draft-extend-graph's REPLACE came after HookRegistry had
+    patched it (apply_hooks skips it) and that fix failed."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT, child_env
+
+    for first, later, target in COMPOSED_ON_IMPORT:
+        own = [t.module for t in patchfile.load(first, releases.entry(first, LINE).name).targets]
+        rest = [t.module for t in patchfile.load(later, releases.entry(later, LINE).name).targets]
+        modules = list(dict.fromkeys(own + rest))
+        proc = subprocess.run([sys.executable, "-c", COMPOSED_ON_IMPORT_SCRIPT, json.dumps([first, later, target]),
+                               json.dumps(modules), order], capture_output=True, text=True, timeout=240,
+                              env=child_env(), cwd=ROOT)
+        r = result_of(proc)
+        assert r["warnings"] == [] and all(s == "applied" for s, _ in r["states"].values()), r["states"]
+        both = f"{first}+{later}:{target}"
+        assert r["hooks"] == [both] and r["runs"] == [both] and r["built"] == [True, True], r
+        for f in (first, later):
+            assert f"specv2-fixes({f})" in r["source"], f
+
+
 def test_off_patches_nothing_but_reports():
     proc = run_py(LOAD_AND_REPORT, SGLANG_SPECV2_FIXES="off")
     r = result_of(proc)
