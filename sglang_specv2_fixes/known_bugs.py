@@ -402,10 +402,11 @@ BUGS: Tuple[Bug, ...] = (
         "13 - 20 % at TP 2: the scheduler builds the next batch only during the draft extend (verify_done.synchronize, "
         "seq_lens.sum().item(), seq_lens.cpu()), and the GPU idles 0.5 - 0.9 ms per decode step (text unaffected)",
         affected=span("0.5.11", "0.5.12.post1"), fixed_in="0.5.13", answer="verify-handoff",
-        reason="patched on 0.5.11 … 0.5.12.post1 for triton chains with CUDA graphs (the schedule stream waits for "
-        "verify_done, no seq_lens D2H, device prefix lengths for the draft extend; every other batch keeps the "
-        "release's synchronous path, trees included); on by default since its GPU row met (2026-11-27; at real size "
-        "1.06 - 1.23x a 0.5.11 chain's tok/s, 0.98 - 1.02x upstream 0.5.17's at TP 1), "
+        reason="patched on 0.5.11 … 0.5.12.post1 for triton with CUDA graphs, chains and trees (the schedule stream "
+        "waits for verify_done, no seq_lens D2H, device prefix lengths for the draft extend; every other batch keeps "
+        "the release's synchronous path); on by default since its GPU row met for chains (2026-11-27; at real size "
+        "1.06 - 1.23x a 0.5.11 chain's tok/s, 0.98 - 1.02x upstream 0.5.17's at TP 1; the row's tree class, added "
+        "2026-11-27, has not run on a GPU yet), "
         "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0 turns it off. 0.5.13 has no host wait on verify_done (#25879); but on 0.5.13.x "
         "two-batch overlap and piecewise CUDA graphs (on by default) still force the host mirror, and the host waits "
         "for the verify's publish to read it (resolve_seq_lens_cpu), unless --disable-piecewise-cuda-graph",

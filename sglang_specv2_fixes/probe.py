@@ -32,7 +32,7 @@ Invariants counted (a stale result must not touch a request whose KV is already 
 Counted, not a violation (tests/registered/test_verify_handoff.py):
   verify_host_waits         host waits on a verify: ``Event.synchronize()`` called from a function named
                             ``maybe_wait_verify_done`` (0.5.11 / 0.5.12.x; stock and patched alike). The
-                            verify-handoff fix replaces them by stream waits on triton chains with CUDA graphs.
+                            verify-handoff fix replaces them by stream waits on triton with CUDA graphs (chains, trees).
 
 In check mode the first violation raises in the scheduler (which stops it) with the request id and
 its counters, instead of only being counted.

@@ -393,19 +393,21 @@ flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA gr
     - upstream (0.5.14 … 0.5.23)
     Removal: delete when 0.5.13.post1 leaves the supported releases (upstream from 0.5.14)
 
-verify-handoff  [#25879]  decode preparation without the host wait on the verify (triton chains)
+verify-handoff  [#25879]  decode preparation without the host wait on the verify (triton, CUDA graphs)
     What: ScheduleBatch.maybe_wait_verify_done makes the schedule stream wait for verify_done
         instead of the host, and filter_batch / merge_batch /
         EagleDraftInputV2Mixin.prepare_for_decode drop the seq_lens D2H (seq_lens_cpu None,
         seq_lens_sum the allocated-length bound, pinned non-blocking H2D), the draft extend takes
         its prefix lengths from the device seq_lens (ForwardBatch.init_new accepts them), and
         EAGLEWorkerV2.forward_batch_generation restores the exact host mirror where a CUDA graph
-        cannot run; only for triton chains with CUDA graphs (SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0
-        turns it off)
+        cannot run; only for triton with CUDA graphs, chains and trees (a tree wider than steps + 1
+        only with its tree-width draft-extend graph; the tree class of the GPU row has not run yet;
+        SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0 turns it off)
     Why: 0.5.11 / 0.5.12.x block the scheduler thread until the previous verify ends
         (verify_done.synchronize, seq_lens.cpu()) to build the draft extend's positions on the host,
         so the next batch is prepared only during the draft extend and the GPU idles 0.5 - 0.9 ms
-        per decode step (4 - 10 % of a chain's tok/s at TP 1 against 0.5.17, 13 - 20 % at TP 2)
+        per decode step (4 - 10 % of a chain's tok/s at TP 1 against 0.5.17, 13 - 20 % at TP 2;
+        trees, with the same wait, reach 0.88 - 0.96 of 0.5.17's tree tok/s)
     - applied: patches/verify-handoff/0.5.11.patch (0.5.11)
     - applied: patches/verify-handoff/0.5.12.patch (0.5.12 … 0.5.12.post1)
     - upstream (0.5.13 … 0.5.23)

@@ -6,10 +6,10 @@ block the scheduler thread until N's verify has finished on the GPU: ``ScheduleB
 (``verify_done.synchronize()``, from ``filter_batch``, ``merge_batch`` and ``EagleDraftInputV2Mixin.prepare_for_decode``),
 ``filter_batch``'s ``self.seq_lens.sum().item()`` and ``prepare_for_decode``'s ``batch.seq_lens.cpu()`` (plus two
 pageable, hence blocking, ``.to(device)`` copies of the KV lengths). The exact host mirror ``seq_lens_cpu`` is needed
-for one reason on a triton + CUDA-graph chain: ``prepare_for_extend_to_fill_draft_kvcache`` builds the draft extend's
-prefix lengths (and from them its positions) as a host list. So the host prepares N+1 only during N's draft extend, and
-the GPU waits for the host about 0.5 - 0.9 ms per decode step (docs/bench/upstream-parity.md: 4 - 10 % of a chain's
-tok/s at TP 1 against 0.5.17, 13 - 20 % at TP 2; the source comparison is in the fix's known-bugs record).
+for one reason on a triton + CUDA-graph decode step: ``prepare_for_extend_to_fill_draft_kvcache`` builds the draft
+extend's prefix lengths (and from them its positions) as a host list. So the host prepares N+1 only during N's draft
+extend, and the GPU waits for the host about 0.5 - 0.9 ms per decode step (docs/bench/upstream-parity.md: 4 - 10 % of a
+chain's tok/s at TP 1 against 0.5.17, 13 - 20 % at TP 2; the source comparison is in the fix's known-bugs record).
 
 0.5.13+ keep the host one step ahead (0.5.17: the future map publishes ``new_seq_lens`` behind a GPU-side event, no D2H
 of ``seq_lens`` for triton, ``seq_lens_sum`` an upper bound, the draft extend's positions from device tensors). The
@@ -40,19 +40,55 @@ allocated length; the consumers left on the graph path only size buffers with it
 metadata reads neither ``seq_lens_sum`` nor ``seq_lens_cpu``). KV sizing never used ``seq_lens``: the allocation reads
 the host counters (``kv_committed_len + 2 * alloc_len_per_decode``), which lag by one verify in the release already.
 
+Trees (topk > 1, tree-drafting's spec-v2 path) add no consumer of the host mirror on the graph path (read on
+0.5.11 / 0.5.12 / 0.5.12.post1 with tree-drafting and draft-extend-kv-range applied):
+
+* the draft (``prepare_for_v2_draft``, ``assign_draft_cache_locs_page_size_1``, the draft graph's replay and
+  ``TritonMultiStepDraftBackend.init_forward_metadata_replay_cuda_graph``): device ``seq_lens`` only; topk is the
+  grid width. ``common_template`` slices ``kv_indices`` by ``seq_lens_sum`` only where it is given a ``call_fn``
+  (capture and the eager draft).
+* ``build_tree_kernel_efficient``: on triton with CUDA graphs it is handed the target backend's
+  ``cuda_graph_custom_mask`` (``get_verify_buffers_to_fill_after_draft``) and ignores ``seq_lens_sum``, which sizes
+  only a mask it allocates itself (without a buffer an upper bound allocates more, harmless). The kernel places each
+  request's rows by the cumulative device ``seq_lens`` (sgl-kernel ``build_tree_efficient``), and the verify reads
+  them through ``mask_indptr`` = cumsum of ``n * (seq_lens + n)`` from the same device ``seq_lens`` (graph replay and
+  eager alike); the replay's ``custom_mask[: spec_info.custom_mask.shape[0]] = spec_info.custom_mask`` copies the
+  buffer onto itself. The buffer (``max_bs * n * max_context_len``) and its limits are the release's, the same with
+  the exact mirror: nothing on this path depends on ``seq_lens_sum``. Chains build their mask the same way; upstream
+  0.5.17 passes an upper bound there too (``eagle_worker_common``: "over-size is safe").
+* target verify (``prepare_for_v2_verify``, ``CudaGraphRunner.replay_prepare``, triton's TARGET_VERIFY replay):
+  device ``seq_lens``; ``seq_lens_cpu`` is copied only where not None; ``seq_lens_sum`` is passed and not read. Even
+  the eager verify sizes ``kv_indices`` by ``kv_indptr[-1]``, not by ``seq_lens_sum``. (0.5.12 also keeps both on the
+  verify input for TBO's ``split_spec_info``; TBO is excluded.)
+* the accepted-path compaction (tree-drafting's ``verify``: ``move_accepted_tokens_to_target_kvcache``,
+  ``compact_accept_to_front``): device ``seq_lens`` and ``accept_index``. It runs after ``verify_done`` is recorded,
+  and the release's host wait also orders the schedule stream only after ``verify_done``; the next forward follows
+  it on the forward stream.
+* the tree-width draft extend (its graph runner's replay, triton's DRAFT_EXTEND_V2 metadata with
+  draft-extend-kv-range): device ``seq_lens`` and ``extend_seq_lens``, a host ``extend_seq_lens_cpu`` of constants;
+  ``seq_lens_cpu`` only where not None. Without that graph (``SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0``, or
+  draft-extend-kv-range not applied: tree-drafting then records "eager: ..." as its decision) every step would need
+  ``materialize``, a blocking read after the whole previous step, so such a server keeps the synchronous path
+  (``server_reason``).
+
+Upstream 0.5.17 serves trees on triton the same way: ``needs_cpu_seq_lens = False``, no ``seq_lens`` D2H, the tree
+mask written into the backend's buffer with ``seq_lens_sum`` an upper bound or unused.
+
 ``applies(batch)`` (every other batch keeps the release's synchronous path, byte for byte): a spec-v2 batch whose draft
 input carries a ``verify_done`` event (steady decode; the first decode after a prefill still syncs), no logprob or
 hidden-state return, no grammar, no encoder-decoder model, the plain request and token pools (no mamba / hybrid-GDN,
-no hybrid-SWA, no paged or hisparse allocator), and a server (``server_reason``) with chains only (topk 1: trees,
-the tree-drafting path, keep the wait), triton for every attention backend, CUDA graphs on with padding, page size 1,
-no DP attention, no two-batch overlap, no LoRA, no mixed chunk, no multi-layer EAGLE, no PD disaggregation, no pdmux.
+no hybrid-SWA, no paged or hisparse allocator), and a server (``server_reason``) with triton for every attention
+backend, CUDA graphs on with padding, page size 1, no DP attention, no two-batch overlap, no LoRA, no mixed chunk, no
+multi-layer EAGLE, no PD disaggregation, no pdmux; chains and trees (a tree wider than steps + 1 only with its
+draft-extend graph at tree width).
 
 On by default since its row met A/B on 0.5.11, 0.5.12 and 0.5.12.post1 (2026-11-27, docs/gpu-runs/2026-11-27-s23/,
 tests/registered/test_verify_handoff.py: greedy identity of a triton chain against the target served alone, the strict
 idle / busy memory checks under load, aborts and forced retraction; stock fails only the probe's count of host waits
 on ``verify_done``, 229 in a 16-request chain load, the plugin 0). At real size on 0.5.11 it gives 1.23 / 1.19 /
 1.06x output tok/s at c = 1 / 8 / 32, and the chain reaches 0.98 - 1.02x upstream 0.5.17 (docs/bench/upstream-parity.md).
-``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0`` turns it off (``server_reason``).
+Trees were added after that (2026-11-27): the row's tree class (EAGLE3 3 steps / topk 4 / 8 tokens) has not run on a
+GPU yet. ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0`` turns it off (``server_reason``).
 
 Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13).
 """
@@ -72,20 +108,21 @@ logger = logging.getLogger("sglang_specv2_fixes")
 FIX = Fix(
     name="verify-handoff",
     upstream=("#25879",),
-    title="decode preparation without the host wait on the verify (triton chains)",
+    title="decode preparation without the host wait on the verify (triton, CUDA graphs)",
     what=(
         "ScheduleBatch.maybe_wait_verify_done makes the schedule stream wait for verify_done instead of the host, and "
         "filter_batch / merge_batch / EagleDraftInputV2Mixin.prepare_for_decode drop the seq_lens D2H (seq_lens_cpu "
         "None, seq_lens_sum the allocated-length bound, pinned non-blocking H2D), the draft extend takes its prefix "
         "lengths from the device seq_lens (ForwardBatch.init_new accepts them), and EAGLEWorkerV2.forward_batch_generation "
-        "restores the exact host mirror where a CUDA graph cannot run; only for triton chains with CUDA graphs "
-        "(SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0 turns it off)"
+        "restores the exact host mirror where a CUDA graph cannot run; only for triton with CUDA graphs, chains and "
+        "trees (a tree wider than steps + 1 only with its tree-width draft-extend graph; the tree class of the GPU "
+        "row has not run yet; SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0 turns it off)"
     ),
     why=(
         "0.5.11 / 0.5.12.x block the scheduler thread until the previous verify ends (verify_done.synchronize, "
         "seq_lens.cpu()) to build the draft extend's positions on the host, so the next batch is prepared only during "
         "the draft extend and the GPU idles 0.5 - 0.9 ms per decode step (4 - 10 % of a chain's tok/s at TP 1 against "
-        "0.5.17, 13 - 20 % at TP 2)"
+        "0.5.17, 13 - 20 % at TP 2; trees, with the same wait, reach 0.88 - 0.96 of 0.5.17's tree tok/s)"
     ),
     removal="delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)",
 )
@@ -107,7 +144,7 @@ def server_reason(args) -> str | None:
     key = id(args)
     if key not in _SERVER:
         _SERVER[key] = _server_reason(args)
-        logger.info("sglang-specv2-fixes: verify handoff: %s", _SERVER[key] or "on (triton chain, CUDA graphs)")
+        logger.info("sglang-specv2-fixes: verify handoff: %s", _SERVER[key] or "on (triton, CUDA graphs)")
     return _SERVER[key]
 
 
@@ -117,9 +154,6 @@ def _server_reason(args) -> str | None:
     g = lambda name, default=None: getattr(args, name, default)  # noqa: E731
     if (g("speculative_algorithm") or "").upper() not in ("EAGLE", "EAGLE3"):
         return f"speculative algorithm {g('speculative_algorithm')}: only EAGLE / EAGLE3 were read for it"
-    topk = g("speculative_eagle_topk") or 1
-    if topk > 1:
-        return f"tree drafting (topk {topk}) keeps the host wait"
     names = ("attention_backend", "decode_attention_backend", "prefill_attention_backend",
              "speculative_draft_attention_backend")
     backends = {g(n) for n in names} - {None}
@@ -135,6 +169,27 @@ def _server_reason(args) -> str | None:
             return flag.replace("_", "-")
     if g("disaggregation_mode", "null") != "null":
         return f"PD disaggregation ({g('disaggregation_mode')})"
+    return _tree_reason(args)
+
+
+def _tree_reason(args) -> str | None:
+    """A tree wider than steps + 1 runs its draft extend in tree-drafting's tree-width graph or eagerly. Eagerly, every
+    step would need ``materialize`` (a blocking read after the whole previous step, longer than the release's wait), so
+    such a server keeps the synchronous path. Read from the switch and, once the draft worker has decided, from the
+    decision tree-drafting records on the server args."""
+    from .tree_drafting import DRAFT_EXTEND_GRAPH
+
+    topk = getattr(args, "speculative_eagle_topk", None) or 1
+    steps = getattr(args, "speculative_num_steps", None) or 0
+    tokens = getattr(args, "speculative_num_draft_tokens", None) or 0
+    if topk == 1 or tokens <= steps + 1:
+        return None  # the release's own draft-extend graph (steps + 1 tokens per request)
+    if not selection.tree_draft_graph_enabled():
+        env = selection.ENV_TREE_GRAPH
+        return f"tree draft extend without its CUDA graph ({env}={os.environ.get(env)})"
+    decision = getattr(args, "__dict__", {}).get(DRAFT_EXTEND_GRAPH)
+    if decision is not None and not decision.startswith("cuda graph"):
+        return f"tree draft extend {decision}"
     return None
 
 

@@ -1,10 +1,13 @@
-"""verify-handoff (#25879, in 0.5.13; on unless SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0) on the release's real functions: a triton chain's decode preparation
-leaves the host free while the previous verify runs, and everything else keeps the release's host wait.
+"""verify-handoff (#25879, in 0.5.13; on unless SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0) on the release's real functions: the
+decode preparation of a triton chain or tree with CUDA graphs leaves the host free while the previous verify runs, and
+everything else keeps the release's host wait.
 
 * ``ScheduleBatch.maybe_wait_verify_done`` (real, stock and patched) on a steady spec-v2 decode batch of a triton
-  chain server: stock waits on the host (``verify_done.synchronize()``), the plugin makes the current stream wait
-  for the event and the host does not. A tree server (topk 4), a logprob batch and a fa3 server keep the host wait
-  with the plugin. Stand-ins: the batch's attributes, the event (records ``synchronize`` / ``wait_event``), the
+  chain or tree (topk 4 / 8 tokens) server: stock waits on the host (``verify_done.synchronize()``), the plugin makes
+  the current stream wait for the event and the host does not. A logprob batch, a fa3 server and a tree whose draft
+  extend runs eagerly (its tree-width graph switched off, or tree-drafting's recorded decision "eager: ...") keep the
+  host wait with the plugin; a tree as wide as steps + 1 (the release's own draft-extend graph) does not need the
+  switch. Stand-ins: the batch's attributes, the event (records ``synchronize`` / ``wait_event``), the
   device module (``torch.get_device_module``: its current stream records ``wait_event``), the global server args.
 * ``prepare_for_extend_to_fill_draft_kvcache`` + ``ForwardBatch.init_new`` (both real) for a decode batch that
   arrives without the host mirror (``seq_lens_cpu`` None): stock raises (``None + int``), the plugin builds the
@@ -16,16 +19,17 @@ leaves the host free while the previous verify runs, and everything else keeps t
   a real ``EagleDraftInput``, the release's ``prepare_for_decode`` / ``filter_batch`` / ``merge_batch`` and
   ``EAGLEWorkerV2.forward_batch_generation`` (its draft worker a recording stand-in), with verify N's ``seq_lens`` a
   tensor whose host reads raise (``OnDevice``) and test_fix_overlap_war_barrier's stream model:
-  - ``prepare_for_decode``: the plugin allocates the same slots, ``req_to_token`` rows and KV counters as stock on
-    the same batch, reads no ``seq_lens``, leaves ``seq_lens_cpu`` None and ``seq_lens_sum`` the allocated-length
+  - ``prepare_for_decode`` (chain and tree server): the plugin allocates the same slots, ``req_to_token`` rows and KV
+    counters as stock on the same batch, reads no ``seq_lens``, leaves ``seq_lens_cpu`` None and ``seq_lens_sum`` the allocated-length
     bound (>= the true sum); where ``applies`` is False (fa3, no graphs, logprob, grammar) it equals stock exactly.
     Stock raises ``HostRead`` (``seq_lens.cpu()``) after a host wait on verify N.
   - ``filter_batch`` / ``merge_batch`` (a request finished; two prefilled requests join) on the handoff batch vs stock
     with the mirror: the same requests, pool indices, ``seq_lens`` and future indices, the sum the bound, no host wait
     or read; the merged batch's next preparation allocates as stock's. Stock: ``HostRead`` (``.sum().item()``) with
     the mirror, ``TypeError`` without it.
-  - the worker: a batch some graph cannot run (bs above a runner's max_bs, no draft graph, ``replace_embeds``) reaches
-    the draft with the exact mirror and sum (one ``seq_lens.cpu()``); one the graphs run keeps None and the bound;
+  - the worker: a batch some graph cannot run (bs above a runner's max_bs, no draft graph, no draft-extend graph for a
+    tree, ``replace_embeds``) reaches the draft with the exact mirror and sum (one ``seq_lens.cpu()``); one the graphs
+    run keeps None and the bound (chain and tree);
     a batch with a mirror keeps it. Stock passes None on.
   - stream order: stock orders the ``req_to_token`` write of N+1 after verify N through a host wait, the plugin
     through ``schedule.wait_event(verify_done)``.
@@ -131,7 +135,6 @@ def test_triton_chain_waits_on_the_stream(patched, monkeypatch):
 
 @FIXED_HERE
 @pytest.mark.parametrize("server, batch", [
-    (dict(speculative_eagle_topk=4), {}),  # trees keep the wait
     (dict(attention_backend="fa3"), {}),
     (dict(disable_cuda_graph=True), {}),
     (dict(enable_two_batch_overlap=True), {}),
@@ -142,6 +145,46 @@ def test_triton_chain_waits_on_the_stream(patched, monkeypatch):
 ])
 def test_everything_else_keeps_the_host_wait(patched, monkeypatch, server, batch):
     assert _wait(patched[f"{SB}.maybe_wait_verify_done"], monkeypatch, _server(**server), **batch) == ["host"]
+
+
+TREE = dict(speculative_eagle_topk=4, speculative_num_steps=3, speculative_num_draft_tokens=8)
+
+
+@FIXED_HERE
+def test_triton_tree_waits_on_the_stream(patched, monkeypatch):
+    """A tree (topk 4 / 8 tokens: tree-drafting's path, its draft extend in the tree-width graph) takes the handoff
+    as a chain does."""
+    assert _wait(patched[f"{SB}.maybe_wait_verify_done"], monkeypatch, _server(**TREE)) == ["stream"]
+    assert verify_handoff.server_reason(_server(**TREE)) is None
+
+
+@FIXED_HERE
+@pytest.mark.parametrize("switch, decision, server, wait", [
+    ("0", None, TREE, "host"),
+    ("", "eager: draft-extend-kv-range is not applied: it carries the tree-width query stride", TREE, "host"),
+    ("", "cuda graph, 8 tokens per request", TREE, "stream"),
+    ("0", None, dict(TREE, speculative_num_draft_tokens=4), "stream"),
+], ids=["switch-off", "recorded-eager", "recorded-graph", "steps+1-wide"])
+def test_tree_draft_extend_without_its_graph_keeps_the_host_wait(patched, monkeypatch, switch, decision, server, wait):
+    """A tree wider than steps + 1 whose draft extend runs eagerly (SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0, or the
+    decision tree-drafting records on the server args says "eager: ...") keeps the host wait: every step would need
+    ``materialize``. A tree as wide as steps + 1 runs the release's own draft-extend graph: the switch does not
+    matter there."""
+    from sglang_specv2_fixes.fixes.tree_drafting import DRAFT_EXTEND_GRAPH
+    from sglang_specv2_fixes.selection import ENV_TREE_GRAPH
+
+    monkeypatch.setenv(ENV_TREE_GRAPH, switch)
+    args = _server(**server)
+    if decision is not None:
+        args.__dict__[DRAFT_EXTEND_GRAPH] = decision
+    assert _wait(patched[f"{SB}.maybe_wait_verify_done"], monkeypatch, args) == [wait]
+    reason = verify_handoff.server_reason(args)
+    if wait == "stream":
+        assert reason is None
+    elif decision is None:
+        assert reason == f"tree draft extend without its CUDA graph ({ENV_TREE_GRAPH}=0)"
+    else:
+        assert reason == f"tree draft extend {decision}"
 
 
 @FIXED_HERE
@@ -184,35 +227,38 @@ def _runner():
                                  spec_algorithm=types.SimpleNamespace(is_standalone=lambda: False))
 
 
-def _draft_extend(fn, batch, monkeypatch):
+def _draft_extend(fn, batch, monkeypatch, n=4):
     import sglang.srt.model_executor.forward_batch_info as fbi
     from sglang.srt.speculative.eagle_info import EagleDraftInput
 
     monkeypatch.setattr(fbi, "enable_num_token_non_padded", lambda *a, **k: False)
     draft_input = object.__new__(EagleDraftInput)
     draft_input.positions = None
-    n = 4
     predict = torch.arange(len(batch.seq_lens) * n)
     graph = types.SimpleNamespace(can_run=lambda forward_batch: True)
     return fn(draft_input, batch, predict, n, _runner(), graph)
 
 
 @FIXED_HERE
-def test_draft_extend_positions_from_device_seq_lens(patched, monkeypatch):
+@pytest.mark.parametrize("n", [4, 8], ids=["chain", "tree"])
+def test_draft_extend_positions_from_device_seq_lens(patched, monkeypatch, n):
+    """n draft tokens per request: 4 (chain 3 / 1 / 4), 8 (tree 3 / 4 / 8: tree-drafting's draft extend runs the whole
+    verify block, the accepted path compacted to its front)."""
     import sglang.srt.model_executor.forward_batch_info as fbi
 
     monkeypatch.setattr(fbi.ForwardBatch, "init_new",
                         classmethod(patched["sglang.srt.model_executor.forward_batch_info.ForwardBatch.init_new"]))
     seq_lens = torch.tensor([7, 12, 3])
     fb = _draft_extend(patched[f"{EI}.prepare_for_extend_to_fill_draft_kvcache"], _worker_batch(seq_lens, False),
-                       monkeypatch)
-    want = (seq_lens[:, None] + torch.arange(4)).flatten()
+                       monkeypatch, n)
+    want = (seq_lens[:, None] + torch.arange(n)).flatten()
     assert fb.positions.tolist() == want.tolist()
     assert fb.extend_prefix_lens.tolist() == seq_lens.tolist() and fb.extend_prefix_lens_cpu is None
-    assert fb.seq_lens.tolist() == (seq_lens + 4).tolist() and fb.seq_lens_cpu is None
+    assert fb.seq_lens.tolist() == (seq_lens + n).tolist() and fb.seq_lens_cpu is None
+    assert fb.extend_seq_lens_cpu == [n] * 3 and fb.extend_num_tokens == 3 * n
     # with the mirror the plugin's result is stock's
     fb2 = _draft_extend(patched[f"{EI}.prepare_for_extend_to_fill_draft_kvcache"], _worker_batch(seq_lens, True),
-                        monkeypatch)
+                        monkeypatch, n)
     assert fb2.positions.tolist() == want.tolist() and fb2.extend_prefix_lens_cpu == seq_lens.tolist()
 
 
@@ -456,10 +502,14 @@ def test_real_prepare_for_decode_stock_waits_and_reads_seq_lens(real):
 
 
 @FIXED_HERE
-def test_real_prepare_for_decode_same_kv_no_host_read(patched, real, monkeypatch):
+@pytest.mark.parametrize("shape", ["chain", "tree"])
+def test_real_prepare_for_decode_same_kv_no_host_read(patched, real, monkeypatch, shape):
     """Plugin vs stock on the same real batch: the same slots, req_to_token rows and KV counters; no host read of
     seq_lens (stock raises HostRead on it, test above), seq_lens_cpu None, seq_lens_sum the allocated-length bound
-    (>= the true sum), the KV lengths pinned for a non-blocking copy."""
+    (>= the true sum), the KV lengths pinned for a non-blocking copy. The tree server (topk 4 / 8 tokens) allocates
+    max(steps * topk, tokens) = 12 slots per request and decode, twice over, as the release does."""
+    if shape == "tree":
+        real.server(**TREE)
     alloc, cache, batch, true = _prepare_n1(real, on_device=False)
     stock = _kv(alloc, cache, batch, real)
     assert batch.seq_lens_cpu.tolist() == true.tolist() and batch.seq_lens_sum == int(true.sum())
@@ -658,7 +708,7 @@ def _forward(real, worker, on_device=True, **fields):
 
 
 FALLBACKS = {"draft bs": dict(draft_bs=2), "draft-extend bs": dict(extend_bs=2), "verify bs": dict(verify_bs=2),
-             "no draft graph": dict(draft_bs=None)}
+             "no draft graph": dict(draft_bs=None), "no draft-extend graph": dict(extend_bs=None)}
 
 
 @FIXED_HERE
@@ -679,9 +729,12 @@ def test_real_worker_gives_the_exact_mirror_where_a_graph_cannot_run(patched, re
 
 
 @FIXED_HERE
-def test_real_worker_keeps_the_handoff_where_the_graphs_run(patched, real, monkeypatch):
+@pytest.mark.parametrize("shape", ["chain", "tree"])
+def test_real_worker_keeps_the_handoff_where_the_graphs_run(patched, real, monkeypatch, shape):
     """Every graph can run the batch (bs 3 <= 8): the draft gets seq_lens_cpu None and the bound, no host read
-    (``OnDevice`` raises on one)."""
+    (``OnDevice`` raises on one); for a tree (topk 4 / 8 tokens) as for a chain."""
+    if shape == "tree":
+        real.server(**TREE)
     _install(monkeypatch, patched)
     worker, seen = _eagle_worker()
     true, mwb = _forward(real, worker)

@@ -1,14 +1,24 @@
 """The spec-v2 decode preparation without the host wait on the previous verify (verify-handoff, #25879; upstream
-0.5.13): EAGLE3 chain 3 steps / topk 1 / 4 tokens on **triton** with CUDA graphs, overlap on, page size 1,
-the fix's default (on; it met A/B with SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=1 set, before it was), forced retraction
-(SGLANG_TEST_RETRACT), the probe on, the harness's strict idle / busy memory checks. With the handoff, greedy output
-must equal the same target served without speculation, decode logprobs must equal the prefill's (logprob batches
-take the synchronous path: the switch between the two paths is exercised), 32 concurrent requests must end at
-their lengths, aborts mid-decode must leave the server healthy and its memory clean, the walk model's draft must keep
-its acceptance (wrong draft-extend positions write wrong draft KV: acceptance drops while the text stays right), and
-the probe must count no host wait on a verify (``verify_host_waits``) during a logprob-free chain load. Stock waits
-on the host at every steady decode step: it fails only the last test. Met A/B on 0.5.11, 0.5.12 and 0.5.12.post1
-(2026-11-27, 2 x H200, docs/gpu-runs/2026-11-27-s23/: stock 229 host waits in the chain load, the plugin 0)."""
+0.5.13), on **triton** with CUDA graphs, overlap on, page size 1, the fix's default (on; it met A/B with
+SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=1 set, before it was), forced retraction (SGLANG_TEST_RETRACT), the probe on, the
+harness's strict idle / busy memory checks. Two servers, one class each, the same checks (``HandoffRow``):
+
+* ``TestVerifyHandoff``: an EAGLE3 chain, 3 steps / topk 1 / 4 tokens (launched as before the tree class);
+* ``TestVerifyHandoffTree``: an EAGLE3 tree, 3 steps / topk 4 / 8 tokens (tree-drafting's spec-v2 path, its
+  draft extend in the tree-width CUDA graph; asserted first from /server_info).
+
+With the handoff, greedy output must equal the same target served without speculation, decode logprobs must equal
+the prefill's (logprob batches take the synchronous path: the switch between the two paths is exercised), 32
+concurrent requests must end at their lengths, aborts mid-decode must leave the server healthy and its memory clean,
+the walk model's draft must keep its acceptance (wrong draft-extend positions write wrong draft KV: acceptance drops
+while the text stays right), and the probe must count no host wait on a verify (``verify_host_waits``) during a
+logprob-free load. Stock waits on the host at every steady decode step of a chain: it fails only the chain class's
+last test. Met A/B on 0.5.11, 0.5.12 and 0.5.12.post1 for the chain class (2026-11-27, 2 x H200,
+docs/gpu-runs/2026-11-27-s23/: stock 229 host waits in the chain load, the plugin 0). The tree class was added
+after that (2026-11-27) and has not run on a GPU yet. Stock (``--specv2-fixes off``) routes explicit topk > 1 to spec
+v1, so it fails the tree class's first test; the tree with the host wait is the plugin side with
+SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0 (tree-drafting without the handoff), which should fail only
+``test_7_no_host_wait_on_verify``, in both classes."""
 
 import unittest
 
@@ -19,19 +29,24 @@ from sglang_specv2_fixes.testing.rows import SpecChecks
 from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=240, suite="specv2-gpu", releases="fix:verify-handoff&gpu", bug_in="fix:verify-handoff&gpu")
+# two servers (chain, tree) in one file: the chain class alone ran 180 s on an H200 (2026-11-27)
+register_specv2_ci(est_time=420, suite="specv2-gpu", releases="fix:verify-handoff&gpu", bug_in="fix:verify-handoff&gpu")
 
-STEPS, TOPK, TOKENS = 3, 1, 4
 
+class HandoffRow(SpecChecks):
+    """One server of the row, mixed in before CustomTestCase (its setUpClass wins): EAGLE3 STEPS / TOPK / TOKENS on
+    triton with CUDA graphs, page size 1, forced retraction, the probe on."""
 
-class TestVerifyHandoff(SpecChecks, CustomTestCase):
+    STEPS = TOPK = TOKENS = None
+    MIN_ACCEPT = 2.0  # the walk model's draft: 4.0 (the most 3 steps give) for the chain and the 3 / 4 / 8 tree
     BACKEND_ARGS = ("--attention-backend", "triton")
+    LAUNCH_ARGS = ()  # the server under test only
 
     @classmethod
     def setUpClass(cls):
         cls.prefetch_target_only()
-        cls.process = launch(eagle3_args(STEPS, TOPK, TOKENS) + list(cls.BACKEND_ARGS),
-                             env={"SGLANG_TEST_RETRACT": "1", ENV_PROBE: "1"})
+        cls.process = launch(eagle3_args(cls.STEPS, cls.TOPK, cls.TOKENS) + list(cls.BACKEND_ARGS)
+                             + list(cls.LAUNCH_ARGS), env={"SGLANG_TEST_RETRACT": "1", ENV_PROBE: "1"})
 
     @classmethod
     def tearDownClass(cls):
@@ -50,7 +65,7 @@ class TestVerifyHandoff(SpecChecks, CustomTestCase):
         self.check_concurrent_abort()
 
     def test_5_acceptance_kept(self):
-        self.check_accept_length(2.0)
+        self.check_accept_length(self.MIN_ACCEPT)
 
     def test_6_alive(self):
         self.check_alive()
@@ -64,7 +79,21 @@ class TestVerifyHandoff(SpecChecks, CustomTestCase):
         print("verify_host_waits:", before, "->", probe["verify_host_waits"], "spec_v2_results:", probe["spec_v2_results"])
         self.assertGreater(probe["spec_v2_results"], 0)
         self.assertEqual(probe["verify_host_waits"] - before, 0,
-                         "the chain's decode preparation still waited on the host for a verify")
+                         "the decode preparation still waited on the host for a verify")
+
+
+class TestVerifyHandoff(HandoffRow, CustomTestCase):
+    STEPS, TOPK, TOKENS = 3, 1, 4
+
+
+class TestVerifyHandoffTree(HandoffRow, CustomTestCase):
+    STEPS, TOPK, TOKENS = 3, 4, 8
+    LAUNCH_ARGS = ("--page-size", "1")  # tree-drafting's spec-v2 route needs it (as TreeRow passes it)
+
+    def test_0_spec_v2_tree_with_its_draft_extend_graph(self):
+        serving = specv2_state(server_info())["serving"]
+        self.assertEqual(serving["spec_path"], "v2 tree")
+        self.assertEqual(serving["draft_extend_graph"], f"cuda graph, {self.TOKENS} tokens per request")
 
 
 if __name__ == "__main__":
