@@ -202,6 +202,12 @@ def verify_handoff_enabled() -> bool:
     return _unless_off(ENV_VERIFY_HANDOFF)
 
 
+def verify_handoff_requested() -> bool:
+    """SGLANG_SPECV2_FIXES_VERIFY_HANDOFF set to an on value (1 / true / yes / on): what verify-handoff's trees need on a
+    release where the row's tree class has not run on a GPU yet (verify_handoff.TREE_GPU_RELEASES)."""
+    return _flag(ENV_VERIFY_HANDOFF)
+
+
 def flashinfer_draft_graph_requested() -> bool:
     """SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH set to an on value (1 / true / yes / on): what the graph needs on a
     release where it has not run on a GPU yet (0.5.13.x)."""

@@ -87,8 +87,14 @@ tests/registered/test_verify_handoff.py: greedy identity of a triton chain again
 idle / busy memory checks under load, aborts and forced retraction; stock fails only the probe's count of host waits
 on ``verify_done``, 229 in a 16-request chain load, the plugin 0). At real size on 0.5.11 it gives 1.23 / 1.19 /
 1.06x output tok/s at c = 1 / 8 / 32, and the chain reaches 0.98 - 1.02x upstream 0.5.17 (docs/bench/upstream-parity.md).
-Trees were added after that (2026-11-27): the row's tree class (EAGLE3 3 steps / topk 4 / 8 tokens) has not run on a
-GPU yet. ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0`` turns it off (``server_reason``).
+Trees were added after that (2026-11-27, session 24): the row's tree class (EAGLE3 3 steps / topk 4 / 8 tokens, the
+same seven checks after a check that the spec-v2 tree and its tree-width draft-extend graph are in use) passed on
+0.5.11 (docs/gpu-runs/2026-11-27-s24/; stock has no spec-v2 tree to compare: it falls back to spec v1), and at real size
+0.5.11's triton tree topk 8 went from 0.88 / 0.92 to **1.00 / 0.97** of upstream 0.5.17's own at c = 1 / 8
+(docs/bench/tree-gap-profile-2026-11-27.md). Trees take the handoff by default on the releases in
+``TREE_GPU_RELEASES`` (0.5.11); on 0.5.12.x, until the tree class has run there, with
+``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=1``. ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0`` turns the fix off
+(``server_reason``).
 
 Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13).
 """
@@ -115,8 +121,8 @@ FIX = Fix(
         "None, seq_lens_sum the allocated-length bound, pinned non-blocking H2D), the draft extend takes its prefix "
         "lengths from the device seq_lens (ForwardBatch.init_new accepts them), and EAGLEWorkerV2.forward_batch_generation "
         "restores the exact host mirror where a CUDA graph cannot run; only for triton with CUDA graphs, chains and "
-        "trees (a tree wider than steps + 1 only with its tree-width draft-extend graph; the tree class of the GPU "
-        "row has not run yet; SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0 turns it off)"
+        "trees (a tree wider than steps + 1 only with its tree-width draft-extend graph, by default on 0.5.11 where the "
+        "row's tree class ran on a GPU, with SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=1 on 0.5.12.x); =0 turns it off"
     ),
     why=(
         "0.5.11 / 0.5.12.x block the scheduler thread until the previous verify ends (verify_done.synchronize, "
@@ -172,6 +178,11 @@ def _server_reason(args) -> str | None:
     return _tree_reason(args)
 
 
+# releases where the row's tree class (tests/registered/test_verify_handoff.py) passed on a GPU: trees take the handoff
+# there by default, elsewhere with SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=1 (docs/gpu-runs/2026-11-27-s24/)
+TREE_GPU_RELEASES = ("0.5.11",)
+
+
 def _tree_reason(args) -> str | None:
     """A tree wider than steps + 1 runs its draft extend in tree-drafting's tree-width graph or eagerly. Eagerly, every
     step would need ``materialize`` (a blocking read after the whole previous step, longer than the release's wait), so
@@ -184,6 +195,12 @@ def _tree_reason(args) -> str | None:
     tokens = getattr(args, "speculative_num_draft_tokens", None) or 0
     if topk == 1 or tokens <= steps + 1:
         return None  # the release's own draft-extend graph (steps + 1 tokens per request)
+    from .. import installed
+
+    release = installed.version()
+    if release not in TREE_GPU_RELEASES and not selection.verify_handoff_requested():
+        return (f"trees keep the host wait on {release} until the row's tree class has run on a GPU here (it met on "
+                f"{', '.join(TREE_GPU_RELEASES)}; {ENV_VERIFY_HANDOFF}=1 turns it on)")
     if not selection.tree_draft_graph_enabled():
         env = selection.ENV_TREE_GRAPH
         return f"tree draft extend without its CUDA graph ({env}={os.environ.get(env)})"
