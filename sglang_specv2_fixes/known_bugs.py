@@ -459,14 +459,33 @@ BUGS: Tuple[Bug, ...] = (
         "abort and finish (tests/cpu/test_eagle_decode_page_align.py, 0.5.11 - 0.5.16): the allocator frees whole "
         "pages (unique(index // page_size)), the next round's alloc_extend fills the unrecorded tail from last_loc + "
         "1, release_kv_cache frees [ceil_align(committed), kv_allocated_len) and check_decode_mem / the busy check "
-        "round to pages too. GPU guard row test_page_align_decode.py (page 16 radix, page 64 no radix; stock "
-        "expected to pass, not yet run). A port would also need the row headroom of 0.5.16's "
+        "round to pages too. The GPU guard row test_page_align_decode.py (page 16 radix, page 64 no radix, forced "
+        "retraction, aborts, the strict idle / busy checks, /v1/loads num_used_tokens 0 at idle) agrees: stock "
+        "passed on 0.5.14, 0.5.15 and 0.5.16, 0.5.11 left no page in use (its probe failure is #23456, "
+        "skip-stale-overlap-updates), 0.5.13 left none through tests 1 - 5 and then crashed after flush_cache "
+        "(bug flush-then-prefill-0513). A port would also need the row headroom of 0.5.16's "
         "get_req_to_token_extra_context_len (+ page_size - 1)",
         verified="regex `(double_alloc|reserve) + page_size - 1) // page_size * page_size` under sglang/srt/: "
         "absent up to 0.5.15.post1 (eagle_prepare_for_decode / prepare_for_decode), present from 0.5.16",
         evidence=(Evidence("sglang/srt/**/*.py",
                            r"(?:double_alloc|reserve) \+ page_size - 1\)\s*//\s*page_size\s*\*\s*page_size",
                            fixed=True),)),
+    Bug(
+        id="flush-then-prefill-0513", title="0.5.13: the first request after /flush_cache ends the scheduler (spec v2)",
+        refs=(), found="GPU row test_page_align_decode.py on stock 0.5.13 (docs/gpu-runs/2026-11-27-s24/)",
+        symptom="EAGLE3 chain on spec v2 (overlap), triton, page 16 with the radix cache and page 64 without: after a "
+        "load, POST /flush_cache succeeds and the next request (a one-token /health_generate) dies with CUDA illegal "
+        "memory access, reported at the paged allocator's free in release_kv_cache (asynchronous: the faulting kernel "
+        "ran earlier)",
+        affected=span("0.5.13", "0.5.13"), fixed_in="0.5.14", answer=NOT_BACKPORTED,
+        reason="cause not found yet, so nothing to backport: reproduced 2 of 2 on stock 0.5.13; the same row passed "
+        "on 0.5.14, 0.5.15 and 0.5.16, and 0.5.11's flush step passed. Scheduler.flush_cache, the paged allocator and "
+        "ReqToTokenPool are the same in 0.5.13 and 0.5.14; the leading reading (not proven) is a kernel of 0.5.13's "
+        "overlap path reading a tensor already freed, which flush_cache's torch.cuda.empty_cache() unmaps. Next: the "
+        "row with CUDA_LAUNCH_BLOCKING=1 (names the kernel) and with the flush's empty_cache skipped; 0.5.13.post1 "
+        "(its overlap path is the same) not run yet",
+        verified="GPU only: the row's stock side on each torch-2.11 release (0.5.13 crashed; 0.5.14 - 0.5.16 passed); "
+        "affected lists what was reproduced, fixed_in the next release where the row passed"),
     Bug(
         id="multi-layer-dp-idle", title="multi-layer EAGLE + DP attention: idle rank initialises attention metadata",
         refs=("#33892",), found="survey L",
