@@ -201,7 +201,7 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     ),
     "fa3-draft-extend-graph": patch("0.5.13"),
     # the graph metadata moved to _prepare_cuda_graph_metadata / init_forward_metadata_out_graph; the same functions
-    # on 0.5.13.post1 (opt-in here until run on a GPU: SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1)
+    # on 0.5.13.post1 (on by default since its rows met on both, 2026-11-27)
     "flashinfer-draft-extend-graph": patch("0.5.13"),
     "multi-token-finish": patch("0.5.13"),
     "draft-decode-positions": note(  # draft_forward differs between 0.5.13 and 0.5.13.post1; the graph runner not

@@ -208,12 +208,6 @@ def verify_handoff_requested() -> bool:
     return _flag(ENV_VERIFY_HANDOFF)
 
 
-def flashinfer_draft_graph_requested() -> bool:
-    """SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH set to an on value (1 / true / yes / on): what the graph needs on a
-    release where it has not run on a GPU yet (0.5.13.x)."""
-    return _flag(ENV_FLASHINFER_GRAPH)
-
-
 def fa3_draft_graph_enabled() -> bool:
     """fa3's spec-v2 draft-extend CUDA graph for chains (upstream #40762 / 0.5.23, backported to 0.5.11 - 0.5.22): off
     unless SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH is set to an on value (1 / true / yes / on), until the fa3 chain row

@@ -376,15 +376,14 @@ fa3-draft-extend-graph  [#40762, #36324]  the spec-v2 draft-extend CUDA graph on
     - upstream (0.5.23)
     Removal: delete when 0.5.22 leaves the supported releases (upstream from 0.5.23)
 
-flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA graph (0.5.13.x: opt-in)
+flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA graph
     What: FlashInferAttnBackend's graph metadata (0.5.11 / 0.5.12.x:
         init_forward_metadata_capture_cuda_graph / init_forward_metadata_replay_cuda_graph;
         0.5.13.x: _prepare_cuda_graph_metadata / init_forward_metadata_out_graph) gets a
         DRAFT_EXTEND_V2 branch (causal paged prefill, prefix_lens=None, no ragged part) with a
         constant num_draft_tokens query layout per request; the draft-extend graph is captured for
         trees by tree-drafting's init_cuda_graphs (0.5.11 / 0.5.12.x), for chains and trees by
-        0.5.13.x's init_cuda_graphs (flashinfer_graph_backends; opt-in there:
-        SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1); =0 turns it off
+        0.5.13.x's init_cuda_graphs (flashinfer_graph_backends); =0 turns it off
     Why: flashinfer's spec-v2 draft extend runs eagerly in these releases (one launch per layer and
         a paged_kernel_lens.sum().item() sync per step); upstream 0.5.14 captures it (#28782: ~10%
         median latency)
@@ -401,8 +400,8 @@ verify-handoff  [#25879]  decode preparation without the host wait on the verify
         its prefix lengths from the device seq_lens (ForwardBatch.init_new accepts them), and
         EAGLEWorkerV2.forward_batch_generation restores the exact host mirror where a CUDA graph
         cannot run; only for triton with CUDA graphs, chains and trees (a tree wider than steps + 1
-        only with its tree-width draft-extend graph; the tree class of the GPU row has not run yet;
-        SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0 turns it off)
+        only with its tree-width draft-extend graph, by default on 0.5.11 where the row's tree class
+        ran on a GPU, with SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=1 on 0.5.12.x); =0 turns it off
     Why: 0.5.11 / 0.5.12.x block the scheduler thread until the previous verify ends
         (verify_done.synchronize, seq_lens.cpu()) to build the draft extend's positions on the host,
         so the next batch is prepared only during the draft extend and the GPU idles 0.5 - 0.9 ms

@@ -25,7 +25,8 @@ The backport, per code line (one patch file each):
   replay); both get 0.5.14's DRAFT_EXTEND_V2 branch (its own wrappers in ``draft_extend_cuda_graph_metadata``, which
   0.5.13 declares but never fills), and ``init_cuda_graphs`` gets 0.5.14's list entry through
   ``flashinfer_graph_backends``, for chains and trees (the runner is already ``num_draft_tokens`` wide there, #27545).
-  **Opt-in** on these releases until a GPU has run it: ``SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1``. The branches
+  On by default since its rows met A/B on both (2026-11-27, docs/gpu-runs/2026-11-27-s24/: stock eager, the plugin
+  captures with greedy output equal to the target served alone). The branches
   serve only the graph this rule captures (it marks the backend with the graph's width, ``graph_width``); multi-layer
   EAGLE's runner, which 0.5.13 captures on every backend, keeps stock's "Invalid mode" on flashinfer.
 
@@ -62,14 +63,14 @@ logger = logging.getLogger("sglang_specv2_fixes")
 FIX = Fix(
     name="flashinfer-draft-extend-graph",
     upstream=("#28782",),
-    title="flashinfer spec-v2 draft-extend CUDA graph (0.5.13.x: opt-in)",
+    title="flashinfer spec-v2 draft-extend CUDA graph",
     what=(
         "FlashInferAttnBackend's graph metadata (0.5.11 / 0.5.12.x: init_forward_metadata_capture_cuda_graph / "
         "init_forward_metadata_replay_cuda_graph; 0.5.13.x: _prepare_cuda_graph_metadata / "
         "init_forward_metadata_out_graph) gets a DRAFT_EXTEND_V2 branch (causal paged prefill, prefix_lens=None, no "
         "ragged part) with a constant num_draft_tokens query layout per request; the draft-extend graph is captured "
         "for trees by tree-drafting's init_cuda_graphs (0.5.11 / 0.5.12.x), for chains and trees by 0.5.13.x's "
-        "init_cuda_graphs (flashinfer_graph_backends; opt-in there: SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1); "
+        "init_cuda_graphs (flashinfer_graph_backends); "
         "=0 turns it off"
     ),
     why=(
@@ -141,18 +142,14 @@ def metadata_targets() -> tuple:
     return tuple(f"{FLASHINFER_MODULE}.FlashInferAttnBackend.{name}" for name in names)
 
 
-def flashinfer_graph_reason(worker, backend, opt_in: bool = False):
+def flashinfer_graph_reason(worker, backend):
     """Why this flashinfer draft worker does not capture the spec-v2 draft-extend CUDA graph (None: it does). Called
     for trees by tree-drafting's rule on 0.5.11 / 0.5.12.x (``tree_drafting.tree_draft_extend_graph_reason``) and for
-    chains and trees by ``flashinfer_graph_backends`` on 0.5.13.x, with ``opt_in``: there the graph has not run on a
-    GPU yet, so the switch must be set to an on value."""
+    chains and trees by ``flashinfer_graph_backends`` on 0.5.13.x."""
     from .. import core, selection
 
     if not selection.flashinfer_draft_graph_enabled():
         return f"turned off by {selection.ENV_FLASHINFER_GRAPH}={os.environ.get(selection.ENV_FLASHINFER_GRAPH)}"
-    if opt_in and not selection.flashinfer_draft_graph_requested():
-        return (f"flashinfer's draft-extend graph is opt-in on this release until it has run on a GPU here "
-                f"({selection.ENV_FLASHINFER_GRAPH}=1)")
     tree = worker.speculative_num_draft_tokens > worker.speculative_num_steps + 1
     if tree and not selection.tree_draft_graph_enabled():
         return f"turned off by {selection.ENV_TREE_GRAPH}={os.environ.get(selection.ENV_TREE_GRAPH)}"
@@ -178,7 +175,7 @@ def flashinfer_graph_backends(worker, is_cuda) -> list:
         return []
     from .tree_drafting import record_draft_extend_graph
 
-    reason = flashinfer_graph_reason(worker, backend, opt_in=True)
+    reason = flashinfer_graph_reason(worker, backend)
     width = worker.speculative_num_draft_tokens
     decision = f"cuda graph (flashinfer), {width} tokens per request" if reason is None else f"eager: {reason}"
     record_draft_extend_graph(worker, decision)

@@ -30,9 +30,9 @@ attention (the real ``RadixAttention`` through ``forward_extend``), and the mode
 **The capture decision**, in process: the release's real ``EagleDraftWorker.init_cuda_graphs``, stock vs patched, with
 the draft-extend backend a real ``FlashInferAttnBackend`` (its CUDA state left out), the CUDA platform flag set and
 the graph runners replaced by recorders. Stock builds no draft-extend runner for flashinfer (chain or tree) and one for
-triton; the plugin builds it for flashinfer chains and trees with SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1 (opt-in
-on this release until a GPU has run it) and the metadata patched, marks the backend's width, and otherwise keeps it
-eager with the reason in ``serving.draft_extend_graph`` (switch unset or =0, a tree with
+triton; the plugin builds it for flashinfer chains and trees (by default since its rows met on a GPU; with the
+switch unset or on) and the metadata patched, marks the backend's width, and otherwise keeps it eager with the reason
+in ``serving.draft_extend_graph`` (switch =0, a tree with
 SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0, metadata not applied, FR-Spec, two wrappers); off CUDA and for triton it does
 what stock does.
 
@@ -401,8 +401,8 @@ def test_stock_runs_flashinfer_draft_extend_eagerly(monkeypatch, width):
 
 
 @pytest.mark.parametrize("fi_env,tree_env,width,kw,captured,why", [
-    (None, None, CHAIN, {}, False, "opt-in on this release until it has run on a GPU"),  # the default until then
-    (None, None, TREE, {}, False, "opt-in on this release until it has run on a GPU"),
+    (None, None, CHAIN, {}, True, None),  # on by default since its rows met on a GPU (2026-11-27)
+    (None, None, TREE, {}, True, None),
     ("0", None, CHAIN, {}, False, "turned off by SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0"),
     ("1", None, CHAIN, {}, True, None),
     ("on", None, TREE, {}, True, None),

@@ -1,7 +1,7 @@
 """flashinfer's spec-v2 draft-extend CUDA graph for a chain on 0.5.13.x (flashinfer-draft-extend-graph, upstream #28782
 in 0.5.14; patches/flashinfer-draft-extend-graph/0.5.13.patch): EAGLE3 chain 3 steps / topk 1 / 4 tokens on
-**flashinfer**, overlap on, page size 1, SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1 on both sides (opt-in on these
-releases until this row and the tree row have met), forced retraction, strict busy leak checks. With the graph on,
+**flashinfer**, overlap on, page size 1, SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1 on both sides (it was opt-in
+until this row and the tree row met on 0.5.13 and 0.5.13.post1, 2026-11-27), forced retraction, strict busy leak checks. With the graph on,
 greedy output must equal the same target served without speculation, decode logprobs must equal the prefill's, 32
 concurrent requests must end at their lengths (padded graph batches: a wrong query layout reads another request's rows),
 the walk model's draft must keep its acceptance (a draft-extend graph replayed with wrong metadata writes wrong draft KV:

@@ -1,6 +1,6 @@
 """Tree drafting on flashinfer with flashinfer's spec-v2 draft-extend CUDA graph at tree width
 (flashinfer-draft-extend-graph, upstream #28782; the row sets SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1: the default
-on 0.5.11 / 0.5.12.x since it met there on 2026-11-27, the opt-in on 0.5.13.x until this row has met there):
+on 0.5.11 / 0.5.12.x since it met there on 2026-11-27, and on 0.5.13.x since it met there too, 2026-11-27):
 EAGLE3 3 steps / topk 8 / 16 draft tokens on flashinfer (Hopper's backend for trees), overlap on, page_size 1, forced
 retraction, strict busy leak checks, greedy equal to target-only, decode logprobs equal to prefill, 32 concurrent
 requests (batch size > 1 and padded graph batches are where a wrong query layout reads another request's rows), a
