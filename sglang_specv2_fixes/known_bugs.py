@@ -425,8 +425,8 @@ BUGS: Tuple[Bug, ...] = (
         "init_cuda_graphs; on by default since its GPU rows met (2026-11-27; SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0 "
         "turns it off); chains there keep the eager draft extend. On 0.5.13 / 0.5.13.post1 for chains and trees: 0.5.14's "
         "DRAFT_EXTEND_V2 branches of _prepare_cuda_graph_metadata / init_forward_metadata_out_graph and flashinfer on "
-        "init_cuda_graphs' list, opt-in (=1) until a GPU has run it there (CPU-proven on the release's real graph runner "
-        "and backend). Everywhere eager for FR-Spec and for sliding-window / cross-attention models (two flashinfer "
+        "init_cuda_graphs' list, on by default since its chain and tree rows met A/B on 0.5.13 and 0.5.13.post1 "
+        "(2026-11-27; =0 turns it off). Everywhere eager for FR-Spec and for sliding-window / cross-attention models (two flashinfer "
         "wrappers)",
         verified="regex: eagle_worker_v2.py imports FlashInferAttnBackend (its draft-extend graph list) from 0.5.14 "
         "(absent up to 0.5.13.post1); flashinfer_backend.py has is_draft_extend_v2 branches from 0.5.14",
