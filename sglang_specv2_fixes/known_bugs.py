@@ -479,7 +479,10 @@ BUGS: Tuple[Bug, ...] = (
         "ran earlier)",
         affected=span("0.5.13", "0.5.13"), fixed_in="0.5.14", answer=NOT_BACKPORTED,
         reason="cause not found yet, so nothing to backport: reproduced 2 of 2 on stock 0.5.13; the same row passed "
-        "on 0.5.14, 0.5.15 and 0.5.16, and 0.5.11's flush step passed. Scheduler.flush_cache, the paged allocator and "
+        "on 0.5.14, 0.5.15 and 0.5.16, and 0.5.11's flush step passed. At page size 1 0.5.13 serves after a flush: "
+        "test_radix_overshoot.py flushes before each of its requests and passed there on the plugin side "
+        "(docs/gpu-runs/2026-11-24-s11/), so page size > 1, or the retraction / abort load before the flush, is "
+        "involved. Scheduler.flush_cache, the paged allocator and "
         "ReqToTokenPool are the same in 0.5.13 and 0.5.14; the leading reading (not proven) is a kernel of 0.5.13's "
         "overlap path reading a tensor already freed, which flush_cache's torch.cuda.empty_cache() unmaps. Next: the "
         "row with CUDA_LAUNCH_BLOCKING=1 (names the kernel) and with the flush's empty_cache skipped; 0.5.13.post1 "
