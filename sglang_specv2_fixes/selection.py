@@ -23,8 +23,8 @@ ENV_PROBE_DIR = "SGLANG_SPECV2_FIXES_PROBE_DIR"  # test-only: every scheduler ra
 # the spec-v2 draft-extend CUDA graph at tree width (tree-drafting, triton): on by default, =0 turns it off
 ENV_TREE_GRAPH = "SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH"
 # flashinfer's spec-v2 draft-extend CUDA graph (flashinfer-draft-extend-graph, #28782): on by default for the trees of
-# 0.5.11 / 0.5.12.x, =0 turns it off (ENV_TREE_GRAPH=0 keeps every tree-width draft-extend graph off); on 0.5.13.x
-# (chains and trees) =1 turns it on until it has run on a GPU there
+# 0.5.11 / 0.5.12.x and the chains and trees of 0.5.13.x, =0 turns it off (ENV_TREE_GRAPH=0 keeps every tree-width
+# draft-extend graph off); =1 turns it on for the chains of 0.5.11 / 0.5.12.x until their GPU row has met there
 ENV_FLASHINFER_GRAPH = "SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH"
 # fa3's spec-v2 draft-extend CUDA graph for chains (fa3-draft-extend-graph, #40762): off until a GPU has run it
 ENV_FA3_GRAPH = "SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH"
@@ -200,6 +200,12 @@ def verify_handoff_enabled() -> bool:
     verify): on unless SGLANG_SPECV2_FIXES_VERIFY_HANDOFF is set to an off value (0 / false / no / off). It was opt-in
     until its row had run on a GPU (2026-11-27, 0.5.11 / 0.5.12 / 0.5.12.post1, docs/gpu-runs/2026-11-27-s23/)."""
     return _unless_off(ENV_VERIFY_HANDOFF)
+
+
+def flashinfer_draft_graph_requested() -> bool:
+    """SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH set to an on value (1 / true / yes / on): what flashinfer's chain
+    draft-extend graph needs on 0.5.11 / 0.5.12.x until its GPU row has met there."""
+    return _flag(ENV_FLASHINFER_GRAPH)
 
 
 def verify_handoff_requested() -> bool:

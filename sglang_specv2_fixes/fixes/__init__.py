@@ -21,7 +21,8 @@ tree-drafting  [#26866]  spec v2 tree drafting (EAGLE topk > 1) with page_size =
         bonus stride and compacts the accepted tree path (target KV via
         move_accepted_tokens_to_target_kvcache, predict, hidden states) to the front of each request
         block; move_accepted_tokens_to_target_kvcache launches bs * accept_index.shape[1];
-        EagleDraftWorker.init_cuda_graphs skips the num_steps+1-wide draft-extend graph for trees;
+        EagleDraftWorker.init_cuda_graphs skips the num_steps+1-wide draft-extend graph for trees
+        (and captures flashinfer's for chains where flashinfer-draft-extend-graph's rule allows);
         the busy leak check runs for spec v2 tree drafting
     Why: default EAGLE/EAGLE3 params (auto-chosen topk 4) keep the overlap scheduler on and run the
         unfinished spec v2 tree path: out-of-bounds reads (device-side assert 'vectorized gather
@@ -376,14 +377,15 @@ fa3-draft-extend-graph  [#40762, #36324]  the spec-v2 draft-extend CUDA graph on
     - upstream (0.5.23)
     Removal: delete when 0.5.22 leaves the supported releases (upstream from 0.5.23)
 
-flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA graph
+flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA graph (0.5.11 / 0.5.12.x chains: opt-in)
     What: FlashInferAttnBackend's graph metadata (0.5.11 / 0.5.12.x:
         init_forward_metadata_capture_cuda_graph / init_forward_metadata_replay_cuda_graph;
         0.5.13.x: _prepare_cuda_graph_metadata / init_forward_metadata_out_graph) gets a
         DRAFT_EXTEND_V2 branch (causal paged prefill, prefix_lens=None, no ragged part) with a
         constant num_draft_tokens query layout per request; the draft-extend graph is captured for
-        trees by tree-drafting's init_cuda_graphs (0.5.11 / 0.5.12.x), for chains and trees by
-        0.5.13.x's init_cuda_graphs (flashinfer_graph_backends); =0 turns it off
+        trees by tree-drafting's init_cuda_graphs (0.5.11 / 0.5.12.x; chains there too with
+        SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1 until their GPU row has run), for chains and
+        trees by 0.5.13.x's init_cuda_graphs (flashinfer_graph_backends); =0 turns it off
     Why: flashinfer's spec-v2 draft extend runs eagerly in these releases (one launch per layer and
         a paged_kernel_lens.sum().item() sync per step); upstream 0.5.14 captures it (#28782: ~10%
         median latency)

@@ -1,4 +1,4 @@
-"""#28782 - flashinfer's spec-v2 draft-extend CUDA graph (0.5.11 / 0.5.12.x: trees; 0.5.13.x: chains and trees).
+"""#28782 - flashinfer's spec-v2 draft-extend CUDA graph (0.5.11 - 0.5.13.post1: chains and trees).
 
 What: in 0.5.11 - 0.5.13.post1 flashinfer's spec-v2 draft extend (``DRAFT_EXTEND_V2``) always runs eagerly (one launch
 per layer, a ``paged_kernel_lens.sum().item()`` sync per step) while verify and draft decode replay graphs:
@@ -15,11 +15,16 @@ The backport, per code line (one patch file each):
 * 0.5.11 / 0.5.12.x (patches/flashinfer-draft-extend-graph/0.5.11.patch): ``init_forward_metadata_capture_cuda_graph``
   / ``..._replay_cuda_graph`` take DRAFT_EXTEND_V2 into spec v1's draft-extend branch (same wrappers, same
   ``FlashInferIndicesUpdaterPrefill.update(prefix_lens=None, use_ragged=False, spec_info)``). The graph runner at tree
-  width and the capture decision are tree-drafting's (``EagleDraftWorker.init_cuda_graphs`` ->
-  ``tree_drafting.tree_draft_extend_graph_reason`` -> ``flashinfer_graph_reason``): trees only (the spec-v2 tree path
-  is the plugin's there), chains keep the release's eager draft extend. On by default since its GPU rows met
-  (2026-11-27, docs/gpu-runs/2026-11-27-s21/: A/B on 0.5.11, 0.5.12 and 0.5.12.post1, greedy identity of the topk 4 /
-  8 flashinfer tree rows with it on; at real size 0.83 - 0.87x the eager draft extend's TPOT).
+  width and the capture decision are in tree-drafting's ``EagleDraftWorker.init_cuda_graphs``, where the release
+  decides: a tree through ``tree_drafting.tree_draft_extend_graph_reason``, a chain whose backend is not on the
+  release's list through ``flashinfer_graph_backends(..., opt_in=True)``, both -> ``flashinfer_graph_reason`` (a
+  chain's runner is already ``steps + 1 = num_draft_tokens`` wide). Trees: on by default since their GPU rows met
+  (2026-11-27, docs/gpu-runs/2026-11-27-s21/: A/B on 0.5.11, 0.5.12 and 0.5.12.post1, greedy identity of the topk 4 / 8
+  flashinfer tree rows with it on; at real size 0.83 - 0.87x the eager draft extend's TPOT). Chains (the same branches
+  and runner at width 4 for 3 steps; a helper's branch, session 24): CPU-proven only, so **opt-in** until their GPU
+  row (test_flashinfer_draft_extend_graph_chain.py) has met on these releases:
+  ``SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1``. Measured without it on 0.5.11: a flashinfer chain at 0.65 - 0.76
+  of upstream 0.5.17's (docs/bench/upstream-parity.md).
 * 0.5.13 / 0.5.13.post1 (patches/flashinfer-draft-extend-graph/0.5.13.patch): the graph metadata moved to
   ``_prepare_cuda_graph_metadata`` (the wrappers) and ``init_forward_metadata_out_graph`` (the plan, at capture and
   replay); both get 0.5.14's DRAFT_EXTEND_V2 branch (its own wrappers in ``draft_extend_cuda_graph_metadata``, which
@@ -63,15 +68,15 @@ logger = logging.getLogger("sglang_specv2_fixes")
 FIX = Fix(
     name="flashinfer-draft-extend-graph",
     upstream=("#28782",),
-    title="flashinfer spec-v2 draft-extend CUDA graph",
+    title="flashinfer spec-v2 draft-extend CUDA graph (0.5.11 / 0.5.12.x chains: opt-in)",
     what=(
         "FlashInferAttnBackend's graph metadata (0.5.11 / 0.5.12.x: init_forward_metadata_capture_cuda_graph / "
         "init_forward_metadata_replay_cuda_graph; 0.5.13.x: _prepare_cuda_graph_metadata / "
         "init_forward_metadata_out_graph) gets a DRAFT_EXTEND_V2 branch (causal paged prefill, prefix_lens=None, no "
         "ragged part) with a constant num_draft_tokens query layout per request; the draft-extend graph is captured "
-        "for trees by tree-drafting's init_cuda_graphs (0.5.11 / 0.5.12.x), for chains and trees by 0.5.13.x's "
-        "init_cuda_graphs (flashinfer_graph_backends); "
-        "=0 turns it off"
+        "for trees by tree-drafting's init_cuda_graphs (0.5.11 / 0.5.12.x; chains there too with "
+        "SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1 until their GPU row has run), for chains and trees by 0.5.13.x's "
+        "init_cuda_graphs (flashinfer_graph_backends); =0 turns it off"
     ),
     why=(
         "flashinfer's spec-v2 draft extend runs eagerly in these releases (one launch per layer and a "
@@ -142,14 +147,18 @@ def metadata_targets() -> tuple:
     return tuple(f"{FLASHINFER_MODULE}.FlashInferAttnBackend.{name}" for name in names)
 
 
-def flashinfer_graph_reason(worker, backend):
+def flashinfer_graph_reason(worker, backend, opt_in: bool = False):
     """Why this flashinfer draft worker does not capture the spec-v2 draft-extend CUDA graph (None: it does). Called
-    for trees by tree-drafting's rule on 0.5.11 / 0.5.12.x (``tree_drafting.tree_draft_extend_graph_reason``) and for
-    chains and trees by ``flashinfer_graph_backends`` on 0.5.13.x."""
+    for trees by tree-drafting's rule on 0.5.11 / 0.5.12.x (``tree_drafting.tree_draft_extend_graph_reason``), for
+    chains and trees by ``flashinfer_graph_backends`` on 0.5.13.x, and for chains on 0.5.11 / 0.5.12.x through it with
+    ``opt_in``: the graph has not run on a GPU there, so the switch must be set to an on value."""
     from .. import core, selection
 
     if not selection.flashinfer_draft_graph_enabled():
         return f"turned off by {selection.ENV_FLASHINFER_GRAPH}={os.environ.get(selection.ENV_FLASHINFER_GRAPH)}"
+    if opt_in and not selection.flashinfer_draft_graph_requested():
+        return (f"flashinfer's chain draft-extend graph is opt-in on this release until it has run on a GPU here "
+                f"({selection.ENV_FLASHINFER_GRAPH}=1)")
     tree = worker.speculative_num_draft_tokens > worker.speculative_num_steps + 1
     if tree and not selection.tree_draft_graph_enabled():
         return f"turned off by {selection.ENV_TREE_GRAPH}={os.environ.get(selection.ENV_TREE_GRAPH)}"
@@ -164,18 +173,20 @@ def flashinfer_graph_reason(worker, backend):
     return None
 
 
-def flashinfer_graph_backends(worker, is_cuda) -> list:
-    """Called by the patched ``EagleDraftWorker.init_cuda_graphs`` (0.5.13.x) inside its draft-extend graph list:
-    ``[FlashInferAttnBackend]`` where the draft-extend backend is flashinfer on CUDA and ``flashinfer_graph_reason``
-    allows (the backend is then marked with the graph's width, which the patched metadata reads), else none. For a
-    flashinfer worker the decision is logged once and kept for /server_info (``serving.draft_extend_graph``)."""
+def flashinfer_graph_backends(worker, is_cuda, opt_in: bool = False) -> list:
+    """Called by the patched ``EagleDraftWorker.init_cuda_graphs`` inside its draft-extend graph list (0.5.13.x, chains
+    and trees) and by tree-drafting's for a chain whose backend is not on that list (0.5.11 / 0.5.12.x, ``opt_in``
+    until its GPU row has met there): ``[FlashInferAttnBackend]`` where the draft-extend backend is flashinfer on CUDA
+    and ``flashinfer_graph_reason`` allows (the backend is then marked with the graph's width, which the 0.5.13.x
+    metadata reads), else none. For a flashinfer worker the decision is logged once and kept for /server_info
+    (``serving.draft_extend_graph``); any other backend gets none, silently."""
     backend = worker.draft_extend_attn_backend
     cls = getattr(sys.modules.get(FLASHINFER_MODULE), "FlashInferAttnBackend", None)  # imported where it is in use
     if not is_cuda or cls is None or not isinstance(backend, cls):
         return []
     from .tree_drafting import record_draft_extend_graph
 
-    reason = flashinfer_graph_reason(worker, backend)
+    reason = flashinfer_graph_reason(worker, backend, opt_in=opt_in)
     width = worker.speculative_num_draft_tokens
     decision = f"cuda graph (flashinfer), {width} tokens per request" if reason is None else f"eager: {reason}"
     record_draft_extend_graph(worker, decision)

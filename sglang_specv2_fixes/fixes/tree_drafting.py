@@ -27,7 +27,9 @@ the worker side is in 0.5.13.post1 as ``_finalize_accept_tree_path`` / ``_compac
   stride comes with draft-extend-kv-range, #27545), captured only where draft_extend_graph_at_tree_width
   allows (on by default since the tree rows ran with it on a GPU; ``SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0``
   turns it off; flashinfer's graph, upstream #28782, with flashinfer-draft-extend-graph's metadata, on by default
-  since its rows ran on a GPU, ``SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0`` turns it off), else eager;
+  since its rows ran on a GPU, ``SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0`` turns it off), else eager; the same
+  function asks ``flashinfer_draft_extend_graph.flashinfer_graph_backends`` about a chain whose backend is not on the
+  release's list (#28782 captures flashinfer's graph for chains too);
 * ``SchedulerRuntimeCheckerMixin.self_check_during_busy``: the busy leak check runs for spec v2
   tree drafting (it stays skipped for spec v1 tree drafting).
 
@@ -48,7 +50,7 @@ FIX = Fix(
     name="tree-drafting",
     upstream=('#26866',),
     title="spec v2 tree drafting (EAGLE topk > 1) with page_size == 1",
-    what="ServerArgs._handle_speculative_decoding routes topk > 1 after auto_choose_speculative_params (an auto-chosen attention backend is re-chosen by upstream's default rule on the final topk; page_size == 1 dense models on flashinfer/triton keep spec v2, everything else spec v1 with a warning); EAGLEWorkerV2.verify uses the accepted width as bonus stride and compacts the accepted tree path (target KV via move_accepted_tokens_to_target_kvcache, predict, hidden states) to the front of each request block; move_accepted_tokens_to_target_kvcache launches bs * accept_index.shape[1]; EagleDraftWorker.init_cuda_graphs skips the num_steps+1-wide draft-extend graph for trees; the busy leak check runs for spec v2 tree drafting",
+    what="ServerArgs._handle_speculative_decoding routes topk > 1 after auto_choose_speculative_params (an auto-chosen attention backend is re-chosen by upstream's default rule on the final topk; page_size == 1 dense models on flashinfer/triton keep spec v2, everything else spec v1 with a warning); EAGLEWorkerV2.verify uses the accepted width as bonus stride and compacts the accepted tree path (target KV via move_accepted_tokens_to_target_kvcache, predict, hidden states) to the front of each request block; move_accepted_tokens_to_target_kvcache launches bs * accept_index.shape[1]; EagleDraftWorker.init_cuda_graphs skips the num_steps+1-wide draft-extend graph for trees (and captures flashinfer's for chains where flashinfer-draft-extend-graph's rule allows); the busy leak check runs for spec v2 tree drafting",
     why="default EAGLE/EAGLE3 params (auto-chosen topk 4) keep the overlap scheduler on and run the unfinished spec v2 tree path: out-of-bounds reads (device-side assert 'vectorized gather kernel index out of bounds' under concurrency) and wrong bonus tokens / hidden states / KV",
     removal="delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream re-landed it in 0.5.13.post1, where spec v1 is gone)",
 )

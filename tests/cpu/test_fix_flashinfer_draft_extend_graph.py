@@ -22,7 +22,9 @@ runner does), then the graph body's attention (``forward_extend``: writes the 8 
   causal attention over the prefix and the draft rows up to itself; the caller's spec info is left as it was;
 * patched without the constant width (``fixed_width_spec_info`` as the identity): the replay plans the accept
   lengths' layout [0, 3, 8, 16] and the rows of request 1 read request 0's queries - what the width part prevents;
-* spec v1's DRAFT_EXTEND through the patched functions: the accepted-length layout, as stock.
+* spec v1's DRAFT_EXTEND through the patched functions: the accepted-length layout, as stock;
+* a chain's draft extend (4 = steps + 1 rows per request, accept lengths 2 and 4): the same as the tree's at its
+  width.
 """
 
 import json
@@ -48,6 +50,7 @@ H, D, KVH = 2, 16, 2
 STEPS, TREE_ND = 3, 8
 PREFIX = [5, 9]
 ACCEPT = [3, 5]  # accept_lens of the verify before this draft extend
+CHAIN_ACCEPT = [2, 4]  # a chain's (steps + 1 = 4 draft tokens)
 CAPTURE_BS = 3
 MAX_BS, CTX = 4, 32
 TARGETS = (
@@ -151,6 +154,8 @@ def _scenario(which):
     from sglang_specv2_fixes import core
     from sglang_specv2_fixes.fixes import flashinfer_draft_extend_graph as fix
 
+    # a tree's extend (8 rows per request), or a chain's (steps + 1 = num_draft_tokens rows: the stock runner's width)
+    nd, accept_lens = (STEPS + 1, CHAIN_ACCEPT) if which == "patched-chain" else (TREE_ND, ACCEPT)
     torch.manual_seed(0)
     backend, pool, req_pool = _backend()
     cls = fb.FlashInferAttnBackend
@@ -159,12 +164,12 @@ def _scenario(which):
     else:
         fns = core.build_fix(FIX_NAME)
         capture, replay = (fns[t] for t in TARGETS)
-    fix.draft_extend_width = lambda: TREE_ND  # the global server args' speculative_num_draft_tokens
+    fix.draft_extend_width = lambda: nd  # the global server args' speculative_num_draft_tokens
     mode = ForwardMode.DRAFT_EXTEND_V2 if which != "patched-v1" else ForwardMode.DRAFT_EXTEND
 
     rows = [1, 2]
     for r, p in zip(rows, PREFIX):
-        req_pool.req_to_token[r, : p + TREE_ND] = torch.arange(p + TREE_ND, dtype=torch.int32) + 1 + 40 * r
+        req_pool.req_to_token[r, : p + nd] = torch.arange(p + nd, dtype=torch.int32) + 1 + 40 * r
     k_buf, v_buf = pool.get_key_buffer(0), pool.get_value_buffer(0)
     k_buf.copy_(torch.randn_like(k_buf))
     v_buf.copy_(torch.randn_like(v_buf))
@@ -172,9 +177,9 @@ def _scenario(which):
     # the runner's graph input buffers at tree width (tree-drafting's EAGLEDraftExtendCudaGraphRunner.__init__)
     seq_lens = torch.full((MAX_BS,), backend.get_cuda_graph_seq_len_fill_value(), dtype=torch.int32)
     req_pool_indices = torch.zeros(MAX_BS, dtype=torch.int64)
-    num_accepted_drafts = torch.full((MAX_BS,), TREE_ND, dtype=torch.int32)
-    num_accepted_tokens = torch.full((MAX_BS,), TREE_ND, dtype=torch.int32)
-    hidden = torch.zeros(MAX_BS * TREE_ND, 4)
+    num_accepted_drafts = torch.full((MAX_BS,), nd, dtype=torch.int32)
+    num_accepted_tokens = torch.full((MAX_BS,), nd, dtype=torch.int32)
+    hidden = torch.zeros(MAX_BS * nd, 4)
     tokens, drafts = fix.accept_fields(EagleDraftInput)  # 0.5.12 renamed them num_accept_tokens / num_correct_drafts
     # the runner's capture input: EagleDraftInput on 0.5.11, EagleDraftExtendInput on 0.5.12.x
     capture_cls = getattr(eagle_info, "EagleDraftExtendInput", EagleDraftInput)
@@ -182,10 +187,10 @@ def _scenario(which):
         # accepted lengths the runner copied (in the class it captured with: 0.5.12's worker input has no plan method)
         fix.fixed_width_spec_info = lambda spec_info, bs, width=None: capture_cls(
             hidden_states=spec_info.hidden_states, **{tokens: getattr(spec_info, tokens), drafts: getattr(spec_info, drafts)})
-    spec = capture_cls(hidden_states=hidden[: CAPTURE_BS * TREE_ND], **{
+    spec = capture_cls(hidden_states=hidden[: CAPTURE_BS * nd], **{
         drafts: num_accepted_drafts[:CAPTURE_BS], tokens: num_accepted_tokens[:CAPTURE_BS]})
     try:
-        capture(backend, bs=CAPTURE_BS, num_tokens=CAPTURE_BS * TREE_ND, req_pool_indices=req_pool_indices[:CAPTURE_BS],
+        capture(backend, bs=CAPTURE_BS, num_tokens=CAPTURE_BS * nd, req_pool_indices=req_pool_indices[:CAPTURE_BS],
                 seq_lens=seq_lens[:CAPTURE_BS], encoder_lens=None, forward_mode=mode, spec_info=spec)
     except ValueError as e:
         return dict(capture_error=str(e))
@@ -195,26 +200,26 @@ def _scenario(which):
 
     # replay: _draft_extend_for_decode's spec info, the runner's copies into its buffers (raw bs 2 padded to 3)
     raw_bs = len(rows)
-    accept = torch.tensor(ACCEPT, dtype=torch.int32)
-    seq_lens[:raw_bs] = torch.tensor(PREFIX, dtype=torch.int32) + TREE_ND  # prepare_for_extend_to_fill_draft_kvcache
+    accept = torch.tensor(accept_lens, dtype=torch.int32)
+    seq_lens[:raw_bs] = torch.tensor(PREFIX, dtype=torch.int32) + nd  # prepare_for_extend_to_fill_draft_kvcache
     req_pool_indices[:raw_bs] = torch.tensor(rows)
     num_accepted_drafts[:raw_bs], num_accepted_tokens[:raw_bs] = accept - 1, accept
     # spec v2: _draft_extend_for_decode's EagleDraftInput; spec v1 (DRAFT_EXTEND): the class the runner captured with
     replay_cls = EagleDraftInput if mode == ForwardMode.DRAFT_EXTEND_V2 else capture_cls
-    spec = replay_cls(hidden_states=hidden[: raw_bs * TREE_ND], num_tokens_per_req=STEPS + 1,
+    spec = replay_cls(hidden_states=hidden[: raw_bs * nd], num_tokens_per_req=STEPS + 1,
                       num_tokens_for_logprob_per_req=STEPS + 1)
     setattr(spec, drafts, num_accepted_drafts[:CAPTURE_BS])
     setattr(spec, tokens, num_accepted_tokens[:CAPTURE_BS])
     replay(backend, bs=CAPTURE_BS, req_pool_indices=req_pool_indices, seq_lens=seq_lens,
            seq_lens_sum=int(seq_lens[:CAPTURE_BS].sum()), encoder_lens=None, forward_mode=mode, spec_info=spec,
            seq_lens_cpu=seq_lens.clone())
-    caller_untouched = getattr(spec, tokens).tolist() == ACCEPT + [TREE_ND]
+    caller_untouched = getattr(spec, tokens).tolist() == accept_lens + [nd]
 
     # the graph body's attention: forward_extend with the captured metadata (the buffers now hold the replay plan)
-    n = CAPTURE_BS * TREE_ND
+    n = CAPTURE_BS * nd
     out_cache_loc = torch.zeros(n, dtype=torch.int64)
     for i, (r, p) in enumerate(zip(rows, PREFIX)):
-        out_cache_loc[i * TREE_ND : (i + 1) * TREE_ND] = req_pool.req_to_token[r, p : p + TREE_ND]
+        out_cache_loc[i * nd : (i + 1) * nd] = req_pool.req_to_token[r, p : p + nd]
     q, k, v = torch.randn(n, H * D), torch.randn(n, KVH, D), torch.randn(n, KVH, D)
     layer = RadixAttention(H, D, scaling=D**-0.5, num_kv_heads=KVH, layer_id=0)
     fb_ns = types.SimpleNamespace(token_to_kv_pool=pool, out_cache_loc=out_cache_loc, forward_mode=mode)
@@ -222,13 +227,13 @@ def _scenario(which):
     o = backend.forward_extend(q, k, v, layer, fb_ns).view(n, H, D)
     errs = []
     for i, (r, p) in enumerate(zip(rows, PREFIX)):
-        slots = req_pool.req_to_token[r, : p + TREE_ND].long()
+        slots = req_pool.req_to_token[r, : p + nd].long()
         keys, vals = k_buf[slots], v_buf[slots]
-        for j in range(TREE_ND):
-            qj = q[i * TREE_ND + j].view(H, D)
+        for j in range(nd):
+            qj = q[i * nd + j].view(H, D)
             att = torch.softmax((qj[:, None, :] * keys[: p + j + 1].transpose(0, 1)).sum(-1) * D**-0.5, dim=-1)
             ref = (att[:, :, None] * vals[: p + j + 1].transpose(0, 1)).sum(1)
-            errs.append(float((o[i * TREE_ND + j] - ref).abs().max()))
+            errs.append(float((o[i * nd + j] - ref).abs().max()))
     return dict(capture=wrapper.plans[0], replay=wrapper.plans[-1], errs=errs, caller_untouched=caller_untouched)
 
 
@@ -241,7 +246,8 @@ def run(which):
 
 @pytest.fixture(scope="module")
 def results():
-    return {which: run(which) for which in ("stock", "patched", "patched-variable-width", "patched-v1")}
+    return {which: run(which) for which in ("stock", "patched", "patched-variable-width", "patched-v1",
+                                            "patched-chain")}
 
 
 def expected_indices(lens):
@@ -262,6 +268,19 @@ def test_patched_tree_width_layout_and_causal_attention(results):
     assert patched["replay"]["kv_indices"][: sum(lens)] == expected_indices(lens)
     assert len(patched["errs"]) == 2 * TREE_ND and max(patched["errs"]) < 1e-4
     assert patched["caller_untouched"], "the shared draft input's accept lengths were overwritten"
+
+
+def test_patched_chain_width_layout_and_causal_attention(results):
+    """A chain's graph (tree-drafting's init_cuda_graphs captures it on these releases too): the same branches at the
+    runner's steps + 1 rows per request, which is num_draft_tokens for a chain."""
+    chain, nd = results["patched-chain"], STEPS + 1
+    width = [0, nd, 2 * nd, 3 * nd]
+    assert chain["capture"]["qo_indptr"] == width and chain["replay"]["qo_indptr"] == width
+    lens = [p + nd for p in PREFIX]
+    assert chain["replay"]["kv_indptr"] == [0, lens[0], lens[0] + lens[1], lens[0] + lens[1] + 1]
+    assert chain["replay"]["kv_indices"][: sum(lens)] == expected_indices(lens)
+    assert len(chain["errs"]) == 2 * nd and max(chain["errs"]) < 1e-4
+    assert chain["caller_untouched"]
 
 
 def test_variable_width_layout_reads_the_wrong_queries(results):

@@ -14,7 +14,10 @@ docs/design/tree-draft-extend-graph.md): the release's real ``EAGLEDraftExtendCu
   (``serving.draft_extend_graph``).
 * flashinfer (flashinfer-draft-extend-graph, upstream #28782): stock never captures flashinfer's draft-extend graph; the
   plugin captures it for a tree with that fix's metadata applied and no FR-Spec token map, unless
-  SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0; chains keep the release's eager draft extend. The metadata itself is run by
+  SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0, and for a chain by the same rule with the switch set to an on value
+  (#28782 captures both; opt-in for chains until their GPU row has met; the chain's decision is
+  flashinfer_graph_backends', called from the same init_cuda_graphs); a chain on any other unlisted
+  backend keeps the release's eager draft extend. The metadata itself is run by
   tests/cpu/test_fix_flashinfer_draft_extend_graph.py.
 """
 
@@ -270,10 +273,46 @@ def test_plugin_flashinfer_tree_graph_decision(monkeypatch, fi_env, tree_env, me
         assert decision.startswith("eager: ") and why in decision
 
 
-def test_plugin_flashinfer_chain_unchanged(monkeypatch):
-    """Chains keep their release's behaviour on flashinfer (eager draft extend; the plugin owns the tree path only),
-    with the switch set too, and no decision is recorded."""
-    monkeypatch.setenv(selection.ENV_FLASHINFER_GRAPH, "1")
+@pytest.mark.parametrize("fi_env,tree_env,metadata,token_map,captured,why", [
+    (None, None, True, None, False, "opt-in on this release until it has run on a GPU"),  # until its row met here
+    ("1", None, True, None, True, None),  # #28782 captures chains and trees
+    ("0", None, True, None, False, "turned off by SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0"),
+    ("1", "0", True, None, True, None),  # the tree switch is for trees only
+    ("1", None, False, None, False, "flashinfer-draft-extend-graph is not applied"),
+    ("1", None, True, "/m/token_map.pt", False, "FR-Spec (--speculative-token-map)"),
+])
+def test_plugin_flashinfer_chain_graph_decision(monkeypatch, fi_env, tree_env, metadata, token_map, captured, why):
+    """A chain (num_draft_tokens == steps + 1, the runner's own width) on flashinfer: stock runs its draft extend
+    eagerly; the plugin captures flashinfer's graph under the same rule as a tree's (flashinfer_graph_reason), opt-in
+    on these releases (SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1) until the chain row has met on a GPU, through
+    tree-drafting's init_cuda_graphs -> flashinfer_graph_backends."""
+    if not patched_here("flashinfer-draft-extend-graph"):
+        pytest.skip("flashinfer-draft-extend-graph is not patched on this release")
+    for env, value in ((selection.ENV_FLASHINFER_GRAPH, fi_env), (selection.ENV_TREE_GRAPH, tree_env)):
+        if value is None:
+            monkeypatch.delenv(env, raising=False)
+        else:
+            monkeypatch.setenv(env, value)
+    _flashinfer_metadata(monkeypatch, metadata)
     worker, built = _worker(monkeypatch, STEPS + 1, backend_kind="flashinfer")
+    worker.server_args.speculative_token_map = token_map
+    _init_cuda_graphs("stock")(worker)
+    assert built == ["draft"], "stock captured a flashinfer draft-extend graph"
+    built.clear()
+    _init_cuda_graphs("plugin")(worker)
+    decision = plugin.serving_facts(worker.server_args)["draft_extend_graph"]
+    if captured:
+        assert built == ["draft", "draft_extend"] and worker.cuda_graph_runner_for_draft_extend == "draft_extend"
+        assert decision == f"cuda graph (flashinfer), {STEPS + 1} tokens per request"
+    else:
+        assert built == ["draft"] and worker.cuda_graph_runner_for_draft_extend is None
+        assert decision.startswith("eager: ") and why in decision
+
+
+def test_plugin_other_chain_unchanged(monkeypatch):
+    """A chain on a backend the release does not list and flashinfer is not (here: any other object) keeps the eager
+    draft extend, and no decision is recorded."""
+    monkeypatch.setenv(selection.ENV_FLASHINFER_GRAPH, "1")
+    worker, built = _worker(monkeypatch, STEPS + 1, backend_kind="other")
     _init_cuda_graphs("plugin")(worker)
     assert built == ["draft"] and plugin.serving_facts(worker.server_args)["draft_extend_graph"] is None

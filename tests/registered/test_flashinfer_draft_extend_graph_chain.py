@@ -1,14 +1,15 @@
-"""flashinfer's spec-v2 draft-extend CUDA graph for a chain on 0.5.13.x (flashinfer-draft-extend-graph, upstream #28782
-in 0.5.14; patches/flashinfer-draft-extend-graph/0.5.13.patch): EAGLE3 chain 3 steps / topk 1 / 4 tokens on
-**flashinfer**, overlap on, page size 1, SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1 on both sides (it was opt-in
-until this row and the tree row met on 0.5.13 and 0.5.13.post1, 2026-11-27), forced retraction, strict busy leak checks. With the graph on,
-greedy output must equal the same target served without speculation, decode logprobs must equal the prefill's, 32
-concurrent requests must end at their lengths (padded graph batches: a wrong query layout reads another request's rows),
-the walk model's draft must keep its acceptance (a draft-extend graph replayed with wrong metadata writes wrong draft KV:
-acceptance drops while the text stays right), and the plugin must report the graph captured
-(``serving.draft_extend_graph``). Stock runs that draft extend eagerly and reports no such graph: it fails only the last
-test. 0.5.11 / 0.5.12.x keep a chain's draft extend eager by design (the plugin captures flashinfer's graph for trees
-there): the row starts at 0.5.13."""
+"""flashinfer's spec-v2 draft-extend CUDA graph for a chain on 0.5.11 - 0.5.13.post1 (flashinfer-draft-extend-graph,
+upstream #28782 in 0.5.14; 0.5.11 / 0.5.12.x: the 0.5.11 patch's metadata, captured by tree-drafting's
+init_cuda_graphs, opt-in there until this row has met; 0.5.13.x: the 0.5.13 patch, on by default since this row and
+the tree row met on 0.5.13 and 0.5.13.post1, 2026-11-27): EAGLE3 chain 3 steps / topk 1 / 4 tokens on **flashinfer**,
+overlap on, page size 1, SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1 on both sides, forced retraction, strict busy
+leak checks. With the graph on, greedy output must equal the same target served without speculation, decode logprobs
+must equal the prefill's, 32 concurrent requests must end at their lengths (padded graph batches: a wrong query layout
+reads another request's rows), the walk model's draft must keep its acceptance (a draft-extend graph replayed with
+wrong metadata writes wrong draft KV: acceptance drops while the text stays right), and the plugin must report the
+graph captured (``serving.draft_extend_graph``). Stock runs that draft extend eagerly and reports no such graph: it
+fails only the last test. Not yet run on 0.5.11 / 0.5.12.x (CPU-proven there: tests/cpu/test_fix_tree_draft_extend_graph.py,
+test_fix_flashinfer_draft_extend_graph.py)."""
 
 import unittest
 
@@ -19,8 +20,8 @@ from sglang_specv2_fixes.testing.rows import SpecChecks
 from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=240, suite="specv2-gpu", releases="fix:flashinfer-draft-extend-graph&from:0.5.13",
-                   bug_in="fix:flashinfer-draft-extend-graph&from:0.5.13")
+register_specv2_ci(est_time=240, suite="specv2-gpu", releases="fix:flashinfer-draft-extend-graph",
+                   bug_in="fix:flashinfer-draft-extend-graph")
 
 STEPS, TOPK, TOKENS = 3, 1, 4
 
