@@ -191,7 +191,9 @@ def tree_draft_graph_enabled() -> bool:
 def flashinfer_draft_graph_enabled() -> bool:
     """flashinfer's spec-v2 draft-extend CUDA graph (upstream #28782): on unless
     SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH is set to an off value (0 / false / no / off). The default for the trees
-    of 0.5.11 / 0.5.12.x since their rows ran on a GPU (2026-11-27, docs/gpu-runs/2026-11-27-s21/)."""
+    of 0.5.11 / 0.5.12.x since their rows ran on a GPU (2026-11-27, docs/gpu-runs/2026-11-27-s21/), and for the chains
+    and trees of 0.5.13.x since theirs did (docs/gpu-runs/2026-11-27-s24/); chains on 0.5.11 / 0.5.12.x also need
+    ``flashinfer_draft_graph_requested``."""
     return _unless_off(ENV_FLASHINFER_GRAPH)
 
 

@@ -258,29 +258,27 @@ def test_stock_has_no_draft_extend_v2_graph_metadata(results):
     assert "Invalid mode" in results["stock"]["capture_error"]
 
 
+def _check_constant_width_graph(run, nd):
+    """One captured-and-replayed graph of ``nd`` rows per request: that constant query layout at capture and replay,
+    paged KV over prefix + the nd draft rows (already in the pool; the padded row keeps its fill-value length 1), rows
+    equal to causal attention, and the caller's draft input untouched."""
+    width = [0, nd, 2 * nd, 3 * nd]
+    assert run["capture"]["qo_indptr"] == width and run["replay"]["qo_indptr"] == width
+    lens = [p + nd for p in PREFIX]
+    assert run["replay"]["kv_indptr"] == [0, lens[0], lens[0] + lens[1], lens[0] + lens[1] + 1]
+    assert run["replay"]["kv_indices"][: sum(lens)] == expected_indices(lens)
+    assert len(run["errs"]) == 2 * nd and max(run["errs"]) < 1e-4
+    assert run["caller_untouched"], "the shared draft input's accept lengths were overwritten"
+
+
 def test_patched_tree_width_layout_and_causal_attention(results):
-    patched = results["patched"]
-    width = [0, TREE_ND, 2 * TREE_ND, 3 * TREE_ND]
-    assert patched["capture"]["qo_indptr"] == width and patched["replay"]["qo_indptr"] == width
-    # paged KV over prefix + the 8 draft rows (already in the pool); the padded row keeps its fill-value length 1
-    lens = [p + TREE_ND for p in PREFIX]
-    assert patched["replay"]["kv_indptr"] == [0, lens[0], lens[0] + lens[1], lens[0] + lens[1] + 1]
-    assert patched["replay"]["kv_indices"][: sum(lens)] == expected_indices(lens)
-    assert len(patched["errs"]) == 2 * TREE_ND and max(patched["errs"]) < 1e-4
-    assert patched["caller_untouched"], "the shared draft input's accept lengths were overwritten"
+    _check_constant_width_graph(results["patched"], TREE_ND)
 
 
 def test_patched_chain_width_layout_and_causal_attention(results):
     """A chain's graph (tree-drafting's init_cuda_graphs captures it on these releases too): the same branches at the
     runner's steps + 1 rows per request, which is num_draft_tokens for a chain."""
-    chain, nd = results["patched-chain"], STEPS + 1
-    width = [0, nd, 2 * nd, 3 * nd]
-    assert chain["capture"]["qo_indptr"] == width and chain["replay"]["qo_indptr"] == width
-    lens = [p + nd for p in PREFIX]
-    assert chain["replay"]["kv_indptr"] == [0, lens[0], lens[0] + lens[1], lens[0] + lens[1] + 1]
-    assert chain["replay"]["kv_indices"][: sum(lens)] == expected_indices(lens)
-    assert len(chain["errs"]) == 2 * nd and max(chain["errs"]) < 1e-4
-    assert chain["caller_untouched"]
+    _check_constant_width_graph(results["patched-chain"], STEPS + 1)
 
 
 def test_variable_width_layout_reads_the_wrong_queries(results):

@@ -234,6 +234,35 @@ def _flashinfer_metadata(monkeypatch, patched):
     assert all(core.is_patched(t) for t in flashinfer_draft_extend_graph.metadata_targets()) == patched
 
 
+def _check_flashinfer_decision(monkeypatch, width, fi_env, tree_env, metadata, token_map, captured, why):
+    """A flashinfer draft worker of ``width`` draft tokens per request through the release's init_cuda_graphs: stock
+    never captures the draft-extend graph; the plugin captures it (and reports it) exactly when ``captured``, else
+    stays eager with ``why`` in its reported decision. ``token_map`` "sliding-window" gives the backend two wrappers."""
+    if not patched_here("flashinfer-draft-extend-graph"):
+        pytest.skip("flashinfer-draft-extend-graph is not patched on this release")
+    for env, value in ((selection.ENV_FLASHINFER_GRAPH, fi_env), (selection.ENV_TREE_GRAPH, tree_env)):
+        if value is None:
+            monkeypatch.delenv(env, raising=False)
+        else:
+            monkeypatch.setenv(env, value)
+    _flashinfer_metadata(monkeypatch, metadata)
+    worker, built = _worker(monkeypatch, width, backend_kind="flashinfer")
+    if token_map == "sliding-window":  # FlashInferAttnBackend.__init__'s two-wrapper dispatch
+        worker.draft_extend_attn_backend.num_wrappers, token_map = 2, None
+    worker.server_args.speculative_token_map = token_map
+    _init_cuda_graphs("stock")(worker)
+    assert built == ["draft"], "stock captured a flashinfer draft-extend graph"
+    built.clear()
+    _init_cuda_graphs("plugin")(worker)
+    decision = plugin.serving_facts(worker.server_args)["draft_extend_graph"]
+    if captured:
+        assert built == ["draft", "draft_extend"] and worker.cuda_graph_runner_for_draft_extend == "draft_extend"
+        assert decision == f"cuda graph (flashinfer), {width} tokens per request"
+    else:
+        assert built == ["draft"] and worker.cuda_graph_runner_for_draft_extend is None
+        assert decision.startswith("eager: ") and why in decision
+
+
 @pytest.mark.parametrize("fi_env,tree_env,metadata,token_map,captured,why", [
     (None, None, True, None, True, None),  # on by default since its GPU rows (session 21)
     ("0", None, True, None, False, "turned off by SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0"),
@@ -248,29 +277,7 @@ def test_plugin_flashinfer_tree_graph_decision(monkeypatch, fi_env, tree_env, me
     """Stock (every release this fix patches) never captures flashinfer's draft-extend graph; the plugin does for a
     tree unless turned off, with flashinfer-draft-extend-graph's metadata, no FR-Spec token map (#28782) and one
     flashinfer wrapper (a sliding-window model's plan cannot take the graph metadata's prefix_lens=None)."""
-    if not patched_here("flashinfer-draft-extend-graph"):
-        pytest.skip("flashinfer-draft-extend-graph is not patched on this release")
-    for env, value in ((selection.ENV_FLASHINFER_GRAPH, fi_env), (selection.ENV_TREE_GRAPH, tree_env)):
-        if value is None:
-            monkeypatch.delenv(env, raising=False)
-        else:
-            monkeypatch.setenv(env, value)
-    _flashinfer_metadata(monkeypatch, metadata)
-    worker, built = _worker(monkeypatch, TREE_ND, backend_kind="flashinfer")
-    if token_map == "sliding-window":  # FlashInferAttnBackend.__init__'s two-wrapper dispatch
-        worker.draft_extend_attn_backend.num_wrappers, token_map = 2, None
-    worker.server_args.speculative_token_map = token_map
-    _init_cuda_graphs("stock")(worker)
-    assert built == ["draft"], "stock captured a flashinfer draft-extend graph"
-    built.clear()
-    _init_cuda_graphs("plugin")(worker)
-    decision = plugin.serving_facts(worker.server_args)["draft_extend_graph"]
-    if captured:
-        assert built == ["draft", "draft_extend"] and worker.cuda_graph_runner_for_draft_extend == "draft_extend"
-        assert decision == f"cuda graph (flashinfer), {TREE_ND} tokens per request"
-    else:
-        assert built == ["draft"] and worker.cuda_graph_runner_for_draft_extend is None
-        assert decision.startswith("eager: ") and why in decision
+    _check_flashinfer_decision(monkeypatch, TREE_ND, fi_env, tree_env, metadata, token_map, captured, why)
 
 
 @pytest.mark.parametrize("fi_env,tree_env,metadata,token_map,captured,why", [
@@ -286,27 +293,7 @@ def test_plugin_flashinfer_chain_graph_decision(monkeypatch, fi_env, tree_env, m
     eagerly; the plugin captures flashinfer's graph under the same rule as a tree's (flashinfer_graph_reason), opt-in
     on these releases (SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1) until the chain row has met on a GPU, through
     tree-drafting's init_cuda_graphs -> flashinfer_graph_backends."""
-    if not patched_here("flashinfer-draft-extend-graph"):
-        pytest.skip("flashinfer-draft-extend-graph is not patched on this release")
-    for env, value in ((selection.ENV_FLASHINFER_GRAPH, fi_env), (selection.ENV_TREE_GRAPH, tree_env)):
-        if value is None:
-            monkeypatch.delenv(env, raising=False)
-        else:
-            monkeypatch.setenv(env, value)
-    _flashinfer_metadata(monkeypatch, metadata)
-    worker, built = _worker(monkeypatch, STEPS + 1, backend_kind="flashinfer")
-    worker.server_args.speculative_token_map = token_map
-    _init_cuda_graphs("stock")(worker)
-    assert built == ["draft"], "stock captured a flashinfer draft-extend graph"
-    built.clear()
-    _init_cuda_graphs("plugin")(worker)
-    decision = plugin.serving_facts(worker.server_args)["draft_extend_graph"]
-    if captured:
-        assert built == ["draft", "draft_extend"] and worker.cuda_graph_runner_for_draft_extend == "draft_extend"
-        assert decision == f"cuda graph (flashinfer), {STEPS + 1} tokens per request"
-    else:
-        assert built == ["draft"] and worker.cuda_graph_runner_for_draft_extend is None
-        assert decision.startswith("eager: ") and why in decision
+    _check_flashinfer_decision(monkeypatch, STEPS + 1, fi_env, tree_env, metadata, token_map, captured, why)
 
 
 def test_plugin_other_chain_unchanged(monkeypatch):
