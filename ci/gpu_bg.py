@@ -87,7 +87,7 @@ def start(a):
         if not os.path.exists(os.path.join(SNAP, "tests", "registered", f)):
             sys.exit(f"no such registered file in the snapshot: {f} (--files takes basenames)")
         name = f"{time.time():.6f}-{a.release}-{f}"
-        json.dump(dict(release=a.release, file=f, plugin_env=a.plugin_env, modes=a.modes, gpus=a.gpus),
+        json.dump(dict(release=a.release, file=f, plugin_env=a.plugin_env + a.mode_env, modes=a.modes, gpus=a.gpus),
                   open(os.path.join(QUEUE, name), "w"))
     say(f"queued {len(a.files)} row(s) of {a.release}: {' '.join(a.files)}")
     mixed = mixed_gpus()
@@ -122,11 +122,13 @@ def mixed_gpus():
 
 def row_command(release, file, slot, timeout, out, plugin_env=(), modes=None, gpus="0"):
     """The row in RELEASE's environment; OUT/rc (its exit status) marks it finished, whatever happened.
-    ``plugin_env``: extra KEY=VALUE for the plugin side only (e.g. SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1);
+    ``plugin_env``: extra KEY=VALUE for the plugin side only (e.g. SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1), or
+    MODE:KEY=VALUE for the side MODE names (e.g. ``off:CUDA_LAUNCH_BLOCKING=1``: the stock side);
     ``modes``: run_registered's ``--modes`` (default off and auto), e.g. one fix's name alone as its own row;
     ``gpus``: run_registered's ``--gpus`` (a row registered with ``gpus=2`` needs two ids, e.g. ``0,1``: rows at once
     then share those GPUs)."""
-    extra = "".join(f" --mode-env {shlex.quote('auto:' + kv)}" for kv in plugin_env)
+    extra = "".join(f" --mode-env {shlex.quote(kv if ':' in kv.split('=', 1)[0] else 'auto:' + kv)}"
+                    for kv in plugin_env)
     extra += (" --modes " + " ".join(map(shlex.quote, modes))) if modes else ""
     return ("source ci/gpu_prepare.sh {r} > /dev/null && python3 ci/run_registered.py --out {o} --files {f} "
             "--jobs 1 --timeout {t} --gpus {g} --port-base {p} --mode-env auto:SGLANG_SPECV2_FIXES_CHECK=1{x}; "
@@ -292,6 +294,9 @@ def main():
     s.add_argument("--plugin-env", action="append", default=[], metavar="KEY=VALUE",
                    help="extra environment of these rows' plugin side (repeatable), e.g. "
                         "SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1")
+    s.add_argument("--mode-env", action="append", default=[], metavar="MODE:KEY=VALUE",
+                   help="extra environment of one side (repeatable), as run_registered's --mode-env, e.g. "
+                        "off:CUDA_LAUNCH_BLOCKING=1 for the stock side")
     s.add_argument("--modes", nargs="+", help="run_registered's --modes for these rows (default off auto), e.g. a "
                    "fix's name: that fix alone (a row of its own: a run of one mode holds one slot's ports)")
     s.add_argument("--gpus", default="0", help="run_registered's --gpus for these rows (default 0); 0,1 for a row "

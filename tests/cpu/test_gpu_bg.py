@@ -39,6 +39,8 @@ def test_every_slot_fits_sglangs_port_limits(gpu_bg):
                              ["SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1"])
     assert "--mode-env auto:SGLANG_SPECV2_FIXES_CHECK=1 --mode-env auto:SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1" in cmd
     assert "--modes" not in cmd
+    cmd = gpu_bg.row_command("0.5.13", "test_page_align_decode.py", 0, 460, "/tmp/x", ["off:CUDA_LAUNCH_BLOCKING=1"])
+    assert "--mode-env off:CUDA_LAUNCH_BLOCKING=1" in cmd and "auto:off:" not in cmd  # a side named: that side's
     cmd = gpu_bg.row_command("0.5.13", "test_hybrid_mamba_serves.py", 0, 460, "/tmp/x", (), ["mamba-track-freed-rows"])
     assert cmd.count("--mode-env") == 1 and " --modes mamba-track-freed-rows;" in cmd
     assert " --gpus 0 " in cmd  # one GPU unless asked
