@@ -190,10 +190,9 @@ def tree_draft_graph_enabled() -> bool:
 
 def flashinfer_draft_graph_enabled() -> bool:
     """flashinfer's spec-v2 draft-extend CUDA graph (upstream #28782): on unless
-    SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH is set to an off value (0 / false / no / off). The default for the trees
-    of 0.5.11 / 0.5.12.x since their rows ran on a GPU (2026-11-27, docs/gpu-runs/2026-11-27-s21/), and for the chains
-    and trees of 0.5.13.x since theirs did (docs/gpu-runs/2026-11-27-s24/); chains on 0.5.11 / 0.5.12.x also need
-    ``flashinfer_draft_graph_requested``."""
+    SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH is set to an off value (0 / false / no / off). The default since the
+    rows ran on a GPU (2026-11-27): trees of 0.5.11 / 0.5.12.x (docs/gpu-runs/2026-11-27-s21/), chains and trees of
+    0.5.13.x (docs/gpu-runs/2026-11-27-s24/), chains of 0.5.11 / 0.5.12.x (docs/gpu-runs/2026-11-27-s25/)."""
     return _unless_off(ENV_FLASHINFER_GRAPH)
 
 
@@ -202,18 +201,6 @@ def verify_handoff_enabled() -> bool:
     verify): on unless SGLANG_SPECV2_FIXES_VERIFY_HANDOFF is set to an off value (0 / false / no / off). It was opt-in
     until its row had run on a GPU (2026-11-27, 0.5.11 / 0.5.12 / 0.5.12.post1, docs/gpu-runs/2026-11-27-s23/)."""
     return _unless_off(ENV_VERIFY_HANDOFF)
-
-
-def flashinfer_draft_graph_requested() -> bool:
-    """SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH set to an on value (1 / true / yes / on): what flashinfer's chain
-    draft-extend graph needs on 0.5.11 / 0.5.12.x until its GPU row has met there."""
-    return _flag(ENV_FLASHINFER_GRAPH)
-
-
-def verify_handoff_requested() -> bool:
-    """SGLANG_SPECV2_FIXES_VERIFY_HANDOFF set to an on value (1 / true / yes / on): what verify-handoff's trees need on a
-    release where the row's tree class has not run on a GPU yet (verify_handoff.TREE_GPU_RELEASES)."""
-    return _flag(ENV_VERIFY_HANDOFF)
 
 
 def fa3_draft_graph_enabled() -> bool:

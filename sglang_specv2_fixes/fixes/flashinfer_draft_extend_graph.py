@@ -17,14 +17,13 @@ The backport, per code line (one patch file each):
   ``FlashInferIndicesUpdaterPrefill.update(prefix_lens=None, use_ragged=False, spec_info)``). The graph runner at tree
   width and the capture decision are in tree-drafting's ``EagleDraftWorker.init_cuda_graphs``, where the release
   decides: a tree through ``tree_drafting.tree_draft_extend_graph_reason``, a chain whose backend is not on the
-  release's list through ``flashinfer_graph_backends(..., opt_in=True)``, both -> ``flashinfer_graph_reason`` (a
-  chain's runner is already ``steps + 1 = num_draft_tokens`` wide). Trees: on by default since their GPU rows met
-  (2026-11-27, docs/gpu-runs/2026-11-27-s21/: A/B on 0.5.11, 0.5.12 and 0.5.12.post1, greedy identity of the topk 4 / 8
-  flashinfer tree rows with it on; at real size 0.83 - 0.87x the eager draft extend's TPOT). Chains (the same branches
-  and runner at width 4 for 3 steps; a helper's branch, session 24): CPU-proven only, so **opt-in** until their GPU
-  row (test_flashinfer_draft_extend_graph_chain.py) has met on these releases:
-  ``SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1``. Measured without it on 0.5.11: a flashinfer chain at 0.65 - 0.76
-  of upstream 0.5.17's (docs/bench/upstream-parity.md).
+  release's list through ``flashinfer_graph_backends``, both -> ``flashinfer_graph_reason`` (a chain's runner is
+  already ``steps + 1 = num_draft_tokens`` wide). On by default: trees since their GPU rows met (2026-11-27,
+  docs/gpu-runs/2026-11-27-s21/: A/B on 0.5.11, 0.5.12 and 0.5.12.post1, greedy identity of the topk 4 / 8 flashinfer
+  tree rows with it on; at real size 0.83 - 0.87x the eager draft extend's TPOT), chains (the same branches and runner
+  at width 4 for 3 steps) since theirs did (test_flashinfer_draft_extend_graph_chain.py, A/B on the same three,
+  docs/gpu-runs/2026-11-27-s25/). A flashinfer chain on 0.5.11 went from 0.65 - 0.76 of upstream 0.5.17's tok/s
+  without it to 0.78 - 0.82 with it (docs/bench/upstream-parity.md); the rest is the plan's host copy below.
 * 0.5.13 / 0.5.13.post1 (patches/flashinfer-draft-extend-graph/0.5.13.patch): the graph metadata moved to
   ``_prepare_cuda_graph_metadata`` (the wrappers) and ``init_forward_metadata_out_graph`` (the plan, at capture and
   replay); both get 0.5.14's DRAFT_EXTEND_V2 branch (its own wrappers in ``draft_extend_cuda_graph_metadata``, which
@@ -147,18 +146,14 @@ def metadata_targets() -> tuple:
     return tuple(f"{FLASHINFER_MODULE}.FlashInferAttnBackend.{name}" for name in names)
 
 
-def flashinfer_graph_reason(worker, backend, opt_in: bool = False):
+def flashinfer_graph_reason(worker, backend):
     """Why this flashinfer draft worker does not capture the spec-v2 draft-extend CUDA graph (None: it does). Called
-    for trees by tree-drafting's rule on 0.5.11 / 0.5.12.x (``tree_drafting.tree_draft_extend_graph_reason``), for
-    chains and trees by ``flashinfer_graph_backends`` on 0.5.13.x, and for chains on 0.5.11 / 0.5.12.x through it with
-    ``opt_in``: the graph has not run on a GPU there, so the switch must be set to an on value."""
+    for trees by tree-drafting's rule on 0.5.11 / 0.5.12.x (``tree_drafting.tree_draft_extend_graph_reason``), and by
+    ``flashinfer_graph_backends`` for chains and trees on 0.5.13.x and for chains on 0.5.11 / 0.5.12.x."""
     from .. import core, selection
 
     if not selection.flashinfer_draft_graph_enabled():
         return f"turned off by {selection.ENV_FLASHINFER_GRAPH}={os.environ.get(selection.ENV_FLASHINFER_GRAPH)}"
-    if opt_in and not selection.flashinfer_draft_graph_requested():
-        return (f"flashinfer's chain draft-extend graph is opt-in on this release until it has run on a GPU here "
-                f"({selection.ENV_FLASHINFER_GRAPH}=1)")
     tree = worker.speculative_num_draft_tokens > worker.speculative_num_steps + 1
     if tree and not selection.tree_draft_graph_enabled():
         return f"turned off by {selection.ENV_TREE_GRAPH}={os.environ.get(selection.ENV_TREE_GRAPH)}"
@@ -173,10 +168,10 @@ def flashinfer_graph_reason(worker, backend, opt_in: bool = False):
     return None
 
 
-def flashinfer_graph_backends(worker, is_cuda, opt_in: bool = False) -> list:
+def flashinfer_graph_backends(worker, is_cuda) -> list:
     """Called by the patched ``EagleDraftWorker.init_cuda_graphs`` inside its draft-extend graph list (0.5.13.x, chains
-    and trees) and by tree-drafting's for a chain whose backend is not on that list (0.5.11 / 0.5.12.x, ``opt_in``
-    until its GPU row has met there): ``[FlashInferAttnBackend]`` where the draft-extend backend is flashinfer on CUDA
+    and trees) and by tree-drafting's for a chain whose backend is not on that list (0.5.11 / 0.5.12.x):
+    ``[FlashInferAttnBackend]`` where the draft-extend backend is flashinfer on CUDA
     and ``flashinfer_graph_reason`` allows (the backend is then marked with the graph's width, which the 0.5.13.x
     metadata reads), else none. For a flashinfer worker the decision is logged once and kept for /server_info
     (``serving.draft_extend_graph``); any other backend gets none, silently."""
@@ -186,7 +181,7 @@ def flashinfer_graph_backends(worker, is_cuda, opt_in: bool = False) -> list:
         return []
     from .tree_drafting import record_draft_extend_graph
 
-    reason = flashinfer_graph_reason(worker, backend, opt_in=opt_in)
+    reason = flashinfer_graph_reason(worker, backend)
     width = worker.speculative_num_draft_tokens
     decision = f"cuda graph (flashinfer), {width} tokens per request" if reason is None else f"eager: {reason}"
     record_draft_extend_graph(worker, decision)

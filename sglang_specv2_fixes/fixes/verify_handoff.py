@@ -91,10 +91,10 @@ Trees were added after that (2026-11-27, session 24): the row's tree class (EAGL
 same seven checks after a check that the spec-v2 tree and its tree-width draft-extend graph are in use) passed on
 0.5.11 (docs/gpu-runs/2026-11-27-s24/; stock has no spec-v2 tree to compare: it falls back to spec v1), and at real size
 0.5.11's triton tree topk 8 went from 0.88 / 0.92 to **1.00 / 0.97** of upstream 0.5.17's own at c = 1 / 8
-(docs/bench/tree-gap-profile-2026-11-27.md). Trees take the handoff by default on the releases in
-``TREE_GPU_RELEASES`` (0.5.11); on 0.5.12.x, until the tree class has run there, with
-``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=1``. ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0`` turns the fix off
-(``server_reason``).
+(docs/bench/tree-gap-profile-2026-11-27.md). The tree class then passed on 0.5.12 and 0.5.12.post1 (session 25,
+docs/gpu-runs/2026-11-27-s25/), and 0.5.12.post1's tree topk 8 reached 1.00 / 1.00 / 0.99 of upstream 0.5.17's at
+c = 1 / 8 / 32, so trees take the handoff by default wherever the fix applies. ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0``
+turns the fix off (``server_reason``).
 
 Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13).
 """
@@ -178,11 +178,6 @@ def _server_reason(args) -> str | None:
     return _tree_reason(args)
 
 
-# releases where the row's tree class (tests/registered/test_verify_handoff.py) passed on a GPU: trees take the handoff
-# there by default, elsewhere with SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=1 (docs/gpu-runs/2026-11-27-s24/)
-TREE_GPU_RELEASES = ("0.5.11",)
-
-
 def _tree_reason(args) -> str | None:
     """A tree wider than steps + 1 runs its draft extend in tree-drafting's tree-width graph or eagerly. Eagerly, every
     step would need ``materialize`` (a blocking read after the whole previous step, longer than the release's wait), so
@@ -195,12 +190,6 @@ def _tree_reason(args) -> str | None:
     tokens = getattr(args, "speculative_num_draft_tokens", None) or 0
     if topk == 1 or tokens <= steps + 1:
         return None  # the release's own draft-extend graph (steps + 1 tokens per request)
-    from .. import installed
-
-    release = installed.version()
-    if release not in TREE_GPU_RELEASES and not selection.verify_handoff_requested():
-        return (f"trees keep the host wait on {release} until the row's tree class has run on a GPU here (it met on "
-                f"{', '.join(TREE_GPU_RELEASES)}; {ENV_VERIFY_HANDOFF}=1 turns it on)")
     if not selection.tree_draft_graph_enabled():
         env = selection.ENV_TREE_GRAPH
         return f"tree draft extend without its CUDA graph ({env}={os.environ.get(env)})"

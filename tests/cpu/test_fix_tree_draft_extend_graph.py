@@ -14,9 +14,8 @@ docs/design/tree-draft-extend-graph.md): the release's real ``EAGLEDraftExtendCu
   (``serving.draft_extend_graph``).
 * flashinfer (flashinfer-draft-extend-graph, upstream #28782): stock never captures flashinfer's draft-extend graph; the
   plugin captures it for a tree with that fix's metadata applied and no FR-Spec token map, unless
-  SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0, and for a chain by the same rule with the switch set to an on value
-  (#28782 captures both; opt-in for chains until their GPU row has met; the chain's decision is
-  flashinfer_graph_backends', called from the same init_cuda_graphs); a chain on any other unlisted
+  SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0, and for a chain by the same rule (#28782 captures both; the chain's
+  decision is flashinfer_graph_backends', called from the same init_cuda_graphs); a chain on any other unlisted
   backend keeps the release's eager draft extend. The metadata itself is run by
   tests/cpu/test_fix_flashinfer_draft_extend_graph.py.
 """
@@ -281,7 +280,7 @@ def test_plugin_flashinfer_tree_graph_decision(monkeypatch, fi_env, tree_env, me
 
 
 @pytest.mark.parametrize("fi_env,tree_env,metadata,token_map,captured,why", [
-    (None, None, True, None, False, "opt-in on this release until it has run on a GPU"),  # until its row met here
+    (None, None, True, None, True, None),  # on by default since its GPU row met (session 25)
     ("1", None, True, None, True, None),  # #28782 captures chains and trees
     ("0", None, True, None, False, "turned off by SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0"),
     ("1", "0", True, None, True, None),  # the tree switch is for trees only
@@ -290,8 +289,7 @@ def test_plugin_flashinfer_tree_graph_decision(monkeypatch, fi_env, tree_env, me
 ])
 def test_plugin_flashinfer_chain_graph_decision(monkeypatch, fi_env, tree_env, metadata, token_map, captured, why):
     """A chain (num_draft_tokens == steps + 1, the runner's own width) on flashinfer: stock runs its draft extend
-    eagerly; the plugin captures flashinfer's graph under the same rule as a tree's (flashinfer_graph_reason), opt-in
-    on these releases (SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1) until the chain row has met on a GPU, through
+    eagerly; the plugin captures flashinfer's graph under the same rule as a tree's (flashinfer_graph_reason), through
     tree-drafting's init_cuda_graphs -> flashinfer_graph_backends."""
     _check_flashinfer_decision(monkeypatch, STEPS + 1, fi_env, tree_env, metadata, token_map, captured, why)
 

@@ -67,15 +67,6 @@ def patched():
     return core.build_fix(FIX)
 
 
-@pytest.fixture(autouse=True)
-def tree_gpu_release(monkeypatch):
-    """Trees take the handoff by default only where the row's tree class ran on a GPU (TREE_GPU_RELEASES): the tests
-    below read the mechanism on every release as if it had; test_trees_wait_for_their_gpu_row reads the gate."""
-    from sglang_specv2_fixes import installed
-
-    monkeypatch.setattr(verify_handoff, "TREE_GPU_RELEASES", (installed.version(),))
-
-
 class Event:
     def __init__(self, log):
         self.log = log
@@ -194,26 +185,6 @@ def test_tree_draft_extend_without_its_graph_keeps_the_host_wait(patched, monkey
         assert reason == f"tree draft extend without its CUDA graph ({ENV_TREE_GRAPH}=0)"
     else:
         assert reason == f"tree draft extend {decision}"
-
-
-@FIXED_HERE
-@pytest.mark.parametrize("value, wait", [("", "host"), ("1", "stream")])
-def test_trees_wait_for_their_gpu_row(patched, monkeypatch, value, wait):
-    """On a release where the row's tree class has not run on a GPU (not in TREE_GPU_RELEASES) a tree keeps the host
-    wait unless SGLANG_SPECV2_FIXES_VERIFY_HANDOFF is set to an on value; a chain takes the handoff either way."""
-    from sglang_specv2_fixes import installed
-    from sglang_specv2_fixes.selection import ENV_VERIFY_HANDOFF
-
-    monkeypatch.setattr(verify_handoff, "TREE_GPU_RELEASES", ())
-    monkeypatch.setenv(ENV_VERIFY_HANDOFF, value)
-    assert _wait(patched[f"{SB}.maybe_wait_verify_done"], monkeypatch, _server(**TREE)) == [wait]
-    assert _wait(patched[f"{SB}.maybe_wait_verify_done"], monkeypatch, _server()) == ["stream"]
-    verify_handoff._SERVER.clear()
-    reason = verify_handoff.server_reason(_server(**TREE))
-    if wait == "host":
-        assert reason.startswith(f"trees keep the host wait on {installed.version()} until")
-    else:
-        assert reason is None
 
 
 @FIXED_HERE

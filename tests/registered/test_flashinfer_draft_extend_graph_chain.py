@@ -1,19 +1,18 @@
 """flashinfer's spec-v2 draft-extend CUDA graph for a chain on 0.5.11 - 0.5.13.post1 (flashinfer-draft-extend-graph,
 upstream #28782 in 0.5.14; 0.5.11 / 0.5.12.x: the 0.5.11 patch's metadata, captured by tree-drafting's
-init_cuda_graphs, opt-in there until this row has met; 0.5.13.x: the 0.5.13 patch, on by default since this row and
-the tree row met on 0.5.13 and 0.5.13.post1, 2026-11-27): EAGLE3 chain 3 steps / topk 1 / 4 tokens on **flashinfer**,
-overlap on, page size 1, SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1 on both sides, forced retraction, strict busy
+init_cuda_graphs; 0.5.13.x: the 0.5.13 patch; on by default since this row met, with the tree row on 0.5.13.x:
+2026-11-27, docs/gpu-runs/2026-11-27-s24/ and -s25/): EAGLE3 chain 3 steps / topk 1 / 4 tokens on **flashinfer**,
+overlap on, page size 1, the plugin's default selection, forced retraction, strict busy
 leak checks. With the graph on, greedy output must equal the same target served without speculation, decode logprobs
 must equal the prefill's, 32 concurrent requests must end at their lengths (padded graph batches: a wrong query layout
 reads another request's rows), the walk model's draft must keep its acceptance (a draft-extend graph replayed with
 wrong metadata writes wrong draft KV: acceptance drops while the text stays right), and the plugin must report the
 graph captured (``serving.draft_extend_graph``). Stock runs that draft extend eagerly and reports no such graph: it
-fails only the last test. Not yet run on 0.5.11 / 0.5.12.x (CPU-proven there: tests/cpu/test_fix_tree_draft_extend_graph.py,
-test_fix_flashinfer_draft_extend_graph.py)."""
+fails only the last test. Met A/B on 0.5.13 / 0.5.13.post1 (session 24, with the switch set to 1 on both sides, as
+the row did then) and on 0.5.11 / 0.5.12 / 0.5.12.post1 (session 25, the same)."""
 
 import unittest
 
-from sglang_specv2_fixes.selection import ENV_FLASHINFER_GRAPH
 from sglang_specv2_fixes.testing.client import server_info, specv2_state
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import SpecChecks
@@ -33,7 +32,7 @@ class TestFlashinferDraftExtendGraphChain(SpecChecks, CustomTestCase):
     def setUpClass(cls):
         cls.prefetch_target_only()
         cls.process = launch(eagle3_args(STEPS, TOPK, TOKENS) + ["--page-size", "1"] + list(cls.BACKEND_ARGS),
-                             env={"SGLANG_TEST_RETRACT": "1", ENV_FLASHINFER_GRAPH: "1"})
+                             env={"SGLANG_TEST_RETRACT": "1"})
 
     @classmethod
     def tearDownClass(cls):

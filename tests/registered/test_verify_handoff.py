@@ -15,16 +15,16 @@ while the text stays right), and the probe must count no host wait on a verify (
 logprob-free load. Stock waits on the host at every steady decode step of a chain: it fails only the chain class's
 last test. Met A/B on 0.5.11, 0.5.12 and 0.5.12.post1 for the chain class (2026-11-27, 2 x H200,
 docs/gpu-runs/2026-11-27-s23/: stock 229 host waits in the chain load, the plugin 0). The tree class was added
-after that and passed on 0.5.11 (2026-11-27, docs/gpu-runs/2026-11-27-s24/), where trees take the handoff by default;
-elsewhere the class sets SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=1 itself. Stock (``--specv2-fixes off``) routes
+after that and passed on 0.5.11 (2026-11-27, docs/gpu-runs/2026-11-27-s24/), then on 0.5.12 and 0.5.12.post1
+(session 25, with the switch set to 1 as the class did then; docs/gpu-runs/2026-11-27-s25/): trees take the handoff by
+default since. Stock (``--specv2-fixes off``) routes
 explicit topk > 1 to spec v1, so it fails the tree class's first test; the tree with the host wait is the plugin side with
 SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0 (tree-drafting without the handoff), which should fail only
 ``test_7_no_host_wait_on_verify``, in both classes."""
 
-import os
 import unittest
 
-from sglang_specv2_fixes.selection import ENV_PROBE, ENV_VERIFY_HANDOFF
+from sglang_specv2_fixes.selection import ENV_PROBE
 from sglang_specv2_fixes.testing.client import concurrent_generate, server_info, specv2_state
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import SpecChecks
@@ -40,7 +40,6 @@ class HandoffRow(SpecChecks):
     triton with CUDA graphs, page size 1, forced retraction, the probe on."""
 
     STEPS = TOPK = TOKENS = None
-    ENV = {}
     MIN_ACCEPT = 2.0  # the walk model's draft: 4.0 (the most 3 steps give) for the chain and the 3 / 4 / 8 tree
     BACKEND_ARGS = ("--attention-backend", "triton")
     LAUNCH_ARGS = ()  # the server under test only
@@ -49,7 +48,7 @@ class HandoffRow(SpecChecks):
     def setUpClass(cls):
         cls.prefetch_target_only()
         cls.process = launch(eagle3_args(cls.STEPS, cls.TOPK, cls.TOKENS) + list(cls.BACKEND_ARGS)
-                             + list(cls.LAUNCH_ARGS), env={"SGLANG_TEST_RETRACT": "1", ENV_PROBE: "1", **cls.ENV})
+                             + list(cls.LAUNCH_ARGS), env={"SGLANG_TEST_RETRACT": "1", ENV_PROBE: "1"})
 
     @classmethod
     def tearDownClass(cls):
@@ -92,9 +91,6 @@ class TestVerifyHandoff(HandoffRow, CustomTestCase):
 class TestVerifyHandoffTree(HandoffRow, CustomTestCase):
     STEPS, TOPK, TOKENS = 3, 4, 8
     LAUNCH_ARGS = ("--page-size", "1")  # tree-drafting's spec-v2 route needs it (as TreeRow passes it)
-    # trees take the handoff by default only where this class has run (verify_handoff.TREE_GPU_RELEASES): the row
-    # turns it on itself elsewhere, unless the run sets the switch (=0: the tree with the host wait)
-    ENV = {ENV_VERIFY_HANDOFF: os.environ.get(ENV_VERIFY_HANDOFF, "1")}
 
     def test_0_spec_v2_tree_with_its_draft_extend_graph(self):
         serving = specv2_state(server_info())["serving"]
