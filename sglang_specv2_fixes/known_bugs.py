@@ -538,9 +538,16 @@ BUGS: Tuple[Bug, ...] = (
         symptom="the scheduler's next req_to_token / SWA writes may race the draft-extend graph's reads on backends "
         "that read shared buffers inside the graph (inconsistent speculative state when a constrained request is "
         "inserted during decode)",
-        affected=span("0.5.14", "0.5.21"), fixed_in="0.5.22", answer=NOT_BACKPORTED,
-        reason="planned: issue 27; a latent race with no known reproduction (low confidence); moving the record() "
-        "after replay costs some overlap",
+        affected=span("0.5.14", "0.5.21"), fixed_in="0.5.22", answer="draft-extend-read-done-order",
+        reason="patched on 0.5.14 … 0.5.21: EAGLEDraftExtendCudaGraphRunner.execute records the read-done event "
+        "(war_fastpath_read_done_event, shared_read_done_event from 0.5.18) after _replay_graph instead of before it, "
+        "0.5.22's POST_REPLAY for every backend (0.5.22 publishes per backend by SharedReadEnds: before the replay only "
+        "where a backend declares PRE_REPLAY, none where UNKNOWN). A latent race with no known reproduction: only "
+        "backends whose metadata inside the graph reads req_to_token / the SWA mapping are exposed (trtllm_mha, "
+        "DSV4; #36335, #31270, #31686). Opt-in (SGLANG_SPECV2_FIXES_READ_DONE_AFTER_REPLAY=1) until its cost, the "
+        "next batch's writes waiting for the graph's end instead of its start, is measured at real size. CPU proof "
+        "on each release's real execute and _apply_war_barrier (tests/cpu/test_fix_draft_extend_read_done_order.py); "
+        "no GPU row: the exposed backends do not run on the lent GPUs (trtllm_mha is Blackwell-only)",
         verified="regex in eagle_draft_extend_cuda_graph_runner.py: `read_done.record()` within 20 lines before "
         "`self._replay_graph(`: 0.5.14 … 0.5.21; 0.5.22 publishes per SharedReadEnds; no read-done event before "
         "0.5.14",

@@ -151,6 +151,12 @@ _FIXES["0.5.11"] = {
     # opt-in (SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1); composes after tree-drafting on init_cuda_graphs
     "fa3-draft-extend-graph": patch("0.5.11"),
     "verify-handoff": patch("0.5.11"),  # SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0 turns it off
+    "draft-extend-read-done-order": note(
+        NOT_APPLICABLE,
+        "no read-done event before 0.5.14: the overlap scheduler has no _apply_war_barrier; its WAR barrier (0.5.13's, "
+        "overlap-war-barrier's on 0.5.11 / 0.5.12.x) waits for the whole forward stream",
+        check=('sglang.srt.managers.scheduler', 'Scheduler._apply_war_barrier', None),
+    ),
 }
 _FIXES["0.5.12"] = _derive("0.5.11", {
     "fa3-draft-extend-graph": patch("0.5.12"),
@@ -318,6 +324,8 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
         check=('sglang.srt.speculative.eagle_utils', 'eagle_prepare_for_verify', 'befaa4f3ac4e4ba7'),
     ),
     "triton-verify-mask-size": patch("0.5.14"),
+    # opt-in (SGLANG_SPECV2_FIXES_READ_DONE_AFTER_REPLAY=1) until its cost is measured; the same move on 0.5.14 … 0.5.21
+    "draft-extend-read-done-order": patch("0.5.14"),
     "overlap-war-barrier": note(
         UPSTREAM,
         "#26380 as _apply_war_barrier at each overlap loop's top; #28363: it waits on the forward's read-done event "
@@ -353,6 +361,7 @@ _FIXES["0.5.15"] = _derive("0.5.14", {
     "multi-layer-draft": patch("0.5.15"),
     "tbo-verify-seq-lens": "1c47bb30577eb240",
     "triton-verify-mask-size": patch("0.5.15"),
+    "draft-extend-read-done-order": patch("0.5.15"),
 })
 _FIXES["0.5.16"] = _derive("0.5.15", {
     "verify-handoff": "0bc94a38081f5f9b",
@@ -392,6 +401,7 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
         check=('sglang.srt.managers.scheduler', 'Scheduler._apply_war_barrier', '86e93caf5148008c'),
     ),
     "fa3-draft-extend-graph": patch("0.5.16"),
+    "draft-extend-read-done-order": patch("0.5.16"),
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
     "fa3-draft-extend-graph": patch("0.5.17"),
@@ -422,6 +432,7 @@ _FIXES["0.5.17"] = _derive("0.5.16", {
         check=('sglang.srt.layers.attention.triton_backend', 'TritonAttnBackend.init_cuda_graph_state',
                '8e1138a2163fa0fe'),
     ),
+    "draft-extend-read-done-order": patch("0.5.17"),
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
     "fa3-draft-extend-graph": patch("0.5.18"),
@@ -438,6 +449,7 @@ _FIXES["0.5.18"] = _derive("0.5.17", {
     "mamba-track-freed-rows": patch("0.5.18"),
     "inkling-draft-extend-track-guard": patch("0.5.18"),
     "overlap-war-barrier": "b77eca6dce141bc7",
+    "draft-extend-read-done-order": patch("0.5.18"),  # the read-done attribute is shared_read_done_event from here
 })
 _FIXES["0.5.19"] = _derive("0.5.18", {
     "fa3-draft-extend-graph": patch("0.5.19"),
@@ -467,6 +479,7 @@ _FIXES["0.5.20"] = _derive("0.5.19", {
     "tbo-verify-seq-lens": "548760d639a05b86",
     "inkling-draft-extend-track-guard": patch("0.5.20"),
     "triton-verify-mask-size": "9f6c8ac2bfd4b46f",
+    "draft-extend-read-done-order": patch("0.5.20"),
 })
 _FIXES["0.5.21"] = _derive("0.5.20", {
     "draft-decode-positions": "1db04a9b1887b395",
@@ -476,6 +489,7 @@ _FIXES["0.5.21"] = _derive("0.5.20", {
     "radix-overshoot": patch("0.5.21"),
     "reasoning-tokens-through-stop": patch("0.5.21"),
     "multi-layer-grammar-mask": "c13dbd37177caa08",
+    "draft-extend-read-done-order": patch("0.5.21"),
 })
 _FIXES["0.5.22"] = _derive("0.5.21", {
     "fa3-draft-extend-graph": patch("0.5.22"),
@@ -504,6 +518,14 @@ _FIXES["0.5.22"] = _derive("0.5.21", {
     "inkling-draft-extend-track-guard": patch("0.5.22"),
     "tbo-verify-seq-lens": "de13591ee64bf29e",
     "triton-verify-mask-size": "d353e393d7cf5c55",
+    "draft-extend-read-done-order": note(
+        UPSTREAM,
+        "EAGLEDraftExtendCudaGraphRunner.execute publishes the read-done event per the draft-extend backend's "
+        "shared_read_ends: before the replay for PRE_REPLAY, after it for IN_REPLAY / POST_REPLAY, none for UNKNOWN "
+        "(the base class's answer for the draft extend: the scheduler waits for the whole forward)",
+        check=('sglang.srt.speculative.eagle_draft_extend_cuda_graph_runner', 'EAGLEDraftExtendCudaGraphRunner.execute',
+               '029508bd6f69a46a'),
+    ),
 })
 _FIXES["0.5.23"] = _derive("0.5.22", {
     "verify-handoff": "8d9a4a2634685aaa",
@@ -524,6 +546,7 @@ _FIXES["0.5.23"] = _derive("0.5.22", {
     "multi-layer-draft": patch("0.5.23"),
     "mamba-track-freed-rows": "1b130b4ba2edea99",
     "triton-verify-mask-size": "3189ebc4a59c870b",
+    "draft-extend-read-done-order": "4d66940e30d50873",
 })
 
 for _line, _fixes in _FIXES.items():

@@ -31,6 +31,9 @@ ENV_FA3_GRAPH = "SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH"
 # the spec-v2 decode preparation without the host wait on the previous verify (verify-handoff, #25879): off until a
 # GPU has run it
 ENV_VERIFY_HANDOFF = "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF"
+# the draft-extend graph's WAR read-done event published after its replay (draft-extend-read-done-order, #37988): off
+# until its cost has been measured at real size
+ENV_READ_DONE_AFTER_REPLAY = "SGLANG_SPECV2_FIXES_READ_DONE_AFTER_REPLAY"
 FLAG = "--specv2-fixes"
 AUTO_VALUES = ("", "auto", "default")  # the selection's spellings of auto (empty: as unset), case-insensitive
 OFF_VALUES = ("off", "none", "0", "false")
@@ -164,7 +167,7 @@ def opted_in(fix) -> bool:
 
 def opt_in_reason(fix, patch: str) -> str:
     """The ``disabled`` reason of an opt-in fix whose switch is off."""
-    return f"opt-in until it has run on a GPU: {fix.opt_in}=1 applies {patch}"
+    return f"opt-in until {fix.opt_in_until}: {fix.opt_in}=1 applies {patch}"
 
 
 def probe_enabled() -> bool:

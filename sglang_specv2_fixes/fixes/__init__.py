@@ -413,6 +413,26 @@ verify-handoff  [#25879]  decode preparation without the host wait on the verify
     - applied: patches/verify-handoff/0.5.12.patch (0.5.12 … 0.5.12.post1)
     - upstream (0.5.13 … 0.5.23)
     Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)
+
+draft-extend-read-done-order  [#37988, #37936]  the draft-extend graph's WAR read-done event after its replay (opt-in
+    until measured)
+    What: EAGLEDraftExtendCudaGraphRunner.execute records the read-done event the overlap
+        scheduler's WAR barrier waits on after _replay_graph instead of before it (0.5.22's
+        POST_REPLAY, for every backend); off unless SGLANG_SPECV2_FIXES_READ_DONE_AFTER_REPLAY=1
+        until its cost has been measured at real size
+    Why: the event is published once the out-of-graph metadata is built, before the replay: on a
+        backend that reads req_to_token / the SWA mapping inside the graph, the next batch's writes
+        race those reads
+    - not-applicable (0.5.11 … 0.5.13.post1)
+    - applied: patches/draft-extend-read-done-order/0.5.14.patch (0.5.14)
+    - applied: patches/draft-extend-read-done-order/0.5.15.patch (0.5.15 … 0.5.15.post1)
+    - applied: patches/draft-extend-read-done-order/0.5.16.patch (0.5.16)
+    - applied: patches/draft-extend-read-done-order/0.5.17.patch (0.5.17)
+    - applied: patches/draft-extend-read-done-order/0.5.18.patch (0.5.18 … 0.5.19)
+    - applied: patches/draft-extend-read-done-order/0.5.20.patch (0.5.20)
+    - applied: patches/draft-extend-read-done-order/0.5.21.patch (0.5.21)
+    - upstream (0.5.22 … 0.5.23)
+    Removal: delete when 0.5.21 leaves the supported releases (upstream from 0.5.22)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -426,6 +446,7 @@ from . import (
     chunked_prefill_draft_chain,
     draft_decode_positions,
     draft_extend_kv_range,
+    draft_extend_read_done_order,
     flashinfer_draft_extend_graph,
     fa3_draft_extend_graph,
     grammar_result_order,
@@ -455,4 +476,5 @@ ALL_FIXES = [m.FIX for m in (
     radix_overshoot, reasoning_tokens_through_stop, multi_layer_grammar_mask, multi_layer_draft,
     tbo_verify_seq_lens, mamba_track_freed_rows, inkling_draft_extend_track_guard, triton_verify_mask_size,
     overlap_war_barrier, fa3_draft_extend_graph, flashinfer_draft_extend_graph, verify_handoff,
+    draft_extend_read_done_order,
 )]

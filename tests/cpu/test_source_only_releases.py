@@ -64,6 +64,10 @@ is present (the table must then patch it, or say open). A wrong table entry fail
                 eagerly (B: patched with 0.5.14's branches, opt-in there); #28782 from 0.5.14 (U)
   up to 0.5.22   fa3-draft-extend-graph: _capture_cuda_graphs' list has no FlashAttentionBackend (B: patched 0.5.11 -
                 0.5.22); 0.5.23 appends it (U)
+  0.5.14 … 0.5.21  draft-extend-read-done-order: EAGLEDraftExtendCudaGraphRunner.execute records the WAR read-done
+                event (war_fastpath_read_done_event, shared_read_done_event from 0.5.18) before _replay_graph, for every
+                backend (B: patched, opt-in); 0.5.13.x has no read-done event (no _apply_war_barrier: NA); 0.5.22
+                publishes per the backend's SharedReadEnds, after the replay for IN_REPLAY / POST_REPLAY (U)
   0.5.13 on      verify-handoff: no ScheduleBatch.maybe_wait_verify_done / verify_done.synchronize(); the next batch's
                 seq_lens are gathered on the GPU behind the verify's publish event (U). 0.5.13.x still blocks the
                 host on that event where the CPU mirror is forced (piecewise CUDA graphs on, the default, or a backend
@@ -134,7 +138,10 @@ for _v in EXPECTED:
                                          else U,
                                          # fa3 missing from the draft-extend graph list up to 0.5.22 (#40762)
                                          "fa3-draft-extend-graph": U if _v == "0.5.23" else B,
-                                         "verify-handoff": U})
+                                         "verify-handoff": U,
+                                         # the draft-extend graph's read-done event before its replay (#37988)
+                                         "draft-extend-read-done-order": NA if _v in ("0.5.13", "0.5.13.post1") else
+                                         U if _v in ("0.5.22", "0.5.23") else B})
 # 0.5.11 and 0.5.12.x: the releases the CPU suite imports and runs (test_catalog, test_fix_*, ...)
 RUN_HERE = {"0.5.11", "0.5.12", "0.5.12.post1"}
 
