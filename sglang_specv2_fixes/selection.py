@@ -28,8 +28,8 @@ ENV_TREE_GRAPH = "SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH"
 ENV_FLASHINFER_GRAPH = "SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH"
 # fa3's spec-v2 draft-extend CUDA graph for chains (fa3-draft-extend-graph, #40762): off until a GPU has run it
 ENV_FA3_GRAPH = "SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH"
-# the spec-v2 decode preparation without the host wait on the previous verify (verify-handoff, #25879): off until a
-# GPU has run it
+# the spec-v2 decode preparation without the host wait on the previous verify (verify-handoff, #25879): on unless
+# set to an off value
 ENV_VERIFY_HANDOFF = "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF"
 # the draft-extend graph's WAR read-done event published after its replay (draft-extend-read-done-order, #37988): off
 # until its cost has been measured at real size
