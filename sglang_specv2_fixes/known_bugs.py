@@ -465,32 +465,39 @@ BUGS: Tuple[Bug, ...] = (
         "retraction, aborts, the strict idle / busy checks, /v1/loads num_used_tokens 0 at idle) agrees: stock "
         "passed on 0.5.14, 0.5.15 and 0.5.16, 0.5.11 left no page in use (its probe failure is #23456, "
         "skip-stale-overlap-updates), 0.5.13 left none through tests 1 - 5 and then crashed after flush_cache "
-        "(bug flush-then-prefill-0513). A port would also need the row headroom of 0.5.16's "
-        "get_req_to_token_extra_context_len (+ page_size - 1)",
+        "(bug flush-then-prefill-0513, fixed by draft-graph-eager-registry). A port would also need the row "
+        "headroom of 0.5.16's get_req_to_token_extra_context_len (+ page_size - 1)",
         verified="regex `(double_alloc|reserve) + page_size - 1) // page_size * page_size` under sglang/srt/: "
         "absent up to 0.5.15.post1 (eagle_prepare_for_decode / prepare_for_decode), present from 0.5.16",
         evidence=(Evidence("sglang/srt/**/*.py",
                            r"(?:double_alloc|reserve) \+ page_size - 1\)\s*//\s*page_size\s*\*\s*page_size",
                            fixed=True),)),
     Bug(
-        id="flush-then-prefill-0513", title="0.5.13: the first request after /flush_cache ends the scheduler (spec v2)",
+        id="flush-then-prefill-0513",
+        title="0.5.13.x: the draft CUDA graph runs on a freed eager input registry (crash after /flush_cache)",
         refs=(), found="GPU row test_page_align_decode.py on stock 0.5.13 (docs/gpu-runs/2026-11-27-s24/)",
-        symptom="EAGLE3 chain on spec v2 (overlap), triton, page 16 with the radix cache and page 64 without: after a "
-        "load, POST /flush_cache succeeds and the next request (a one-token /health_generate) dies with CUDA illegal "
-        "memory access, reported at the paged allocator's free in release_kv_cache (asynchronous: the faulting kernel "
-        "ran earlier)",
-        affected=span("0.5.13", "0.5.13"), fixed_in="0.5.14", answer=NOT_BACKPORTED,
-        reason="cause not found yet, so nothing to backport: reproduced 2 of 2 on stock 0.5.13; the same row passed "
-        "on 0.5.14, 0.5.15 and 0.5.16, and 0.5.11's flush step passed. At page size 1 0.5.13 serves after a flush: "
-        "test_radix_overshoot.py flushes before each of its requests and passed there on the plugin side "
-        "(docs/gpu-runs/2026-11-24-s11/), so page size > 1, or the retraction / abort load before the flush, is "
-        "involved. Scheduler.flush_cache, the paged allocator and "
-        "ReqToTokenPool are the same in 0.5.13 and 0.5.14; the leading reading (not proven) is a kernel of 0.5.13's "
-        "overlap path reading a tensor already freed, which flush_cache's torch.cuda.empty_cache() unmaps. Next: the "
-        "row with CUDA_LAUNCH_BLOCKING=1 (names the kernel) and with the flush's empty_cache skipped; 0.5.13.post1 "
-        "(its overlap path is the same) not run yet",
-        verified="GPU only: the row's stock side on each torch-2.11 release (0.5.13 crashed; 0.5.14 - 0.5.16 passed); "
-        "affected lists what was reproduced, fixed_in the next release where the row passed"),
+        symptom="EAGLE3 chain on spec v2 with CUDA graphs, after a load whose draft decode batches exceed the largest "
+        "captured bs: POST /flush_cache succeeds and the next request (a one-token /health_generate) ends the "
+        "scheduler with CUDA illegal memory access, raised at the draft CUDA graph's replay under "
+        "CUDA_LAUNCH_BLOCKING=1 (without it at the next host sync, the paged allocator's free); before the flush "
+        "every draft replay writes into freed memory (silent corruption of whatever reuses it)",
+        affected=span("0.5.13", "0.5.13.post1"), fixed_in="0.5.14", answer="draft-graph-eager-registry",
+        reason="ModelRunner._ensure_eager_registry replaces 0.5.13's eager input registry by a larger one when a batch "
+        "exceeds its capacity and drops the old one. The draft TpModelWorker has no graph runner, so "
+        "EAGLEDraftCudaGraphRunner's capture runs draft_forward -> draft_runner.forward -> forward_decode -> "
+        "_eager_fb_view: the draft graphs bake the draft runner's decode registry (built at the largest captured bs in "
+        "the capture warm-up, outside the graph pool). An eager draft decode above that bs frees it; the flush's "
+        "torch.cuda.empty_cache() unmaps it and the next draft replay faults (source reading, session 25). The fix "
+        "keeps every replaced registry alive. 0.5.14's EagerRunner builds one fixed-size registry at init and never "
+        "replaces it; 0.5.12.x and earlier have none. Possibly the cause of #28569 (record "
+        "gpt-oss-eagle3-draft-graph-ima, draft graph IMA as the batch shrinks, --cuda-graph-bs-decode 1 2 4 8): not "
+        "verified",
+        verified=_TABLE + "; GPU: the row's stock side crashed on 0.5.13 (2 of 2, session 24) and on 0.5.13.post1 "
+        "(session 25, the plugin side too, before this fix); its flush step passed on 0.5.11, 0.5.12.x and "
+        "0.5.14 - 0.5.16; CPU: tests/cpu/test_fix_draft_graph_eager_registry.py runs the release's real _ensure_eager_registry and "
+        "build_decode_registry in capture order, then a larger eager batch: stock frees the buffers the draft graph "
+        "baked, the patch keeps them. The fix's GPU row (tests/registered/test_draft_graph_eager_registry.py) has not "
+        "run yet"),
     Bug(
         id="multi-layer-dp-idle", title="multi-layer EAGLE + DP attention: idle rank initialises attention metadata",
         refs=("#33892",), found="survey L",

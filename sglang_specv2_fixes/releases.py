@@ -157,6 +157,12 @@ _FIXES["0.5.11"] = {
         "overlap-war-barrier's on 0.5.11 / 0.5.12.x) waits for the whole forward stream",
         check=('sglang.srt.managers.scheduler', 'Scheduler._apply_war_barrier', None),
     ),
+    "draft-graph-eager-registry": note(
+        NOT_APPLICABLE,
+        "no eager input registry before 0.5.13: ModelRunner.forward_decode runs the model on the batch's own "
+        "tensors, so the draft CUDA graph bakes no buffer that a larger batch could replace",
+        check=('sglang.srt.model_executor.model_runner', 'ModelRunner.forward_decode', 'cf36fad1e0b51400'),
+    ),
 }
 _FIXES["0.5.12"] = _derive("0.5.11", {
     "fa3-draft-extend-graph": patch("0.5.12"),
@@ -279,6 +285,8 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
         "(is_cuda())",
         check=('sglang.srt.managers.scheduler', 'Scheduler.event_loop_overlap', 'bd3f55147ce45662'),
     ),
+    # ModelRunner._ensure_eager_registry replaces the registry the draft CUDA graph baked (0.5.13.post1: the same)
+    "draft-graph-eager-registry": patch("0.5.13"),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
     "verify-handoff": "03bc17e32f9094ff",  # FutureMap.resolve_seq_lens_cpu
@@ -332,6 +340,13 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
         "where one was published, else on the whole forward stream",
         check=('sglang.srt.managers.scheduler', 'Scheduler._apply_war_barrier', 'adf25e93ccffb168'),
     ),
+    "draft-graph-eager-registry": note(
+        UPSTREAM,
+        "by the EagerRunner redesign (no PR of its own): EagerRunner builds one fixed-size eager registry at init "
+        "(max_running_requests x tokens per request, and the prefill ceiling) and load_batch always fills it; nothing "
+        "replaces it, so the addresses the draft CUDA graph bakes stay valid",
+        check=('sglang.srt.model_executor.runner.eager_runner', 'EagerRunner.load_batch', '9ea8b0fe6d0f5853'),
+    ),
 })
 _FIXES["0.5.15"] = _derive("0.5.14", {
     "verify-handoff": "42648b6d836794f3",
@@ -362,6 +377,7 @@ _FIXES["0.5.15"] = _derive("0.5.14", {
     "tbo-verify-seq-lens": "1c47bb30577eb240",
     "triton-verify-mask-size": patch("0.5.15"),
     "draft-extend-read-done-order": patch("0.5.15"),
+    "draft-graph-eager-registry": "010ca4008d11518f",  # EagerRunner.load_batch
 })
 _FIXES["0.5.16"] = _derive("0.5.15", {
     "verify-handoff": "0bc94a38081f5f9b",

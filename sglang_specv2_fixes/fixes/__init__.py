@@ -433,6 +433,20 @@ draft-extend-read-done-order  [#37988, #37936]  the draft-extend graph's WAR rea
     - applied: patches/draft-extend-read-done-order/0.5.21.patch (0.5.21)
     - upstream (0.5.22 … 0.5.23)
     Removal: delete when 0.5.21 leaves the supported releases (upstream from 0.5.22)
+
+draft-graph-eager-registry  [beyond upstream]  the draft CUDA graph's eager input buffers are kept when the registry
+    grows
+    What: ModelRunner._ensure_eager_registry keeps the registry it replaces by a larger one alive
+        for the runner's lifetime (0.5.13.x)
+    Why: the multi-step EAGLE draft CUDA graph bakes the draft runner's eager decode registry; a
+        draft decode above the largest captured bs rebuilds it and frees those buffers: later draft
+        replays write freed memory, and after /flush_cache the next one dies with CUDA illegal
+        memory access
+    - not-applicable (0.5.11 … 0.5.12.post1)
+    - applied: patches/draft-graph-eager-registry/0.5.13.patch (0.5.13 … 0.5.13.post1)
+    - upstream (0.5.14 … 0.5.23)
+    Removal: delete when 0.5.13.post1 leaves the supported releases (upstream from 0.5.14 by the
+        EagerRunner redesign: one fixed-size registry, never replaced)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -447,6 +461,7 @@ from . import (
     draft_decode_positions,
     draft_extend_kv_range,
     draft_extend_read_done_order,
+    draft_graph_eager_registry,
     flashinfer_draft_extend_graph,
     fa3_draft_extend_graph,
     grammar_result_order,
@@ -476,5 +491,5 @@ ALL_FIXES = [m.FIX for m in (
     radix_overshoot, reasoning_tokens_through_stop, multi_layer_grammar_mask, multi_layer_draft,
     tbo_verify_seq_lens, mamba_track_freed_rows, inkling_draft_extend_track_guard, triton_verify_mask_size,
     overlap_war_barrier, fa3_draft_extend_graph, flashinfer_draft_extend_graph, verify_handoff,
-    draft_extend_read_done_order,
+    draft_extend_read_done_order, draft_graph_eager_registry,
 )]

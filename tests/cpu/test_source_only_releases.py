@@ -72,6 +72,9 @@ is present (the table must then patch it, or say open). A wrong table entry fail
                 seq_lens are gathered on the GPU behind the verify's publish event (U). 0.5.13.x still blocks the
                 host on that event where the CPU mirror is forced (piecewise CUDA graphs on, the default, or a backend
                 that needs it): a narrower upstream quirk, gone for triton in 0.5.14 (docs/bench/chain-gap-source-*)
+  0.5.13.x       draft-graph-eager-registry: ModelRunner._ensure_eager_registry drops the eager input registry it
+                replaces by a larger one, and the multi-step draft CUDA graph baked the draft runner's (B); from 0.5.14
+                EagerRunner builds one fixed-size registry at init and load_batch always fills it (U)
 """
 
 import os
@@ -141,7 +144,11 @@ for _v in EXPECTED:
                                          "verify-handoff": U,
                                          # the draft-extend graph's read-done event before its replay (#37988)
                                          "draft-extend-read-done-order": NA if _v in ("0.5.13", "0.5.13.post1") else
-                                         U if _v in ("0.5.22", "0.5.23") else B})
+                                         U if _v in ("0.5.22", "0.5.23") else B,
+                                         # 0.5.13.x replaces the eager registry the draft CUDA graph baked; 0.5.14's
+                                         # EagerRunner builds one and keeps it
+                                         "draft-graph-eager-registry": B if _v in ("0.5.13", "0.5.13.post1")
+                                         else U})
 # 0.5.11 and 0.5.12.x: the releases the CPU suite imports and runs (test_catalog, test_fix_*, ...)
 RUN_HERE = {"0.5.11", "0.5.12", "0.5.12.post1"}
 
