@@ -113,6 +113,7 @@ def serving_facts(server_args) -> dict:
         spec = "v1"  # up to 0.5.13 the overlap scheduler is what selects spec v2
     else:
         spec = ("v2 tree" if (topk or 1) > 1 else "v2") + ("" if overlap else " (overlap off)")
+    from .fixes.flashinfer_draft_extend_graph import plan_counts
     from .fixes.tree_drafting import DRAFT_EXTEND_GRAPH, TREE_ROUTE
 
     route = server_args.__dict__.get(TREE_ROUTE)  # set where the plugin's tree routing ran (topk > 1)
@@ -125,6 +126,9 @@ def serving_facts(server_args) -> dict:
         "tree_route": route,  # "spec v2 tree drafting", or why this topk > 1 setup runs spec v1
         # spec v2 trees on a backend with a draft-extend graph: "cuda graph, N tokens per request" or "eager: why"
         "draft_extend_graph": server_args.__dict__.get(DRAFT_EXTEND_GRAPH),
+        # flashinfer's draft-extend graph with SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1: how its replays planned in
+        # this process, {"sync-free": n, "flashinfer: why": m}; None otherwise
+        "draft_extend_plans": plan_counts(),
         "tp_size": getattr(server_args, "tp_size", None),
         "dp_size": getattr(server_args, "dp_size", None),
         "enable_dp_attention": getattr(server_args, "enable_dp_attention", None),

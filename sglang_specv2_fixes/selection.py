@@ -24,8 +24,11 @@ ENV_PROBE_DIR = "SGLANG_SPECV2_FIXES_PROBE_DIR"  # test-only: every scheduler ra
 ENV_TREE_GRAPH = "SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH"
 # flashinfer's spec-v2 draft-extend CUDA graph (flashinfer-draft-extend-graph, #28782): on by default for the trees of
 # 0.5.11 / 0.5.12.x and the chains and trees of 0.5.13.x, =0 turns it off (ENV_TREE_GRAPH=0 keeps every tree-width
-# draft-extend graph off); =1 turns it on for the chains of 0.5.11 / 0.5.12.x until their GPU row has met there
+# draft-extend graph off)
 ENV_FLASHINFER_GRAPH = "SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH"
+# that graph's replays planned from host-known indptrs, without flashinfer's device-to-host copies
+# (flashinfer-draft-extend-graph, upstream 0.5.14's fast_prefill_plan): off until its GPU row has met, =1 turns it on
+ENV_FLASHINFER_FAST_PLAN = "SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN"
 # fa3's spec-v2 draft-extend CUDA graph for chains (fa3-draft-extend-graph, #40762): off until a GPU has run it
 ENV_FA3_GRAPH = "SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH"
 # the spec-v2 decode preparation without the host wait on the previous verify (verify-handoff, #25879): on unless
@@ -204,6 +207,14 @@ def verify_handoff_enabled() -> bool:
     verify): on unless SGLANG_SPECV2_FIXES_VERIFY_HANDOFF is set to an off value (0 / false / no / off). It was opt-in
     until its row had run on a GPU (2026-11-27, 0.5.11 / 0.5.12 / 0.5.12.post1, docs/gpu-runs/2026-11-27-s23/)."""
     return _unless_off(ENV_VERIFY_HANDOFF)
+
+
+def flashinfer_fast_plan_requested() -> bool:
+    """SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN set to an on value (1 / true / yes / on): flashinfer's spec-v2
+    draft-extend graph (flashinfer-draft-extend-graph, 0.5.11 - 0.5.13.post1) plans its replays from host-known
+    indptrs, so flashinfer's plan copies nothing to the host (upstream 0.5.14's fast_prefill_plan). Off by default on
+    every release until its GPU row (test_flashinfer_draft_extend_graph_chain.py's fast-plan class) has met."""
+    return _flag(ENV_FLASHINFER_FAST_PLAN)
 
 
 def fa3_draft_graph_enabled() -> bool:

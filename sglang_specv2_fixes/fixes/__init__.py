@@ -385,10 +385,14 @@ flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA gr
         constant num_draft_tokens query layout per request; the draft-extend graph is captured for
         trees by tree-drafting's init_cuda_graphs (0.5.11 / 0.5.12.x; chains there too with
         SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1 until their GPU row has run), for chains and
-        trees by 0.5.13.x's init_cuda_graphs (flashinfer_graph_backends); =0 turns it off
+        trees by 0.5.13.x's init_cuda_graphs (flashinfer_graph_backends); =0 turns it off. With
+        SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1 (opt-in until its GPU row has run)
+        FlashInferIndicesUpdaterPrefill.call_begin_forward plans the graph's replays from host-known
+        indptrs (upstream 0.5.14's fast_prefill_plan layout, through flashinfer's own plan)
     Why: flashinfer's spec-v2 draft extend runs eagerly in these releases (one launch per layer and
         a paged_kernel_lens.sum().item() sync per step); upstream 0.5.14 captures it (#28782: ~10%
-        median latency)
+        median latency); the replay's flashinfer plan copies its indptrs to the host, a wait on the
+        whole GPU queue (0.5.14: fast_prefill_plan)
     - applied: patches/flashinfer-draft-extend-graph/0.5.11.patch (0.5.11 … 0.5.12.post1)
     - applied: patches/flashinfer-draft-extend-graph/0.5.13.patch (0.5.13 … 0.5.13.post1)
     - upstream (0.5.14 … 0.5.23)

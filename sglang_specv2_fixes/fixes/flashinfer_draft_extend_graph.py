@@ -44,9 +44,48 @@ trees), with an FR-Spec token map (the graph's logits buffer has the full draft 
 wrappers (sliding window / cross attention: their prefill plan needs the extend's prefix lengths, which the graph
 metadata's ``prefix_lens=None`` does not give; 0.5.14 derives them). The decision goes to the log and to
 ``/server_info`` (``serving.draft_extend_graph``). Not backported: #28782's host-side ``extend_prefix_lens_cpu`` sum
-in the eager extend metadata (the graph path has no such ``.item()``: its plan gets ``seq_lens_sum`` from the host) and
-0.5.14's sync-free ``fast_prefill_plan`` at replay (the plan here is flashinfer's own, which copies its indptrs to the
-host).
+in the eager extend metadata (the graph path has no such ``.item()``: its plan gets ``seq_lens_sum`` from the host).
+
+**The replay's plan without a device-to-host copy (opt-in on every release, waiting for its GPU row):
+``SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1``.** By default each replay plans through flashinfer's own
+``BatchPrefillWithPagedKVCacheWrapper.plan``, whose ``qo_indptr.to("cpu")`` (and ``paged_kv_indptr`` /
+``paged_kv_last_page_len``) waits for the whole GPU queue, the verify just launched included: measured on an H200 with
+py-spy, 44 % (c = 1) / 38 % (c = 32) of the scheduler thread's time, a flashinfer EAGLE3 chain on 0.5.11 at 0.78 - 0.82
+of upstream 0.5.17's throughput. Upstream 0.5.14 replaces the plan at replay by ``fast_prefill_plan``, which calls
+flashinfer's ``_cached_module.plan`` itself with a host-known layout (``num_tokens_per_req`` rows per request, kv
+lengths from ``seq_lens_cpu``). The switch gives these releases the same layout through flashinfer's own ``plan``
+instead (it depends on no argument list of flashinfer's compiled module): ``call_begin_forward`` hands it CPU tensors
+(pinned on CUDA) for ``qo_indptr`` = ``arange(bs + 1) * width``, ``paged_kv_indptr`` = the cumsum of the kernel lengths,
+``paged_kv_last_page_len`` = ones, and those lengths as ``seq_lens``; ``paged_kv_indices`` stays the output of the
+release's kv-indices kernel on the device. Read in the ``plan`` of flashinfer 0.6.8.post1 (0.5.11), 0.6.11.post1
+(0.5.12.x) and 0.6.12 (0.5.13.x), the same on this path: every ``.to("cpu")`` / ``.cpu()`` of a CPU tensor is the
+tensor itself, ``.item()`` / ``max`` read host tensors, the graph's buffers are filled by ``copy_(..., non_blocking=True)``
+(host to device from pinned memory; the kv indices device to device), ``_compute_page_mask_indptr`` /
+``segment_packbits`` run only with a custom mask (the draft extend's ``generate_attn_arg_prefill`` returns none: a
+causal plan), ``seq_lens`` only fills ``_kv_lens_buffer`` from the host (its ``_seq_lens_kv`` / ``_seq_lens_q`` are
+read by the cudnn backend only; SGLang builds these wrappers on fa2, which the plan requires) and the compiled
+module's ``plan`` reads the host arrays and copies its plan info from pinned memory. The kv lengths must be the
+device ``seq_lens`` the kv-indices kernel reads: a wrong ``kv_indptr`` is silent corruption, so nothing is guessed:
+
+* per server (``plan_decision``, with the graph decision): the host mirror ``seq_lens_cpu`` must reach the draft
+  extend. On 0.5.11 / 0.5.12.x ``EagleDraftInputV2Mixin.prepare_for_decode`` sets it from ``seq_lens.cpu()`` after
+  the verify wait and ``prepare_for_extend_to_fill_draft_kvcache`` adds the draft tokens to both; only verify-handoff
+  drops it (``seq_lens_cpu`` None), on servers whose every backend is triton, so its rule must refuse this server.
+  On 0.5.13.x the scheduler's ``FutureMap`` publishes it (``resolve_seq_lens_cpu``: read from its pinned copy of
+  ``new_seq_lens_buf``, the buffer ``seq_lens`` is gathered from) unless every spec-v2 backend declares
+  ``needs_cpu_seq_lens = False``, which flashinfer does not;
+* per replay (``replay_spec_info``): the runner hands the metadata its own host buffer, which it refreshes only from
+  a forward batch that has ``seq_lens_cpu`` (padded rows at the fill value, as the device buffer). The plan takes it
+  only where it has ``bs`` entries on the CPU and its sum equals the replay's ``seq_lens_sum`` (the runner's sum of
+  the same forward batch, None on 0.5.13's GPU-only path); otherwise, and wherever a custom mask or another wrapper
+  backend than fa2 shows up, that replay plans as stock. Two wrappers (sliding window / cross attention) keep the
+  stock plan, as 0.5.14 does (their graph is not captured at all here).
+
+The decision is logged and appended to ``serving.draft_extend_graph`` (", sync-free plan (host-known indptrs)" or
+", flashinfer's own plan: why"); every replay of such a graph is counted in ``serving.draft_extend_plans``
+("sync-free", or "flashinfer: why"), so the GPU row asserts which plan ran. CPU-proven on the releases' real
+``FlashInferAttnBackend`` / ``FlashInferIndicesUpdaterPrefill`` (tests/cpu/test_fix_flashinfer_draft_extend_graph*.py);
+**not yet run on a GPU**: opt-in until test_flashinfer_draft_extend_graph_chain.py's fast-plan class has met.
 
 ``on_import``: flashinfer_backend is imported when a flashinfer server builds its attention backend; a process that
 has not imported it at plugin load applies the fix then (docs/how-it-works.md).
@@ -75,11 +114,15 @@ FIX = Fix(
         "ragged part) with a constant num_draft_tokens query layout per request; the draft-extend graph is captured "
         "for trees by tree-drafting's init_cuda_graphs (0.5.11 / 0.5.12.x; chains there too with "
         "SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1 until their GPU row has run), for chains and trees by 0.5.13.x's "
-        "init_cuda_graphs (flashinfer_graph_backends); =0 turns it off"
+        "init_cuda_graphs (flashinfer_graph_backends); =0 turns it off. With SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1 "
+        "(opt-in until its GPU row has run) FlashInferIndicesUpdaterPrefill.call_begin_forward plans the graph's "
+        "replays from host-known indptrs (upstream 0.5.14's fast_prefill_plan layout, through flashinfer's own plan)"
     ),
     why=(
         "flashinfer's spec-v2 draft extend runs eagerly in these releases (one launch per layer and a "
-        "paged_kernel_lens.sum().item() sync per step); upstream 0.5.14 captures it (#28782: ~10% median latency)"
+        "paged_kernel_lens.sum().item() sync per step); upstream 0.5.14 captures it (#28782: ~10% median latency); "
+        "the replay's flashinfer plan copies its indptrs to the host, a wait on the whole GPU queue (0.5.14: "
+        "fast_prefill_plan)"
     ),
     removal="delete when 0.5.13.post1 leaves the supported releases (upstream from 0.5.14)",
     on_import=True,  # flashinfer_backend: imported by a flashinfer server's attention backend, not by every process
@@ -91,6 +134,16 @@ FLASHINFER_MODULE = "sglang.srt.layers.attention.flashinfer_backend"
 _CAPTURE_REPLAY = ("init_forward_metadata_capture_cuda_graph", "init_forward_metadata_replay_cuda_graph")  # .. 0.5.12.x
 _OUT_GRAPH = ("_prepare_cuda_graph_metadata", "init_forward_metadata_out_graph")  # 0.5.13 on
 GRAPH_WIDTH = "_specv2_draft_extend_graph_width"  # on the backend whose graph flashinfer_graph_backends lets capture
+# the sync-free plan (SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1): the function that hands flashinfer's plan the host
+# layout, the mark on a backend whose draft-extend graph replays with it (plan_decision), and the attribute of one
+# replay's fixed-width spec info holding that layout (replay_spec_info; call_begin_forward reads it by this name)
+PLAN_TARGET = f"{FLASHINFER_MODULE}.FlashInferIndicesUpdaterPrefill.call_begin_forward"
+FAST_PLAN = "_specv2_draft_extend_fast_plan"
+HOST_LAYOUT = "_specv2_host_layout"
+SYNC_FREE = "sync-free"
+_HOST_CONST = {}  # (bs, width, pinned) -> (qo_indptr, paged_kv_last_page_len) on the host, read-only
+PLANS = {}  # how each replay of a FAST_PLAN graph planned: SYNC_FREE or "flashinfer: why" -> count (one writer thread)
+_WARNED = set()
 _QO_LENS = {}  # (width, bs, device) -> constant per-request query lengths, read-only (cumsum in the plan)
 
 
@@ -183,7 +236,8 @@ def flashinfer_graph_backends(worker, is_cuda) -> list:
 
     reason = flashinfer_graph_reason(worker, backend)
     width = worker.speculative_num_draft_tokens
-    decision = f"cuda graph (flashinfer), {width} tokens per request" if reason is None else f"eager: {reason}"
+    decision = (f"cuda graph (flashinfer), {width} tokens per request{plan_decision(worker, backend)}"
+                if reason is None else f"eager: {reason}")
     record_draft_extend_graph(worker, decision)
     logger.info("sglang-specv2-fixes: spec v2 draft extend: %s", decision)
     if reason is not None:
@@ -196,3 +250,134 @@ def graph_width(backend):
     """The rows per request of the draft-extend graph ``flashinfer_graph_backends`` let this backend capture (0.5.13.x),
     None for any other DRAFT_EXTEND_V2 graph (the patched metadata then answers as stock)."""
     return backend.__dict__.get(GRAPH_WIDTH)
+
+
+# ------------------------------------------------------------------ the sync-free replay plan (opt-in)
+_VERIFY_WAIT = "sglang.srt.managers.schedule_batch.ScheduleBatch.maybe_wait_verify_done"  # patched by verify-handoff
+
+
+def _two_wrappers(backend) -> bool:
+    return getattr(backend, "num_wrappers", 1) != 1 or getattr(backend, "use_sliding_window_kv_pool", False)
+
+
+def fast_plan_reason(worker, backend):
+    """Why this flashinfer draft-extend graph keeps flashinfer's own plan at replay although
+    SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN is on (None: it plans from host-known indptrs). The host layout needs the
+    exact host mirror ``seq_lens_cpu`` of the draft extend on every graph replay (see the module docstring)."""
+    from .. import core
+
+    if not core.is_patched(PLAN_TARGET):
+        return "flashinfer-draft-extend-graph's call_begin_forward is not applied: it hands the plan the host layout"
+    if _two_wrappers(backend):
+        return "two flashinfer wrappers (sliding window / cross attention): stock plan, as upstream 0.5.14"
+    if not getattr(backend, "needs_cpu_seq_lens", True):  # 0.5.13.x: what the scheduler's FutureMap publishes
+        return "the backend does not ask the scheduler for seq_lens_cpu (needs_cpu_seq_lens False)"
+    if core.is_patched(_VERIFY_WAIT):  # 0.5.11 / 0.5.12.x: verify-handoff drops seq_lens_cpu where its rule admits
+        from .verify_handoff import server_reason
+
+        if server_reason(worker.server_args) is None:
+            return "verify-handoff leaves seq_lens_cpu None on this server"
+    return None
+
+
+def plan_decision(worker, backend) -> str:
+    """The plan part of a captured flashinfer draft-extend graph's decision (flashinfer_graph_backends, and
+    tree-drafting's rule for 0.5.11 / 0.5.12.x trees): "" with SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN off (the
+    stock plan, the decision reads as before), else ", sync-free plan (host-known indptrs)" (the backend is marked:
+    replay_spec_info builds the host layout for it) or ", flashinfer's own plan: why"."""
+    from .. import selection
+
+    backend.__dict__.pop(FAST_PLAN, None)
+    if not selection.flashinfer_fast_plan_requested():
+        return ""
+    reason = fast_plan_reason(worker, backend)
+    if reason is not None:
+        return f", flashinfer's own plan: {reason}"
+    backend.__dict__[FAST_PLAN] = True
+    return ", sync-free plan (host-known indptrs)"
+
+
+def _count(key: str) -> None:
+    PLANS[key] = PLANS.get(key, 0) + 1
+    if key != SYNC_FREE and key not in _WARNED:
+        _WARNED.add(key)
+        logger.warning("sglang-specv2-fixes: a flashinfer draft-extend graph replay planned as stock (%s)", key)
+
+
+def plan_counts():
+    """``serving.draft_extend_plans``: how the replays of a sync-free-plan graph planned in this process (a copy),
+    None where no graph replayed with the switch on."""
+    return dict(PLANS) or None
+
+
+def _host_constants(bs: int, width: int, pin: bool):
+    import torch
+
+    key = (bs, width, pin)
+    const = _HOST_CONST.get(key)
+    if const is None:
+        qo = torch.arange(0, (bs + 1) * width, width, dtype=torch.int32)
+        last = torch.ones(bs, dtype=torch.int32)
+        const = _HOST_CONST[key] = (qo.pin_memory(), last.pin_memory()) if pin else (qo, last)
+    return const
+
+
+def host_layout(bs: int, width: int, seq_lens_cpu, seq_lens_sum, pin: bool):
+    """(layout, None) or (None, why): the host-known ``(qo_indptr, paged_kv_indptr, paged_kv_last_page_len, kv
+    lengths)`` of a draft-extend graph replay of ``bs`` (padded) requests at ``width`` rows each, int32 CPU tensors
+    (pinned where ``pin``), from the replay's ``seq_lens_cpu`` (the kernel lengths, prefix + extend), refused unless it
+    holds ``bs`` entries on the CPU whose sum is ``seq_lens_sum``. The kv tensors are new per replay: flashinfer's
+    plan copies them to the device without blocking, and the pinned block is not reused before that copy ran."""
+    import torch
+
+    if seq_lens_cpu is None:
+        return None, "no seq_lens_cpu"
+    if seq_lens_cpu.device.type != "cpu" or tuple(seq_lens_cpu.shape) != (bs,):
+        return None, (f"seq_lens_cpu of shape {tuple(seq_lens_cpu.shape)} on {seq_lens_cpu.device.type} for a "
+                      f"batch of {bs}")
+    qo, last = _host_constants(bs, width, pin)
+    buf = torch.empty(2 * bs + 1, dtype=torch.int32, pin_memory=pin)
+    kv_indptr, kv_lens = buf[: bs + 1], buf[bs + 1 :]
+    kv_lens.copy_(seq_lens_cpu)
+    kv_indptr[0] = 0
+    torch.cumsum(kv_lens, 0, dtype=torch.int32, out=kv_indptr[1:])
+    if seq_lens_sum is None or int(kv_indptr[-1]) != seq_lens_sum:
+        return None, "seq_lens_cpu does not sum to the replay's seq_lens_sum"
+    return (qo, kv_indptr, last, kv_lens), None
+
+
+def replay_spec_info(backend, spec_info, bs: int, seq_lens_cpu, seq_lens_sum, width: int = None):
+    """Called by the patched replay metadata of a spec-v2 draft-extend graph (0.5.11 / 0.5.12.x:
+    ``init_forward_metadata_replay_cuda_graph``; 0.5.13.x: ``init_forward_metadata_out_graph`` outside capture):
+    ``fixed_width_spec_info``, which on a backend ``plan_decision`` marked also carries the replay's host layout
+    (``host_layout`` of the runner's ``seq_lens_cpu[:bs]``) for ``call_begin_forward``; a replay it refuses is counted
+    and plans as stock."""
+    width = draft_extend_width() if width is None else width
+    spec = fixed_width_spec_info(spec_info, bs, width)
+    if not backend.__dict__.get(FAST_PLAN) or _two_wrappers(backend):
+        return spec  # two wrappers are never marked (plan_decision); their kernel lengths are not seq_lens
+    ref = getattr(spec, accept_fields(spec)[0], None)
+    pin = ref is not None and ref.is_cuda
+    layout, why = host_layout(bs, width, seq_lens_cpu, seq_lens_sum, pin)
+    if layout is None:
+        _count(f"flashinfer: {why}")
+    else:
+        spec.__dict__[HOST_LAYOUT] = layout
+    return spec
+
+
+def host_plan_args(spec_info, wrapper, qo_indptr, kv_indptr, kv_last_page_len, custom_mask):
+    """Called by the patched ``FlashInferIndicesUpdaterPrefill.call_begin_forward`` for a spec info carrying a host
+    layout (``replay_spec_info``): ``(qo_indptr, paged_kv_indptr, paged_kv_last_page_len, extra plan kwargs)`` for
+    the paged wrapper's plan, the host layout (the kv lengths as ``seq_lens``), or the device arguments as given where
+    the plan would not be the causal fa2 plan the layout was read for (counted)."""
+    layout = spec_info.__dict__[HOST_LAYOUT]
+    if custom_mask is not None:
+        _count("flashinfer: a custom mask")
+    elif getattr(wrapper, "_backend", None) != "fa2":
+        _count(f"flashinfer: wrapper backend {getattr(wrapper, '_backend', None)}")
+    else:
+        qo, kv, last, lens = layout
+        _count(SYNC_FREE)
+        return qo, kv, last, {"seq_lens": lens}
+    return qo_indptr, kv_indptr, kv_last_page_len, {}

@@ -283,7 +283,10 @@ def draft_extend_graph_at_tree_width(worker) -> bool:
     width = worker.speculative_num_draft_tokens
     decision = f"cuda graph, {width} tokens per request" if reason is None else f"eager: {reason}"
     if reason is None and not _is_triton(worker.draft_extend_attn_backend):
-        decision = f"cuda graph (flashinfer), {width} tokens per request"
+        from .flashinfer_draft_extend_graph import plan_decision
+
+        backend = worker.draft_extend_attn_backend
+        decision = f"cuda graph (flashinfer), {width} tokens per request{plan_decision(worker, backend)}"
     record_draft_extend_graph(worker, decision)
     logger.info("sglang-specv2-fixes: spec v2 tree draft extend: %s", decision)
     return reason is None

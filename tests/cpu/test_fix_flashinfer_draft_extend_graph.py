@@ -25,6 +25,22 @@ runner does), then the graph body's attention (``forward_extend``: writes the 8 
 * spec v1's DRAFT_EXTEND through the patched functions: the accepted-length layout, as stock;
 * a chain's draft extend (4 = steps + 1 rows per request, accept lengths 2 and 4): the same as the tree's at its
   width.
+
+The opt-in sync-free plan (SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1; the fix's patched ``call_begin_forward`` of
+``FlashInferIndicesUpdaterPrefill`` runs in every patched scenario, the backend marked as ``plan_decision`` marks it).
+The wrapper stand-in records whether each indptr its plan got is one of the host tensors the fix built
+(``host_layout``, tracked by storage) or what the release's device path computed:
+
+* fast: the replay's plan gets host ``qo_indptr`` = arange * 8, ``paged_kv_indptr`` = cumsum of the lengths,
+  ``paged_kv_last_page_len`` = ones and those lengths as ``seq_lens``; the capture's plan is stock; the kv indices
+  (the device kernel's) and every attention row equal the stock-plan graph's; counted "sync-free";
+* patched (the switch off: backend unmarked), and marked with ``seq_lens_cpu`` None, one shorter than the batch, or
+  stale (its sum is not the replay's ``seq_lens_sum``): every indptr from the device path, no ``seq_lens``, attention
+  right, the refusal counted with its reason;
+* why nothing is guessed: a mirror with the replay's sum but other lengths than the device's (one row moved from
+  request 1 to request 0) is taken, plans a wrong ``kv_indptr`` and the rows read the wrong keys, silently. The sum
+  is only a second check; that ``seq_lens_cpu`` is the device lengths' mirror comes from where the release sets it
+  (``fast_plan_reason``).
 """
 
 import json
@@ -47,6 +63,7 @@ pytestmark = [requires_sglang, where_patched(FIX_NAME, "flashinfer's DRAFT_EXTEN
               pytest.mark.release_scoped]
 
 H, D, KVH = 2, 16, 2
+HOST_PTRS = set()  # storages of the host layouts the fix built in this process (track_host_layout)
 STEPS, TREE_ND = 3, 8
 PREFIX = [5, 9]
 ACCEPT = [3, 5]  # accept_lens of the verify before this draft extend
@@ -66,13 +83,13 @@ class _PagedPrefill:
     def __init__(self, workspace, layout, use_cuda_graph=False, backend="auto", qo_indptr_buf=None,
                  paged_kv_indptr_buf=None, paged_kv_indices_buf=None, paged_kv_last_page_len_buf=None,
                  custom_mask_buf=None, mask_indptr_buf=None):
-        self.use_cuda_graph = use_cuda_graph
+        self.use_cuda_graph, self._backend = use_cuda_graph, backend
         self.qo_indptr_buf, self.kv_indptr_buf, self.kv_indices_buf = qo_indptr_buf, paged_kv_indptr_buf, \
             paged_kv_indices_buf
         self.max_total_rows, self.plans = None, []
 
     def begin_forward(self, qo_indptr, kv_indptr, kv_indices, last_page_len, num_qo_heads, num_kv_heads, head_dim,
-                      page_size, custom_mask=None, **kwargs):
+                      page_size, custom_mask=None, seq_lens=None, **kwargs):
         assert page_size == 1 and custom_mask is None
         if self.use_cuda_graph:  # flashinfer's plan contract in CUDA-graph mode
             assert len(qo_indptr) == len(self.qo_indptr_buf), "batch size differs from the captured one"
@@ -85,8 +102,11 @@ class _PagedPrefill:
             self.kv_indices_buf[: len(kv_indices)].copy_(kv_indices)
         else:
             self.qo_indptr_buf, self.kv_indptr_buf, self.kv_indices_buf = qo_indptr, kv_indptr, kv_indices
-        self.plans.append(dict(qo_indptr=qo_indptr.tolist(), kv_indptr=kv_indptr.tolist(),
-                               kv_indices=kv_indices[: int(kv_indptr[-1])].tolist()))
+        self.plans.append(dict(
+            qo_indptr=qo_indptr.tolist(), kv_indptr=kv_indptr.tolist(), kv_indices=kv_indices[: int(kv_indptr[-1])].tolist(),
+            last_page_len=last_page_len.tolist(), seq_lens=None if seq_lens is None else seq_lens.tolist(),
+            # qo_indptr, kv_indptr, last_page_len: a host tensor of the fix's layout, or the device path's
+            host=[t.untyped_storage().data_ptr() in HOST_PTRS for t in (qo_indptr, kv_indptr, last_page_len)]))
 
     def forward(self, q, kv_cache, causal=True, sm_scale=None, **kwargs):
         import torch
@@ -105,6 +125,19 @@ class _PagedPrefill:
                 att = torch.softmax((q[q0 + i][:, None, :] * keys[:visible].transpose(0, 1)).sum(-1) * sm_scale, -1)
                 out[q0 + i] = (att[:, :, None] * vals[:visible].transpose(0, 1)).sum(1)
         return out
+
+
+def track_host_layout(fix):
+    """Record the storages of every host layout ``fix.host_layout`` returns in this process (HOST_PTRS)."""
+    build = fix.host_layout
+
+    def tracked(*args, **kwargs):
+        layout, why = build(*args, **kwargs)
+        if layout is not None:
+            HOST_PTRS.update(t.untyped_storage().data_ptr() for t in layout)
+        return layout, why
+
+    fix.host_layout = tracked
 
 
 class _Other:
@@ -164,6 +197,10 @@ def _scenario(which):
     else:
         fns = core.build_fix(FIX_NAME)
         capture, replay = (fns[t] for t in TARGETS)
+        fb.FlashInferIndicesUpdaterPrefill.call_begin_forward = fns[fix.PLAN_TARGET]
+    if which.startswith("fast"):  # SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1: what plan_decision marks
+        backend.__dict__[fix.FAST_PLAN] = True
+        track_host_layout(fix)
     fix.draft_extend_width = lambda: nd  # the global server args' speculative_num_draft_tokens
     mode = ForwardMode.DRAFT_EXTEND_V2 if which != "patched-v1" else ForwardMode.DRAFT_EXTEND
 
@@ -210,9 +247,20 @@ def _scenario(which):
                       num_tokens_for_logprob_per_req=STEPS + 1)
     setattr(spec, drafts, num_accepted_drafts[:CAPTURE_BS])
     setattr(spec, tokens, num_accepted_tokens[:CAPTURE_BS])
+    # the runner's host mirror (its buffer, padded at the fill value like the device one) and the replay's sum
+    seq_lens_cpu, seq_lens_sum = seq_lens.clone(), int(seq_lens[:CAPTURE_BS].sum())
+    if which == "fast-no-cpu":
+        seq_lens_cpu = None
+    elif which == "fast-short":  # a mirror of the raw batch only: fewer entries than the padded batch
+        seq_lens_cpu = seq_lens_cpu[:raw_bs]
+    elif which == "fast-stale":  # a mirror one step behind on the real rows
+        seq_lens_cpu[:raw_bs] += 1
+    elif which == "fast-same-sum":  # other lengths with the replay's sum: nothing left to refuse it
+        seq_lens_cpu[0] += 1
+        seq_lens_cpu[1] -= 1
     replay(backend, bs=CAPTURE_BS, req_pool_indices=req_pool_indices, seq_lens=seq_lens,
-           seq_lens_sum=int(seq_lens[:CAPTURE_BS].sum()), encoder_lens=None, forward_mode=mode, spec_info=spec,
-           seq_lens_cpu=seq_lens.clone())
+           seq_lens_sum=seq_lens_sum, encoder_lens=None, forward_mode=mode, spec_info=spec,
+           seq_lens_cpu=seq_lens_cpu)
     caller_untouched = getattr(spec, tokens).tolist() == accept_lens + [nd]
 
     # the graph body's attention: forward_extend with the captured metadata (the buffers now hold the replay plan)
@@ -234,7 +282,8 @@ def _scenario(which):
             att = torch.softmax((qj[:, None, :] * keys[: p + j + 1].transpose(0, 1)).sum(-1) * D**-0.5, dim=-1)
             ref = (att[:, :, None] * vals[: p + j + 1].transpose(0, 1)).sum(1)
             errs.append(float((o[i * nd + j] - ref).abs().max()))
-    return dict(capture=wrapper.plans[0], replay=wrapper.plans[-1], errs=errs, caller_untouched=caller_untouched)
+    return dict(capture=wrapper.plans[0], replay=wrapper.plans[-1], errs=errs, caller_untouched=caller_untouched,
+                plans=dict(fix.PLANS))
 
 
 def run(which):
@@ -247,7 +296,8 @@ def run(which):
 @pytest.fixture(scope="module")
 def results():
     return {which: run(which) for which in ("stock", "patched", "patched-variable-width", "patched-v1",
-                                            "patched-chain")}
+                                            "patched-chain", "fast", "fast-no-cpu", "fast-short", "fast-stale",
+                                            "fast-same-sum")}
 
 
 def expected_indices(lens):
@@ -290,6 +340,48 @@ def test_variable_width_layout_reads_the_wrong_queries(results):
 def test_spec_v1_draft_extend_keeps_the_accepted_layout(results):
     v1 = results["patched-v1"]
     assert v1["replay"]["qo_indptr"] == [0, ACCEPT[0], sum(ACCEPT), sum(ACCEPT) + TREE_ND]
+
+
+def test_fast_plan_gets_host_indptrs(results):
+    """SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1, seq_lens_cpu present: the replay's plan gets the fix's host tensors
+    with the exact layout (0.5.14's fast_prefill_plan: qo = arange * width, kv = cumsum of seq_lens_cpu), the kv
+    indices are the device kernel's (equal to the stock-plan graph's) and the rows are right; the capture plans as
+    stock."""
+    fast, stock = results["fast"], results["patched"]
+    lens = [p + TREE_ND for p in PREFIX] + [1]  # the padded request keeps the fill value
+    assert fast["replay"]["host"] == [True, True, True]
+    assert fast["replay"]["qo_indptr"] == [0, TREE_ND, 2 * TREE_ND, 3 * TREE_ND]
+    assert fast["replay"]["kv_indptr"] == [0, lens[0], lens[0] + lens[1], sum(lens)]
+    assert fast["replay"]["last_page_len"] == [1, 1, 1] and fast["replay"]["seq_lens"] == lens
+    assert fast["replay"]["kv_indices"] == stock["replay"]["kv_indices"]
+    assert fast["capture"]["host"] == [False, False, False] and fast["capture"]["seq_lens"] is None
+    assert len(fast["errs"]) == 2 * TREE_ND and max(fast["errs"]) < 1e-4
+    assert fast["plans"] == {"sync-free": 1}
+
+
+@pytest.mark.parametrize("which,why", [
+    ("patched", None),  # switch off: the backend is not marked, nothing counted
+    ("fast-no-cpu", "flashinfer: no seq_lens_cpu"),
+    ("fast-short", "flashinfer: seq_lens_cpu of shape (2,) on cpu for a batch of 3"),
+    ("fast-stale", "flashinfer: seq_lens_cpu does not sum to the replay's seq_lens_sum"),
+])
+def test_fast_plan_refused_plans_as_stock(results, which, why):
+    """Switch off, no host mirror, or one that cannot be the replay's: the stock plan (device indptrs, no seq_lens),
+    right rows, and the refusal counted with its reason (a warning in the log)."""
+    r = results[which]
+    assert r["replay"]["host"] == [False, False, False] and r["replay"]["seq_lens"] is None
+    assert r["replay"]["kv_indptr"] == results["patched"]["replay"]["kv_indptr"]
+    assert max(r["errs"]) < 1e-4
+    assert r["plans"] == ({why: 1} if why else {})
+
+
+def test_wrong_host_lengths_corrupt_silently(results):
+    """Why the plan never guesses: host lengths that are not the device's (here with the right sum, so the per-replay
+    check passes) give a kv_indptr that disagrees with the device kv indices: the plan runs, the rows read the wrong
+    keys."""
+    bad = results["fast-same-sum"]
+    assert bad["replay"]["host"] == [True, True, True] and bad["plans"] == {"sync-free": 1}
+    assert max(bad["errs"]) > 0.1
 
 
 def test_fixed_width_spec_info_is_a_copy():

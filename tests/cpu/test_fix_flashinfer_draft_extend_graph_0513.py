@@ -25,7 +25,15 @@ attention (the real ``RadixAttention`` through ``forward_extend``), and the mode
 * patched, on a backend the capture rule did not mark (multi-layer EAGLE's runner captures DRAFT_EXTEND_V2 on every
   backend): stock's "Invalid mode";
 * a sliding-window model (two flashinfer wrappers): this release's ``update_sliding_window`` cannot plan
-  ``prefix_lens=None`` (TypeError) - why the rule keeps such a model's draft extend eager.
+  ``prefix_lens=None`` (TypeError) - why the rule keeps such a model's draft extend eager;
+* the opt-in sync-free plan (SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1: the backend marked as ``plan_decision``
+  marks it; the fix's ``FlashInferIndicesUpdaterPrefill.call_begin_forward`` runs in every patched scenario), chain
+  and tree: the replay's plan gets the fix's host tensors (the stand-in tracks them by storage) with ``qo_indptr`` =
+  arange * width, ``paged_kv_indptr`` = cumsum of the lengths, ones, and the lengths as ``seq_lens``, while the kv
+  indices stay the device kernel's and every row is right; the capture plans as stock;
+* the same with a draft extend that has no host mirror (``seq_lens_cpu`` and ``seq_lens_sum`` None, this release's
+  GPU-only path): the real runner still hands the metadata its own host buffer (here its fill values), which is not
+  this replay's lengths; the plan refuses it (its sum is not the replay's) and plans as stock, rows right.
 
 **The capture decision**, in process: the release's real ``EagleDraftWorker.init_cuda_graphs``, stock vs patched, with
 the draft-extend backend a real ``FlashInferAttnBackend`` (its CUDA state left out), the CUDA platform flag set and
@@ -36,7 +44,7 @@ in ``serving.draft_extend_graph`` (switch =0, a tree with
 SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0, metadata not applied, FR-Spec, two wrappers); off CUDA and for triton it does
 what stock does.
 
-With the release's own functions in place of the patched ones (the plugin not installed) 14 of these 19 fail: the
+With the release's own functions in place of the patched ones (the plugin not installed) 14 of the first 19 fail: the
 patched-graph, variable-width and sliding-window tests (stock's capture raises "Invalid mode" first) and every
 decision case (stock builds no flashinfer runner and records no decision); the stock-fact tests, the unmarked-backend
 test (stock's answer) and the triton / non-CUDA test (stock's behaviour) pass on both.
@@ -195,7 +203,8 @@ def _runner(backend, width, topk):
 
 
 def _scenario(which, width):
-    """One scenario in this interpreter: "stock", "patched", "variable-width", "unmarked" or "sliding-window"."""
+    """One scenario in this interpreter: "stock", "patched", "variable-width", "unmarked", "sliding-window", "fast"
+    or "fast-no-mirror"."""
     import sglang.srt.layers.attention.flashinfer_backend as fb
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
     from sglang.srt.speculative.eagle_info import EagleDraftExtendInput, EagleDraftInput
@@ -207,11 +216,18 @@ def _scenario(which, width):
     torch.manual_seed(0)
     backend, pool, req_pool = _backend(max(CAPTURE_BS), sliding_window=4 if which == "sliding-window" else None)
     if which != "stock":
-        for target, fn in core.build_fix(FIX_NAME).items():
+        fns = core.build_fix(FIX_NAME)
+        for target, fn in fns.items():
             if target in TARGETS:
                 setattr(fb.FlashInferAttnBackend, target.rsplit(".", 1)[1], fn)
+        fb.FlashInferIndicesUpdaterPrefill.call_begin_forward = fns[fix.PLAN_TARGET]
         if which != "unmarked":
             backend.__dict__[fix.GRAPH_WIDTH] = width  # what flashinfer_graph_backends does when it allows the graph
+    if which.startswith("fast"):  # SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1: what plan_decision marks
+        from test_fix_flashinfer_draft_extend_graph import track_host_layout
+
+        backend.__dict__[fix.FAST_PLAN] = True
+        track_host_layout(fix)
     if which == "variable-width":  # the branch without #28782's constant query layout: the plan gets the accepted
         # lengths the runner copied, in the class it captured with (the worker's draft input has no plan method)
         fix.fixed_width_spec_info = lambda spec_info, bs, width=None: EagleDraftExtendInput(
@@ -241,9 +257,11 @@ def _scenario(which, width):
     spec = EagleDraftInput(hidden_states=torch.zeros(n, H * D), num_tokens_per_req=width,
                            num_tokens_for_logprob_per_req=width)
     spec.num_correct_drafts, spec.num_accept_tokens = accept_t - 1, accept_t
+    mirror = which != "fast-no-mirror"  # prepare_for_extend_to_fill_draft_kvcache's GPU-only path: neither
     forward_batch = types.SimpleNamespace(
         forward_mode=ForwardMode.DRAFT_EXTEND_V2, batch_size=raw_bs, input_ids=input_ids, positions=positions,
-        seq_lens=seq_lens, seq_lens_cpu=seq_lens.clone(), seq_lens_sum=int(seq_lens.sum()),
+        seq_lens=seq_lens, seq_lens_cpu=seq_lens.clone() if mirror else None,
+        seq_lens_sum=int(seq_lens.sum()) if mirror else None,
         req_pool_indices=torch.tensor(ROWS), out_cache_loc=out_cache_loc, extend_seq_lens=None,
         extend_seq_lens_cpu=[width] * raw_bs, spec_info=spec)
     assert runner.can_run(forward_batch)
@@ -264,7 +282,8 @@ def _scenario(which, width):
     keep = [float((out.next_token_logits[i] - out.hidden_states[i] @ runner.model_runner.model.w).abs().max())
             for i in range(n)]
     return dict(capture=capture_plan, replay=replay_plan, errs=errs, rows=out.hidden_states.shape[0],
-                logits_consistent=max(keep) < 1e-4, caller_accept=spec.num_accept_tokens.tolist(), accept=accept)
+                logits_consistent=max(keep) < 1e-4, caller_accept=spec.num_accept_tokens.tolist(), accept=accept,
+                plans=dict(fix.PLANS))
 
 
 CHAIN, TREE = STEPS + 1, 8
@@ -273,7 +292,7 @@ CHAIN, TREE = STEPS + 1, 8
 @pytest.fixture(scope="module")
 def results():
     cases = [("stock", TREE), ("patched", CHAIN), ("patched", TREE), ("variable-width", TREE), ("unmarked", TREE),
-             ("sliding-window", TREE)]
+             ("sliding-window", TREE), ("fast", CHAIN), ("fast", TREE), ("fast-no-mirror", TREE)]
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "all"], capture_output=True, text=True,
                        timeout=900, cwd=ROOT, env=child_env(TRITON_INTERPRET="1"))
     assert p.returncode == 0, p.stderr[-4000:]
@@ -320,6 +339,35 @@ def test_sliding_window_cannot_plan_the_graph_metadata(results):
     """Why flashinfer_graph_reason keeps two-wrapper backends eager: this release's update_sliding_window needs the
     extend's prefix lengths, and the DRAFT_EXTEND_V2 graph metadata passes prefix_lens=None (as upstream's does)."""
     assert results[f"sliding-window-{TREE}"]["capture_error"].startswith("TypeError")
+
+
+@pytest.mark.parametrize("width", [CHAIN, TREE], ids=["chain", "tree"])
+def test_fast_plan_gets_host_indptrs(results, width):
+    """SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1 through the real runner's replay: host tensors of the exact layout
+    (0.5.14's fast_prefill_plan: qo = arange * width, kv = cumsum of seq_lens_cpu), the device kernel's kv indices
+    (equal to the stock-plan graph's), right rows; the capture plans as stock."""
+    fast, stock = results[f"fast-{width}"], results[f"patched-{width}"]
+    lens = [p + width for p in PREFIX] + [1]  # the padded request keeps the fill value
+    assert fast["replay"]["host"] == [True, True, True]
+    assert fast["replay"]["qo_indptr"] == [0, width, 2 * width, 3 * width]
+    assert fast["replay"]["kv_indptr"] == [0, lens[0], lens[0] + lens[1], sum(lens)]
+    assert fast["replay"]["last_page_len"] == [1, 1, 1] and fast["replay"]["seq_lens"] == lens
+    assert fast["replay"]["kv_indices"] == stock["replay"]["kv_indices"]
+    assert fast["capture"]["host"] == [False, False, False] and fast["capture"]["seq_lens"] is None
+    assert stock["replay"]["host"] == [False, False, False] and stock["plans"] == {}  # the switch off
+    assert len(fast["errs"]) == len(ROWS) * width and max(fast["errs"]) < 1e-4 and fast["logits_consistent"]
+    assert fast["plans"] == {"sync-free": 1}
+
+
+def test_fast_plan_refuses_the_runners_stale_buffer(results):
+    """A draft extend without a host mirror (0.5.13's GPU-only path): the real runner still passes its own host buffer
+    (never refreshed here: the fill values). The plan refuses it - its sum is not the replay's (None) - and plans as
+    stock."""
+    r = results[f"fast-no-mirror-{TREE}"]
+    assert r["replay"]["host"] == [False, False, False] and r["replay"]["seq_lens"] is None
+    assert r["replay"]["kv_indptr"] == results[f"patched-{TREE}"]["replay"]["kv_indptr"]
+    assert max(r["errs"]) < 1e-4
+    assert r["plans"] == {"flashinfer: seq_lens_cpu does not sum to the replay's seq_lens_sum": 1}
 
 
 # ------------------------------------------------------------------ the capture decision (in process)
@@ -371,16 +419,20 @@ def _patched():
     return fn
 
 
-def _metadata(monkeypatch, patched):
-    """The fix's graph metadata on FlashInferAttnBackend (as the plugin registers it), or stock's."""
-    from sglang.srt.layers.attention.flashinfer_backend import FlashInferAttnBackend
+def _metadata(monkeypatch, patched, plan=True):
+    """The fix's graph metadata on FlashInferAttnBackend (as the plugin registers it; with ``plan`` its
+    ``FlashInferIndicesUpdaterPrefill.call_begin_forward`` too), or stock's."""
+    from sglang.srt.layers.attention.flashinfer_backend import FlashInferAttnBackend, FlashInferIndicesUpdaterPrefill
 
-    from sglang_specv2_fixes.fixes.flashinfer_draft_extend_graph import metadata_targets
+    from sglang_specv2_fixes.fixes.flashinfer_draft_extend_graph import PLAN_TARGET, metadata_targets
 
     if patched:
-        for target, fn in core.build_fix(FIX_NAME).items():
+        fns = core.build_fix(FIX_NAME)
+        for target, fn in fns.items():
             if target in TARGETS:
                 monkeypatch.setattr(FlashInferAttnBackend, target.rsplit(".", 1)[1], fn)
+        if plan:
+            monkeypatch.setattr(FlashInferIndicesUpdaterPrefill, "call_begin_forward", fns[PLAN_TARGET])
     assert metadata_targets() == TARGETS
     assert all(core.is_patched(t) for t in TARGETS) == patched
 
@@ -430,6 +482,37 @@ def test_plugin_flashinfer_graph_decision(monkeypatch, fi_env, tree_env, width, 
         assert decision.startswith("eager: ") and why in decision, decision
 
 
+@pytest.mark.parametrize("fast_env,kw,suffix", [
+    (None, {}, ""),  # the default: flashinfer's own plan, the decision reads as before
+    ("0", {}, ""),
+    ("1", {}, ", sync-free plan (host-known indptrs)"),
+    ("1", {"plan": False}, ", flashinfer's own plan: flashinfer-draft-extend-graph's call_begin_forward is not "
+                           "applied: it hands the plan the host layout"),
+    ("1", {"needs_cpu_seq_lens": False}, ", flashinfer's own plan: the backend does not ask the scheduler for "
+                                         "seq_lens_cpu (needs_cpu_seq_lens False)"),
+])
+def test_plugin_fast_plan_decision(monkeypatch, fast_env, kw, suffix):
+    """SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN (opt-in, default off): with it on, the captured graph's decision says
+    which plan its replays take and the backend is marked for the host layout only where it is sync-free; this release's
+    scheduler publishes seq_lens_cpu for a backend that needs it (FutureMap.needs_cpu_seq_lens), which flashinfer
+    does unless it says otherwise."""
+    from sglang_specv2_fixes.fixes.flashinfer_draft_extend_graph import FAST_PLAN
+
+    monkeypatch.delenv(selection.ENV_FLASHINFER_GRAPH, raising=False)
+    _env(monkeypatch, selection.ENV_FLASHINFER_FAST_PLAN, fast_env)
+    _metadata(monkeypatch, True, plan=kw.get("plan", True))
+    for width in (CHAIN, TREE):
+        backend = _fi_backend()
+        if "needs_cpu_seq_lens" in kw:
+            backend.needs_cpu_seq_lens = kw["needs_cpu_seq_lens"]
+        built, server_args = _init_cuda_graphs(monkeypatch, _patched(), backend, width)
+        assert built == ["draft", "draft_extend"]
+        facts = plugin.serving_facts(server_args)
+        assert facts["draft_extend_graph"] == f"cuda graph (flashinfer), {width} tokens per request{suffix}"
+        assert backend.__dict__.get(FAST_PLAN, False) == suffix.startswith(", sync-free")
+        assert facts["draft_extend_plans"] is None  # no replay in this process
+
+
 def test_plugin_leaves_triton_and_non_cuda_as_stock(monkeypatch):
     monkeypatch.setenv(selection.ENV_FLASHINFER_GRAPH, "1")
     _metadata(monkeypatch, True)
@@ -450,7 +533,8 @@ if __name__ == "__main__":
     if sys.argv[1] == "all":
         out = {}
         for which, width in (("stock", 8), ("patched", STEPS + 1), ("patched", 8), ("variable-width", 8),
-                             ("unmarked", 8), ("sliding-window", 8)):
+                             ("unmarked", 8), ("sliding-window", 8), ("fast", STEPS + 1), ("fast", 8),
+                             ("fast-no-mirror", 8)):
             # each scenario on a pristine class / module: reload what the scenarios patch
             for name in (FI_MOD, RUNNER_MOD):
                 importlib.reload(sys.modules[name]) if name in sys.modules else importlib.import_module(name)

@@ -224,12 +224,14 @@ def test_plugin_chain_keeps_its_graph(monkeypatch):
 
 # ------------------------------------------------- flashinfer's graph at tree width (flashinfer-draft-extend-graph)
 def _flashinfer_metadata(monkeypatch, patched):
-    """flashinfer-draft-extend-graph's functions on FlashInferAttnBackend (as the plugin registers them), or stock."""
-    from sglang.srt.layers.attention.flashinfer_backend import FlashInferAttnBackend
+    """flashinfer-draft-extend-graph's functions on FlashInferAttnBackend and FlashInferIndicesUpdaterPrefill (as the
+    plugin registers them), or stock."""
+    import sglang.srt.layers.attention.flashinfer_backend as fb
 
     if patched:
         for target, fn in core.build_fix("flashinfer-draft-extend-graph").items():
-            monkeypatch.setattr(FlashInferAttnBackend, target.rsplit(".", 1)[1], fn)
+            cls, name = target[len(fb.__name__) + 1:].split(".")
+            monkeypatch.setattr(getattr(fb, cls), name, fn)
     assert all(core.is_patched(t) for t in flashinfer_draft_extend_graph.metadata_targets()) == patched
 
 
@@ -292,6 +294,33 @@ def test_plugin_flashinfer_chain_graph_decision(monkeypatch, fi_env, tree_env, m
     eagerly; the plugin captures flashinfer's graph under the same rule as a tree's (flashinfer_graph_reason), through
     tree-drafting's init_cuda_graphs -> flashinfer_graph_backends."""
     _check_flashinfer_decision(monkeypatch, STEPS + 1, fi_env, tree_env, metadata, token_map, captured, why)
+
+
+@pytest.mark.parametrize("width", [TREE_ND, STEPS + 1], ids=["tree", "chain"])
+@pytest.mark.parametrize("fast_env,suffix", [
+    (None, ""),  # the default: flashinfer's own plan, the decision reads as before
+    ("1", ", sync-free plan (host-known indptrs)"),
+])
+def test_plugin_flashinfer_fast_plan_decision(monkeypatch, width, fast_env, suffix):
+    """SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1 (opt-in until its GPU row has met): the captured graph's decision
+    (a tree's through tree-drafting's rule, a chain's through flashinfer_graph_backends) names the sync-free plan and
+    the backend is marked for replay_spec_info; unset, neither."""
+    if not patched_here("flashinfer-draft-extend-graph"):
+        pytest.skip("flashinfer-draft-extend-graph is not patched on this release")
+    monkeypatch.setenv(selection.ENV_FLASHINFER_GRAPH, "1")
+    monkeypatch.delenv(selection.ENV_TREE_GRAPH, raising=False)
+    if fast_env is None:
+        monkeypatch.delenv(selection.ENV_FLASHINFER_FAST_PLAN, raising=False)
+    else:
+        monkeypatch.setenv(selection.ENV_FLASHINFER_FAST_PLAN, fast_env)
+    _flashinfer_metadata(monkeypatch, True)
+    worker, built = _worker(monkeypatch, width, backend_kind="flashinfer")
+    _init_cuda_graphs("plugin")(worker)
+    assert built == ["draft", "draft_extend"]
+    decision = plugin.serving_facts(worker.server_args)["draft_extend_graph"]
+    assert decision == f"cuda graph (flashinfer), {width} tokens per request{suffix}"
+    marked = worker.draft_extend_attn_backend.__dict__.get(flashinfer_draft_extend_graph.FAST_PLAN, False)
+    assert marked == bool(suffix)
 
 
 def test_plugin_other_chain_unchanged(monkeypatch):

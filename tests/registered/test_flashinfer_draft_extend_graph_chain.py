@@ -9,30 +9,51 @@ reads another request's rows), the walk model's draft must keep its acceptance (
 wrong metadata writes wrong draft KV: acceptance drops while the text stays right), and the plugin must report the
 graph captured (``serving.draft_extend_graph``). Stock runs that draft extend eagerly and reports no such graph: it
 fails only the last test. Met A/B on 0.5.13 / 0.5.13.post1 (session 24, with the switch set to 1 on both sides, as
-the row did then) and on 0.5.11 / 0.5.12 / 0.5.12.post1 (session 25, the same)."""
+the row did then) and on 0.5.11 / 0.5.12 / 0.5.12.post1 (session 25, the same).
+
+Two servers, one class each, the same checks (``FlashinferChainRow``):
+
+* ``TestFlashinferDraftExtendGraphChain``: the graph with flashinfer's own plan at replay (the default);
+* ``TestFlashinferDraftExtendGraphChainSyncFreePlan``: the same with SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1 (opt-in
+  on every release until this class has met): each replay plans from host-known indptrs (0.5.14's fast_prefill_plan
+  layout, built from seq_lens_cpu; flashinfer's plan makes no device-to-host copy). On top of the checks above (a wrong
+  host kv_indptr reads the wrong keys: greedy identity and the acceptance would drop) the plugin must report that plan
+  in the decision and count every replay of the load as planned sync-free, none refused
+  (``serving.draft_extend_plans``). Not yet run anywhere (CPU-proven: tests/cpu/test_fix_flashinfer_fast_plan.py and
+  the fast scenarios of test_fix_flashinfer_draft_extend_graph*.py). Stock has no such switch: it fails the class's
+  last two tests."""
 
 import unittest
 
+from sglang_specv2_fixes.selection import ENV_FLASHINFER_FAST_PLAN
 from sglang_specv2_fixes.testing.client import server_info, specv2_state
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import SpecChecks
 from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=240, suite="specv2-gpu", releases="fix:flashinfer-draft-extend-graph",
+# two servers (the stock plan, the sync-free plan) in one file: one class alone was estimated at 240 s
+register_specv2_ci(est_time=480, suite="specv2-gpu", releases="fix:flashinfer-draft-extend-graph",
                    bug_in="fix:flashinfer-draft-extend-graph")
 
 STEPS, TOPK, TOKENS = 3, 1, 4
+DECISION = f"cuda graph (flashinfer), {TOKENS} tokens per request"
 
 
-class TestFlashinferDraftExtendGraphChain(SpecChecks, CustomTestCase):
+class FlashinferChainRow(SpecChecks):
+    """One server of the row, mixed in before CustomTestCase (its setUpClass wins): the chain on flashinfer with its
+    draft-extend graph, ``ENV`` added to the server's environment, ``PLAN`` the replay plan's part of the graph
+    decision the plugin must report (none with SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN off)."""
+
     BACKEND_ARGS = ("--attention-backend", "flashinfer")
+    ENV = {}
+    PLAN = ""
 
     @classmethod
     def setUpClass(cls):
         cls.prefetch_target_only()
         cls.process = launch(eagle3_args(STEPS, TOPK, TOKENS) + ["--page-size", "1"] + list(cls.BACKEND_ARGS),
-                             env={"SGLANG_TEST_RETRACT": "1"})
+                             env={"SGLANG_TEST_RETRACT": "1", **cls.ENV})
 
     @classmethod
     def tearDownClass(cls):
@@ -55,7 +76,24 @@ class TestFlashinferDraftExtendGraphChain(SpecChecks, CustomTestCase):
 
     def test_6_draft_extend_graph_on_flashinfer(self):
         serving = specv2_state(server_info())["serving"]
-        self.assertEqual(serving.get("draft_extend_graph"), f"cuda graph (flashinfer), {TOKENS} tokens per request")
+        self.assertEqual(serving.get("draft_extend_graph"), DECISION + self.PLAN)
+
+
+class TestFlashinferDraftExtendGraphChain(FlashinferChainRow, CustomTestCase):
+    pass
+
+
+class TestFlashinferDraftExtendGraphChainSyncFreePlan(FlashinferChainRow, CustomTestCase):
+    ENV = {ENV_FLASHINFER_FAST_PLAN: "1"}
+    PLAN = ", sync-free plan (host-known indptrs)"
+
+    def test_7_every_replay_planned_sync_free(self):
+        """Every draft-extend graph replay of the checks above (greedy, logprobs, 32 concurrent with padded batches,
+        forced retraction) took the host layout; a refused one would be counted as "flashinfer: why"."""
+        plans = specv2_state(server_info())["serving"].get("draft_extend_plans") or {}
+        print("draft_extend_plans:", plans)
+        self.assertEqual(set(plans), {"sync-free"}, f"replays planned as stock: {plans}")
+        self.assertGreater(plans["sync-free"], 0)
 
 
 if __name__ == "__main__":
