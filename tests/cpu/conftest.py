@@ -61,6 +61,22 @@ MIXIN_ONLY = pytest.mark.skipif(
                                "the stale-case scenario runs on 0.5.11 / 0.5.12.x objects")
 
 
+def check_fast_plan_replay(fast, stock, width, prefix):
+    """flashinfer-draft-extend-graph's sync-free plan (SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1), one replay of a
+    draft-extend graph over requests with ``prefix`` lengths plus one padded request (``fast`` / ``stock``: the recorded
+    runs with and without the switch): the plan got host tensors of 0.5.14's fast_prefill_plan layout (qo = arange *
+    width, kv = cumsum of seq_lens_cpu), the device kernel's kv indices (equal to the stock plan's), and the capture
+    planned as stock. Shared by the 0.5.11 and 0.5.13 code lines' tests."""
+    lens = [p + width for p in prefix] + [1]  # the padded request keeps the fill value
+    assert fast["replay"]["host"] == [True, True, True]
+    assert fast["replay"]["qo_indptr"] == [0, width, 2 * width, 3 * width]
+    assert fast["replay"]["kv_indptr"] == [0, lens[0], lens[0] + lens[1], sum(lens)]
+    assert fast["replay"]["last_page_len"] == [1, 1, 1] and fast["replay"]["seq_lens"] == lens
+    assert fast["replay"]["kv_indices"] == stock["replay"]["kv_indices"]
+    assert fast["capture"]["host"] == [False, False, False] and fast["capture"]["seq_lens"] is None
+    assert fast["plans"] == {"sync-free": 1}
+
+
 def child_env(**extra):
     env = standins.child_env(names=("sgl_kernel",))
     env.pop("SGLANG_SPECV2_FIXES", None)

@@ -59,7 +59,7 @@ import types
 
 import pytest
 import torch
-from conftest import LINE, ROOT, child_env, patched_here, requires_sglang
+from conftest import LINE, ROOT, check_fast_plan_replay, child_env, patched_here, requires_sglang
 
 from sglang_specv2_fixes import core, plugin, releases, selection
 
@@ -347,16 +347,9 @@ def test_fast_plan_gets_host_indptrs(results, width):
     (0.5.14's fast_prefill_plan: qo = arange * width, kv = cumsum of seq_lens_cpu), the device kernel's kv indices
     (equal to the stock-plan graph's), right rows; the capture plans as stock."""
     fast, stock = results[f"fast-{width}"], results[f"patched-{width}"]
-    lens = [p + width for p in PREFIX] + [1]  # the padded request keeps the fill value
-    assert fast["replay"]["host"] == [True, True, True]
-    assert fast["replay"]["qo_indptr"] == [0, width, 2 * width, 3 * width]
-    assert fast["replay"]["kv_indptr"] == [0, lens[0], lens[0] + lens[1], sum(lens)]
-    assert fast["replay"]["last_page_len"] == [1, 1, 1] and fast["replay"]["seq_lens"] == lens
-    assert fast["replay"]["kv_indices"] == stock["replay"]["kv_indices"]
-    assert fast["capture"]["host"] == [False, False, False] and fast["capture"]["seq_lens"] is None
+    check_fast_plan_replay(fast, stock, width, PREFIX)
     assert stock["replay"]["host"] == [False, False, False] and stock["plans"] == {}  # the switch off
     assert len(fast["errs"]) == len(ROWS) * width and max(fast["errs"]) < 1e-4 and fast["logits_consistent"]
-    assert fast["plans"] == {"sync-free": 1}
 
 
 def test_fast_plan_refuses_the_runners_stale_buffer(results):
