@@ -322,7 +322,7 @@ def markdown(s, runs):
     m0 = next(iter(s.configs.values()))[1]["meta"] if s.configs else runs[0][1]["meta"]
     model, args, common = m0["real_size"].get("model", {}), m0.get("args", {}), m0.get("common_server_args", [])
     tps = sorted({d["tp"] for d in s.details}) or [1]
-    sides = {x["name"]: x for x in plot.sides(m0)}
+    sides = {x["name"]: x for x in plot.sides({"meta": m0})}
     lines = [
         f"# Real size: {a} vs {b}",
         "",

@@ -655,6 +655,32 @@ def test_report_reads_results_inside_run_archives(tmp_path):
         real_size_report.main(["--out-dir", str(tmp_path / "c"), f"{archive}:bench-0.5.12/results.json"])
 
 
+def test_report_of_a_switch_pairing_names_its_own_sides(tmp_path):
+    """Sides named for a switch (off=auto / on=auto,ENV=1 on one release, session 26's read-done-order cost run): the
+    report reads the run's own side records, not the default pair's (it raised KeyError 'off' before)."""
+    sys.path.insert(0, BENCH)
+    try:
+        import real_size_report
+    finally:
+        sys.path.remove(BENCH)
+    run = synthetic("0.5.17", {"eagle3-topk1": _points(1, 3, [100.0, 110.0, 90.0], [99.0, 108.0, 91.0])})
+    env = {"SGLANG_SPECV2_FIXES_READ_DONE_AFTER_REPLAY": "1"}
+    run["meta"]["sides"] = [dict(name="off", selection="auto", release=None, env={}),
+                            dict(name="on", selection="auto", release=None, env=env)]
+    cfg = run["configs"]["eagle3-topk1"]
+    for p in cfg["points"]:
+        p["side"] = {"stock": "off", "plugin": "on"}[p["side"]]
+    cfg["sides"] = {"off": cfg["sides"]["stock"], "on": cfg["sides"]["plugin"]}
+    path = tmp_path / "results.json"
+    json.dump(run, open(path, "w"))
+    assert real_size_report.main(["--out-dir", str(tmp_path / "out"), str(path)]) == 0
+    md = open(tmp_path / "out" / "real-size-latest.md").read()
+    assert "# Real size: off vs on" in md
+    assert "SGLANG_SPECV2_FIXES_READ_DONE_AFTER_REPLAY=1" in md, md[:800]
+    pts = json.load(open(tmp_path / "out" / "real-size-latest.json"))["points"]
+    assert len(pts) == 1 and pts[0]["pairs"] == 3, pts
+
+
 def upstream_run(release, baseline, configs, backend="triton", tp=2):
     """``synthetic``'s run with the sides of the upstream pairing: a = upstream=off@BASELINE, b = plugin=auto@RELEASE."""
     r = synthetic(release, {}, tp=tp)
