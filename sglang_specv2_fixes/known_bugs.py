@@ -496,8 +496,9 @@ BUGS: Tuple[Bug, ...] = (
         "(session 25, the plugin side too, before this fix); its flush step passed on 0.5.11, 0.5.12.x and "
         "0.5.14 - 0.5.16; CPU: tests/cpu/test_fix_draft_graph_eager_registry.py runs the release's real _ensure_eager_registry and "
         "build_decode_registry in capture order, then a larger eager batch: stock frees the buffers the draft graph "
-        "baked, the patch keeps them. The fix's GPU row (tests/registered/test_draft_graph_eager_registry.py) has not "
-        "run yet"),
+        "baked, the patch keeps them. The fix's GPU row (tests/registered/test_draft_graph_eager_registry.py) met A/B "
+        "on 0.5.13 and 0.5.13.post1 (session 26, docs/gpu-runs/2026-11-27-s26/): stock died at the first request "
+        "after the flush, the plugin served on with greedy output equal to the target alone"),
     Bug(
         id="multi-layer-dp-idle", title="multi-layer EAGLE + DP attention: idle rank initialises attention metadata",
         refs=("#33892",), found="survey L",

@@ -126,7 +126,7 @@ def serving_facts(server_args) -> dict:
         "tree_route": route,  # "spec v2 tree drafting", or why this topk > 1 setup runs spec v1
         # spec v2 trees on a backend with a draft-extend graph: "cuda graph, N tokens per request" or "eager: why"
         "draft_extend_graph": server_args.__dict__.get(DRAFT_EXTEND_GRAPH),
-        # flashinfer's draft-extend graph with SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1: how its replays planned in
+        # flashinfer's draft-extend graph with the sync-free plan (the default): how its replays planned in
         # this process, {"sync-free": n, "flashinfer: why": m}; None otherwise
         "draft_extend_plans": plan_counts(),
         "tp_size": getattr(server_args, "tp_size", None),

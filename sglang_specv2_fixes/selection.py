@@ -27,7 +27,7 @@ ENV_TREE_GRAPH = "SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH"
 # draft-extend graph off)
 ENV_FLASHINFER_GRAPH = "SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH"
 # that graph's replays planned from host-known indptrs, without flashinfer's device-to-host copies
-# (flashinfer-draft-extend-graph, upstream 0.5.14's fast_prefill_plan): off until its GPU row has met, =1 turns it on
+# (flashinfer-draft-extend-graph, upstream 0.5.14's fast_prefill_plan): chains unless set to an off value, trees with =1
 ENV_FLASHINFER_FAST_PLAN = "SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN"
 # fa3's spec-v2 draft-extend CUDA graph for chains (fa3-draft-extend-graph, #40762): off until a GPU has run it
 ENV_FA3_GRAPH = "SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH"
@@ -209,12 +209,14 @@ def verify_handoff_enabled() -> bool:
     return _unless_off(ENV_VERIFY_HANDOFF)
 
 
-def flashinfer_fast_plan_requested() -> bool:
-    """SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN set to an on value (1 / true / yes / on): flashinfer's spec-v2
-    draft-extend graph (flashinfer-draft-extend-graph, 0.5.11 - 0.5.13.post1) plans its replays from host-known
-    indptrs, so flashinfer's plan copies nothing to the host (upstream 0.5.14's fast_prefill_plan). Off by default on
-    every release until its GPU row (test_flashinfer_draft_extend_graph_chain.py's fast-plan class) has met."""
-    return _flag(ENV_FLASHINFER_FAST_PLAN)
+def flashinfer_fast_plan_enabled(tree: bool) -> bool:
+    """flashinfer's spec-v2 draft-extend graph (flashinfer-draft-extend-graph, 0.5.11 - 0.5.13.post1) plans its
+    replays from host-known indptrs, so flashinfer's plan copies nothing to the host (upstream 0.5.14's
+    fast_prefill_plan). Chains: on unless SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN is set to an off value (0 / false /
+    no / off), since their GPU row (test_flashinfer_draft_extend_graph_chain.py) met on 0.5.11, 0.5.12.post1 and
+    0.5.13.post1 (2026-11-27, docs/gpu-runs/2026-11-27-s26/). Trees (``tree``: topk > 1): only with the variable set
+    to an on value, until a tree row has run with it."""
+    return _flag(ENV_FLASHINFER_FAST_PLAN) if tree else _unless_off(ENV_FLASHINFER_FAST_PLAN)
 
 
 def fa3_draft_graph_enabled() -> bool:

@@ -377,18 +377,18 @@ fa3-draft-extend-graph  [#40762, #36324]  the spec-v2 draft-extend CUDA graph on
     - upstream (0.5.23)
     Removal: delete when 0.5.22 leaves the supported releases (upstream from 0.5.23)
 
-flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA graph (0.5.11 / 0.5.12.x chains: opt-in)
+flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA graph with a sync-free replay plan
     What: FlashInferAttnBackend's graph metadata (0.5.11 / 0.5.12.x:
         init_forward_metadata_capture_cuda_graph / init_forward_metadata_replay_cuda_graph;
         0.5.13.x: _prepare_cuda_graph_metadata / init_forward_metadata_out_graph) gets a
         DRAFT_EXTEND_V2 branch (causal paged prefill, prefix_lens=None, no ragged part) with a
         constant num_draft_tokens query layout per request; the draft-extend graph is captured for
-        trees by tree-drafting's init_cuda_graphs (0.5.11 / 0.5.12.x; chains there too with
-        SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1 until their GPU row has run), for chains and
-        trees by 0.5.13.x's init_cuda_graphs (flashinfer_graph_backends); =0 turns it off. With
-        SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1 (opt-in until its GPU row has run)
-        FlashInferIndicesUpdaterPrefill.call_begin_forward plans the graph's replays from host-known
-        indptrs (upstream 0.5.14's fast_prefill_plan layout, through flashinfer's own plan)
+        chains and trees by tree-drafting's init_cuda_graphs (0.5.11 / 0.5.12.x) and by 0.5.13.x's
+        init_cuda_graphs (flashinfer_graph_backends); SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0
+        turns it off. FlashInferIndicesUpdaterPrefill.call_begin_forward plans the graph's replays
+        from host-known indptrs (upstream 0.5.14's fast_prefill_plan layout, through flashinfer's
+        own plan) for chains; SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0 keeps flashinfer's own
+        plan, =1 gives trees the host layout too
     Why: flashinfer's spec-v2 draft extend runs eagerly in these releases (one launch per layer and
         a paged_kernel_lens.sum().item() sync per step); upstream 0.5.14 captures it (#28782: ~10%
         median latency); the replay's flashinfer plan copies its indptrs to the host, a wait on the

@@ -62,7 +62,7 @@ MIXIN_ONLY = pytest.mark.skipif(
 
 
 def check_fast_plan_replay(fast, stock, width, prefix):
-    """flashinfer-draft-extend-graph's sync-free plan (SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1), one replay of a
+    """flashinfer-draft-extend-graph's sync-free plan (chains' default, trees with =1), one replay of a
     draft-extend graph over requests with ``prefix`` lengths plus one padded request (``fast`` / ``stock``: the recorded
     runs with and without the switch): the plan got host tensors of 0.5.14's fast_prefill_plan layout (qo = arange *
     width, kv = cumsum of seq_lens_cpu), the device kernel's kv indices (equal to the stock plan's), and the capture

@@ -462,6 +462,7 @@ def test_plugin_flashinfer_graph_decision(monkeypatch, fi_env, tree_env, width, 
 
     _env(monkeypatch, selection.ENV_FLASHINFER_GRAPH, fi_env)
     _env(monkeypatch, selection.ENV_TREE_GRAPH, tree_env)
+    _env(monkeypatch, selection.ENV_FLASHINFER_FAST_PLAN, "0")  # the plan's part: test_plugin_fast_plan_decision
     _metadata(monkeypatch, kw.get("metadata", True))
     backend = _fi_backend(kw.get("num_wrappers", 1))
     built, server_args = _init_cuda_graphs(monkeypatch, _patched(), backend, width, token_map=kw.get("token_map"))
@@ -475,26 +476,32 @@ def test_plugin_flashinfer_graph_decision(monkeypatch, fi_env, tree_env, width, 
         assert decision.startswith("eager: ") and why in decision, decision
 
 
-@pytest.mark.parametrize("fast_env,kw,suffix", [
-    (None, {}, ""),  # the default: flashinfer's own plan, the decision reads as before
-    ("0", {}, ""),
-    ("1", {}, ", sync-free plan (host-known indptrs)"),
-    ("1", {"plan": False}, ", flashinfer's own plan: flashinfer-draft-extend-graph's call_begin_forward is not "
-                           "applied: it hands the plan the host layout"),
-    ("1", {"needs_cpu_seq_lens": False}, ", flashinfer's own plan: the backend does not ask the scheduler for "
-                                         "seq_lens_cpu (needs_cpu_seq_lens False)"),
+_SYNC_FREE = ", sync-free plan (host-known indptrs)"
+_NO_PLAN = (", flashinfer's own plan: flashinfer-draft-extend-graph's call_begin_forward is not applied: it hands the "
+            "plan the host layout")
+_NO_MIRROR = (", flashinfer's own plan: the backend does not ask the scheduler for seq_lens_cpu "
+              "(needs_cpu_seq_lens False)")
+
+
+@pytest.mark.parametrize("fast_env,kw,chain_suffix,tree_suffix", [
+    (None, {}, _SYNC_FREE, ""),  # the default: chains sync-free, trees flashinfer's own plan (as before)
+    (None, {"needs_cpu_seq_lens": False}, _NO_MIRROR, ""),
+    ("0", {}, "", ""),
+    ("1", {}, _SYNC_FREE, _SYNC_FREE),
+    ("1", {"plan": False}, _NO_PLAN, _NO_PLAN),
+    ("1", {"needs_cpu_seq_lens": False}, _NO_MIRROR, _NO_MIRROR),
 ])
-def test_plugin_fast_plan_decision(monkeypatch, fast_env, kw, suffix):
-    """SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN (opt-in, default off): with it on, the captured graph's decision says
-    which plan its replays take and the backend is marked for the host layout only where it is sync-free; this release's
-    scheduler publishes seq_lens_cpu for a backend that needs it (FutureMap.needs_cpu_seq_lens), which flashinfer
-    does unless it says otherwise."""
+def test_plugin_fast_plan_decision(monkeypatch, fast_env, kw, chain_suffix, tree_suffix):
+    """SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN (chains unless 0, trees only with 1): where it applies, the captured
+    graph's decision says which plan its replays take and the backend is marked for the host layout only where it is
+    sync-free; this release's scheduler publishes seq_lens_cpu for a backend that needs it
+    (FutureMap.needs_cpu_seq_lens), which flashinfer does unless it says otherwise."""
     from sglang_specv2_fixes.fixes.flashinfer_draft_extend_graph import FAST_PLAN
 
     monkeypatch.delenv(selection.ENV_FLASHINFER_GRAPH, raising=False)
     _env(monkeypatch, selection.ENV_FLASHINFER_FAST_PLAN, fast_env)
     _metadata(monkeypatch, True, plan=kw.get("plan", True))
-    for width in (CHAIN, TREE):
+    for width, suffix in ((CHAIN, chain_suffix), (TREE, tree_suffix)):
         backend = _fi_backend()
         if "needs_cpu_seq_lens" in kw:
             backend.needs_cpu_seq_lens = kw["needs_cpu_seq_lens"]

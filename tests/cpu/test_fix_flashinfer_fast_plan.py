@@ -195,13 +195,18 @@ def plans(monkeypatch):
     return fix.PLANS
 
 
-@pytest.mark.parametrize("value,on", [(None, False), ("", False), ("0", False), ("1", True), ("on", True)])
-def test_switch_is_opt_in(monkeypatch, value, on):
+@pytest.mark.parametrize("value,chain,tree", [
+    (None, True, False), ("", True, False), ("1", True, True), ("on", True, True), ("0", False, False),
+    ("off", False, False),
+])
+def test_switch_on_for_chains_opt_in_for_trees(monkeypatch, value, chain, tree):
+    """Chains plan sync-free unless the switch is off (their GPU row met, session 26); trees only with it on."""
     if value is None:
         monkeypatch.delenv(selection.ENV_FLASHINFER_FAST_PLAN, raising=False)
     else:
         monkeypatch.setenv(selection.ENV_FLASHINFER_FAST_PLAN, value)
-    assert selection.flashinfer_fast_plan_requested() is on
+    assert selection.flashinfer_fast_plan_enabled(tree=False) is chain
+    assert selection.flashinfer_fast_plan_enabled(tree=True) is tree
 
 
 def test_host_layout_values():
@@ -318,7 +323,8 @@ def plan_target(monkeypatch):
 ])
 def test_fast_plan_reason(monkeypatch, plan_target, attrs, why):
     monkeypatch.setenv(selection.ENV_FLASHINFER_FAST_PLAN, "1")
-    worker = types.SimpleNamespace(server_args=types.SimpleNamespace(attention_backend="flashinfer"))
+    worker = types.SimpleNamespace(server_args=types.SimpleNamespace(attention_backend="flashinfer",
+                                                                     speculative_eagle_topk=1))
     backend = _fi_backend(**attrs)
     reason = fix.fast_plan_reason(worker, backend)
     assert reason is None if why is None else why in reason

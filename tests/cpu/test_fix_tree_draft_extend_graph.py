@@ -246,6 +246,7 @@ def _check_flashinfer_decision(monkeypatch, width, fi_env, tree_env, metadata, t
             monkeypatch.delenv(env, raising=False)
         else:
             monkeypatch.setenv(env, value)
+    monkeypatch.setenv(selection.ENV_FLASHINFER_FAST_PLAN, "0")  # the plan: test_plugin_flashinfer_fast_plan_decision
     _flashinfer_metadata(monkeypatch, metadata)
     worker, built = _worker(monkeypatch, width, backend_kind="flashinfer")
     if token_map == "sliding-window":  # FlashInferAttnBackend.__init__'s two-wrapper dispatch
@@ -297,14 +298,14 @@ def test_plugin_flashinfer_chain_graph_decision(monkeypatch, fi_env, tree_env, m
 
 
 @pytest.mark.parametrize("width", [TREE_ND, STEPS + 1], ids=["tree", "chain"])
-@pytest.mark.parametrize("fast_env,suffix", [
-    (None, ""),  # the default: flashinfer's own plan, the decision reads as before
-    ("1", ", sync-free plan (host-known indptrs)"),
-])
-def test_plugin_flashinfer_fast_plan_decision(monkeypatch, width, fast_env, suffix):
-    """SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1 (opt-in until its GPU row has met): the captured graph's decision
-    (a tree's through tree-drafting's rule, a chain's through flashinfer_graph_backends) names the sync-free plan and
-    the backend is marked for replay_spec_info; unset, neither."""
+@pytest.mark.parametrize("fast_env", [None, "1", "0"])
+def test_plugin_flashinfer_fast_plan_decision(monkeypatch, width, fast_env):
+    """SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN: the captured graph's decision (a tree's through tree-drafting's rule, a
+    chain's through flashinfer_graph_backends) names the sync-free plan and the backend is marked for replay_spec_info
+    for a chain unless the switch is 0, for a tree only with 1; otherwise neither (the decision reads as before)."""
+    tree = width > STEPS + 1
+    sync_free = fast_env == "1" or (fast_env is None and not tree)
+    suffix = ", sync-free plan (host-known indptrs)" if sync_free else ""
     if not patched_here("flashinfer-draft-extend-graph"):
         pytest.skip("flashinfer-draft-extend-graph is not patched on this release")
     monkeypatch.setenv(selection.ENV_FLASHINFER_GRAPH, "1")

@@ -7,21 +7,21 @@ leak checks. With the graph on, greedy output must equal the same target served 
 must equal the prefill's, 32 concurrent requests must end at their lengths (padded graph batches: a wrong query layout
 reads another request's rows), the walk model's draft must keep its acceptance (a draft-extend graph replayed with
 wrong metadata writes wrong draft KV: acceptance drops while the text stays right), and the plugin must report the
-graph captured (``serving.draft_extend_graph``). Stock runs that draft extend eagerly and reports no such graph: it
-fails only the last test. Met A/B on 0.5.13 / 0.5.13.post1 (session 24, with the switch set to 1 on both sides, as
-the row did then) and on 0.5.11 / 0.5.12 / 0.5.12.post1 (session 25, the same).
+graph captured (``serving.draft_extend_graph``). Stock runs that draft extend eagerly and reports no such graph.
 
 Two servers, one class each, the same checks (``FlashinferChainRow``):
 
-* ``TestFlashinferDraftExtendGraphChain``: the graph with flashinfer's own plan at replay (the default);
-* ``TestFlashinferDraftExtendGraphChainSyncFreePlan``: the same with SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1 (opt-in
-  on every release until this class has met): each replay plans from host-known indptrs (0.5.14's fast_prefill_plan
-  layout, built from seq_lens_cpu; flashinfer's plan makes no device-to-host copy). On top of the checks above (a wrong
-  host kv_indptr reads the wrong keys: greedy identity and the acceptance would drop) the plugin must report that plan
-  in the decision and count every replay of the load as planned sync-free, none refused
-  (``serving.draft_extend_plans``). Not yet run anywhere (CPU-proven: tests/cpu/test_fix_flashinfer_fast_plan.py and
-  the fast scenarios of test_fix_flashinfer_draft_extend_graph*.py). Stock has no such switch: it fails the class's
-  last two tests."""
+* ``TestFlashinferDraftExtendGraphChain``: the default, each replay planned from host-known indptrs (0.5.14's
+  fast_prefill_plan layout, built from seq_lens_cpu; flashinfer's plan makes no device-to-host copy). On top of the
+  checks above (a wrong host kv_indptr reads the wrong keys: greedy identity and the acceptance would drop) the plugin
+  must report that plan in the decision and count every replay of the load as planned sync-free, none refused
+  (``serving.draft_extend_plans``). Stock fails its last two tests.
+* ``TestFlashinferDraftExtendGraphChainFlashinferPlan``: the same graph with flashinfer's own plan at replay
+  (SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0). Stock fails its last test.
+
+Met A/B with flashinfer's own plan on 0.5.13 / 0.5.13.post1 (session 24) and 0.5.11 / 0.5.12 / 0.5.12.post1
+(session 25); the sync-free plan (then opt-in: the class set =1) passed on 0.5.11, 0.5.12.post1 and 0.5.13.post1
+(session 26, docs/gpu-runs/2026-11-27-s26/) and is the default for chains since."""
 
 import unittest
 
@@ -32,7 +32,7 @@ from sglang_specv2_fixes.testing.rows import SpecChecks
 from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
 from sglang.test.test_utils import CustomTestCase
 
-# two servers (the stock plan, the sync-free plan) in one file: one class alone was estimated at 240 s
+# two servers (the sync-free plan, flashinfer's own plan) in one file: one class alone was estimated at 240 s
 register_specv2_ci(est_time=480, suite="specv2-gpu", releases="fix:flashinfer-draft-extend-graph",
                    bug_in="fix:flashinfer-draft-extend-graph")
 
@@ -43,7 +43,7 @@ DECISION = f"cuda graph (flashinfer), {TOKENS} tokens per request"
 class FlashinferChainRow(SpecChecks):
     """One server of the row, mixed in before CustomTestCase (its setUpClass wins): the chain on flashinfer with its
     draft-extend graph, ``ENV`` added to the server's environment, ``PLAN`` the replay plan's part of the graph
-    decision the plugin must report (none with SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN off)."""
+    decision the plugin must report (none with SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0)."""
 
     BACKEND_ARGS = ("--attention-backend", "flashinfer")
     ENV = {}
@@ -80,11 +80,6 @@ class FlashinferChainRow(SpecChecks):
 
 
 class TestFlashinferDraftExtendGraphChain(FlashinferChainRow, CustomTestCase):
-    pass
-
-
-class TestFlashinferDraftExtendGraphChainSyncFreePlan(FlashinferChainRow, CustomTestCase):
-    ENV = {ENV_FLASHINFER_FAST_PLAN: "1"}
     PLAN = ", sync-free plan (host-known indptrs)"
 
     def test_7_every_replay_planned_sync_free(self):
@@ -94,6 +89,10 @@ class TestFlashinferDraftExtendGraphChainSyncFreePlan(FlashinferChainRow, Custom
         print("draft_extend_plans:", plans)
         self.assertEqual(set(plans), {"sync-free"}, f"replays planned as stock: {plans}")
         self.assertGreater(plans["sync-free"], 0)
+
+
+class TestFlashinferDraftExtendGraphChainFlashinferPlan(FlashinferChainRow, CustomTestCase):
+    ENV = {ENV_FLASHINFER_FAST_PLAN: "0"}
 
 
 if __name__ == "__main__":
