@@ -463,9 +463,10 @@ BUGS: Tuple[Bug, ...] = (
         "1, release_kv_cache frees [ceil_align(committed), kv_allocated_len) and check_decode_mem / the busy check "
         "round to pages too. The GPU guard row test_page_align_decode.py (page 16 radix, page 64 no radix, forced "
         "retraction, aborts, the strict idle / busy checks, /v1/loads num_used_tokens 0 at idle) agrees: stock "
-        "passed on 0.5.14, 0.5.15 and 0.5.16, 0.5.11 left no page in use (its probe failure is #23456, "
-        "skip-stale-overlap-updates), 0.5.13 left none through tests 1 - 5 and then crashed after flush_cache "
-        "(bug flush-then-prefill-0513, fixed by draft-graph-eager-registry). A port would also need the row "
+        "passed on 0.5.12, 0.5.12.post1, 0.5.14, 0.5.15, 0.5.15.post1 and 0.5.16, 0.5.11 left no page in use (its "
+        "probe failure is #23456, skip-stale-overlap-updates), 0.5.13 / 0.5.13.post1 left none through tests 1 - 5 "
+        "and then crashed after flush_cache (bug flush-then-prefill-0513, fixed by draft-graph-eager-registry: the "
+        "plugin side passed all 12 tests on both, session 26). A port would also need the row "
         "headroom of 0.5.16's get_req_to_token_extra_context_len (+ page_size - 1)",
         verified="regex `(double_alloc|reserve) + page_size - 1) // page_size * page_size` under sglang/srt/: "
         "absent up to 0.5.15.post1 (eagle_prepare_for_decode / prepare_for_decode), present from 0.5.16",
