@@ -7,17 +7,26 @@ requests (batch size > 1 and padded graph batches are where a wrong query layout
 concurrent abort (checks in ``testing.rows.TreeRow``), and the plugin's own report that flashinfer's draft-extend graph
 was captured at tree width. Stock: on 0.5.11 / 0.5.12.x spec v1 for explicit topk > 1 (and no such variable); on
 0.5.13.x upstream's spec-v2 tree with an eager draft extend, so only the report test fails there. The chain on
-0.5.13.x: test_flashinfer_draft_extend_graph_chain.py."""
+0.5.13.x: test_flashinfer_draft_extend_graph_chain.py.
+
+Two servers, one class each:
+
+* ``TestTreeFlashinferDraftExtendGraph``: the graph with flashinfer's own plan at replay (the trees' default).
+* ``TestTreeFlashinferDraftExtendGraphSyncFreePlan``: the same with SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1, each
+  replay planned from host-known indptrs (the chains' default since session 26; opt-in for trees until this class has
+  met): the decision must name that plan and every replay of the load must be counted sync-free
+  (``serving.draft_extend_plans``). Not run on a GPU yet."""
 
 import unittest
 
-from sglang_specv2_fixes.selection import ENV_FLASHINFER_GRAPH
+from sglang_specv2_fixes.selection import ENV_FLASHINFER_FAST_PLAN, ENV_FLASHINFER_GRAPH
 from sglang_specv2_fixes.testing.client import server_info, specv2_state
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import TreeRow
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=240, suite="specv2-gpu", releases="fix:flashinfer-draft-extend-graph",
+# two servers (flashinfer's own plan, the sync-free plan) in one file: one class alone was estimated at 240 s
+register_specv2_ci(est_time=480, suite="specv2-gpu", releases="fix:flashinfer-draft-extend-graph",
                    bug_in="fix:flashinfer-draft-extend-graph")
 
 
@@ -25,11 +34,26 @@ class TestTreeFlashinferDraftExtendGraph(TreeRow, CustomTestCase):
     STEPS, TOPK, TOKENS, MIN_ACCEPT = 3, 8, 16, 1.5
     BACKEND_ARGS = ("--attention-backend", "flashinfer")
     ENV = {ENV_FLASHINFER_GRAPH: "1"}
+    PLAN = ""  # the replay plan's part of the decision
 
     def test_6_flashinfer_draft_extend_graph_at_tree_width(self):
         serving = specv2_state(server_info())["serving"]
         self.assertEqual(serving["spec_path"], "v2 tree")
-        self.assertEqual(serving["draft_extend_graph"], f"cuda graph (flashinfer), {self.TOKENS} tokens per request")
+        self.assertEqual(serving["draft_extend_graph"],
+                         f"cuda graph (flashinfer), {self.TOKENS} tokens per request{self.PLAN}")
+
+
+class TestTreeFlashinferDraftExtendGraphSyncFreePlan(TestTreeFlashinferDraftExtendGraph):
+    ENV = {ENV_FLASHINFER_GRAPH: "1", ENV_FLASHINFER_FAST_PLAN: "1"}
+    PLAN = ", sync-free plan (host-known indptrs)"
+
+    def test_7_every_replay_planned_sync_free(self):
+        """Every draft-extend graph replay of the checks above (greedy, logprobs, 32 concurrent with padded batches,
+        the abort, forced retraction) took the host layout; a refused one would be counted as "flashinfer: why"."""
+        plans = specv2_state(server_info())["serving"].get("draft_extend_plans") or {}
+        print("draft_extend_plans:", plans)
+        self.assertEqual(set(plans), {"sync-free"}, f"replays planned as stock: {plans}")
+        self.assertGreater(plans["sync-free"], 0)
 
 
 if __name__ == "__main__":
