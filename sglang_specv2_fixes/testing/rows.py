@@ -6,7 +6,8 @@ import concurrent.futures
 
 import requests
 
-from .client import concurrent_generate, flush_cache, generate, health_ok, rescore_logprobs, server_info
+from .client import (concurrent_generate, flush_cache, generate, health_ok, rescore_logprobs, server_info,
+                     specv2_state)
 from .config import prompts
 from .reference import prefetch_reference, reference_outputs
 from .server import TIMEOUT, URL, eagle3_args, launch, stop
@@ -75,6 +76,14 @@ class SpecChecks:
     def check_alive(self):
         self.assertTrue(health_ok())
         self.assertIsNone(self.process.poll())
+
+    def check_replays_planned_sync_free(self):
+        """flashinfer-draft-extend-graph's sync-free plan: every draft-extend graph replay of the server so far took
+        the host layout (``serving.draft_extend_plans``); a refused one is counted as "flashinfer: why"."""
+        plans = specv2_state(server_info())["serving"].get("draft_extend_plans") or {}
+        print("draft_extend_plans:", plans)
+        self.assertEqual(set(plans), {"sync-free"}, f"replays planned as stock: {plans}")
+        self.assertGreater(plans["sync-free"], 0)
 
     def check_concurrent_abort(self, n=16, tokens=3000):
         """Abort long decodes while they run (half by rid, then the rest with abort_all): every request
