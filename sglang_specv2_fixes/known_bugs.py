@@ -553,8 +553,9 @@ BUGS: Tuple[Bug, ...] = (
         "0.5.22's POST_REPLAY for every backend (0.5.22 publishes per backend by SharedReadEnds: before the replay only "
         "where a backend declares PRE_REPLAY, none where UNKNOWN). A latent race with no known reproduction: only "
         "backends whose metadata inside the graph reads req_to_token / the SWA mapping are exposed (trtllm_mha, "
-        "DSV4; #36335, #31270, #31686). Opt-in (SGLANG_SPECV2_FIXES_READ_DONE_AFTER_REPLAY=1) until its cost, the "
-        "next batch's writes waiting for the graph's end instead of its start, is measured at real size. CPU proof "
+        "DSV4; #36335, #31270, #31686). On by default since its cost, the next batch's writes waiting for the "
+        "graph's end instead of its start, was measured at real size (session 26, 0.5.17, triton: output tok/s "
+        "0.978 - 1.004 of without it, docs/performance.md). CPU proof "
         "on each release's real execute and _apply_war_barrier (tests/cpu/test_fix_draft_extend_read_done_order.py); "
         "no GPU row: the exposed backends do not run on the lent GPUs (trtllm_mha is Blackwell-only)",
         verified="regex in eagle_draft_extend_cuda_graph_runner.py: `read_done.record()` within 20 lines before "

@@ -332,7 +332,7 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
         check=('sglang.srt.speculative.eagle_utils', 'eagle_prepare_for_verify', 'befaa4f3ac4e4ba7'),
     ),
     "triton-verify-mask-size": patch("0.5.14"),
-    # opt-in (SGLANG_SPECV2_FIXES_READ_DONE_AFTER_REPLAY=1) until its cost is measured; the same move on 0.5.14 … 0.5.21
+    # the same move on 0.5.14 … 0.5.21 (on by default since its cost was measured, session 26)
     "draft-extend-read-done-order": patch("0.5.14"),
     "overlap-war-barrier": note(
         UPSTREAM,

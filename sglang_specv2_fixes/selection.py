@@ -34,9 +34,6 @@ ENV_FA3_GRAPH = "SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH"
 # the spec-v2 decode preparation without the host wait on the previous verify (verify-handoff, #25879): on unless
 # set to an off value
 ENV_VERIFY_HANDOFF = "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF"
-# the draft-extend graph's WAR read-done event published after its replay (draft-extend-read-done-order, #37988): off
-# until its cost has been measured at real size
-ENV_READ_DONE_AFTER_REPLAY = "SGLANG_SPECV2_FIXES_READ_DONE_AFTER_REPLAY"
 FLAG = "--specv2-fixes"
 AUTO_VALUES = ("", "auto", "default")  # the selection's spellings of auto (empty: as unset), case-insensitive
 OFF_VALUES = ("off", "none", "0", "false")

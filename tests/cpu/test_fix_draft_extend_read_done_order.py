@@ -25,7 +25,6 @@ from sglang_specv2_fixes.fixes import draft_extend_read_done_order
 pytestmark = [requires_sglang, pytest.mark.release_scoped]
 
 FIX = draft_extend_read_done_order.FIX.name
-ENV = selection.ENV_READ_DONE_AFTER_REPLAY
 FIXED_HERE = where_patched(FIX, "the plugin's EAGLEDraftExtendCudaGraphRunner.execute")
 WIDTH, HIDDEN, VOCAB, RAW_BS = 4, 8, 16, 3  # chain of 3 steps: 4 tokens per request; 3 requests pad to the bucket 4
 EVENT_ATTRS = ("war_fastpath_read_done_event", "shared_read_done_event")
@@ -182,23 +181,21 @@ def test_plugin_changes_only_where_the_event_is_recorded():
         "sglang.srt.speculative.eagle_draft_extend_cuda_graph_runner.EAGLEDraftExtendCudaGraphRunner.execute"]
 
 
-def test_opt_in_switch_and_table_state(monkeypatch):
-    """Patched releases: ``disabled`` (naming the switch) unless SGLANG_SPECV2_FIXES_READ_DONE_AFTER_REPLAY=1, then
-    ``ready`` (fingerprints match); elsewhere the table's note: not-applicable before 0.5.14, upstream from 0.5.22."""
-    auto = selection.parse("auto", [draft_extend_read_done_order.FIX])
+def test_default_and_table_state():
+    """Patched releases: ``ready`` under ``auto`` with no switch set (the default since its cost was measured, session
+    26), ``disabled`` only where the selection leaves it out (``auto,-NAME``, or ``-#37988``); elsewhere the table's
+    note: not-applicable before 0.5.14, upstream from 0.5.22, for every selection."""
+    fix = draft_extend_read_done_order.FIX
+    assert fix.opt_in is None
     states = {}
-    for value in (None, "0", "1"):
-        if value is None:
-            monkeypatch.delenv(ENV, raising=False)
-        else:
-            monkeypatch.setenv(ENV, value)
-        (st,) = core.plan(auto, VERSION, fixes=[draft_extend_read_done_order.FIX]).fixes
+    for value in ("auto", f"auto,-{FIX}", "-#37988"):
+        (st,) = core.plan(selection.parse(value, [fix]), VERSION, fixes=[fix]).fixes
         states[value] = (st.state, st.reason)
     if patched_here(FIX):
-        for value in (None, "0"):
+        assert states["auto"][0] == catalog.READY and "fingerprints match" in states["auto"][1], states["auto"]
+        for value in (f"auto,-{FIX}", "-#37988"):
             state, reason = states[value]
-            assert state == catalog.DISABLED and f"{ENV}=1" in reason and "measured" in reason, states[value]
-        assert states["1"][0] == catalog.READY, states["1"]
+            assert state == catalog.DISABLED and reason.startswith("not selected"), states[value]
     else:
         note = releases.entry(FIX, LINE)
         expected = catalog.NOT_APPLICABLE if VERSION in releases.release_set("up-to:0.5.13.post1") else catalog.UPSTREAM

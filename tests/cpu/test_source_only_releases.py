@@ -66,7 +66,7 @@ is present (the table must then patch it, or say open). A wrong table entry fail
                 0.5.22); 0.5.23 appends it (U)
   0.5.14 … 0.5.21  draft-extend-read-done-order: EAGLEDraftExtendCudaGraphRunner.execute records the WAR read-done
                 event (war_fastpath_read_done_event, shared_read_done_event from 0.5.18) before _replay_graph, for every
-                backend (B: patched, opt-in); 0.5.13.x has no read-done event (no _apply_war_barrier: NA); 0.5.22
+                backend (B: patched); 0.5.13.x has no read-done event (no _apply_war_barrier: NA); 0.5.22
                 publishes per the backend's SharedReadEnds, after the replay for IN_REPLAY / POST_REPLAY (U)
   0.5.13 on      verify-handoff: no ScheduleBatch.maybe_wait_verify_done / verify_done.synchronize(); the next batch's
                 seq_lens are gathered on the GPU behind the verify's publish event (U). 0.5.13.x still blocks the
