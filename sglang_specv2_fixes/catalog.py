@@ -80,8 +80,6 @@ class Fix:
     # an environment switch the fix needs on (1 / true / yes / on) to be planned at all: a fix patched in before a GPU
     # has run it. Off, it is ``disabled`` with the switch named, and costs no fingerprinting or building at load
     opt_in: Optional[str] = None
-    # what an opt-in fix waits for before it becomes the default (its ``disabled`` reason: "opt-in until <this>")
-    opt_in_until: str = "it has run on a GPU"
 
     @property
     def refs(self) -> str:

@@ -267,9 +267,9 @@ def _two_wrappers(backend) -> bool:
 
 
 def fast_plan_reason(worker, backend):
-    """Why this flashinfer draft-extend graph keeps flashinfer's own plan at replay although
-    SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN is not off (None: it plans from host-known indptrs). The host layout needs the
-    exact host mirror ``seq_lens_cpu`` of the draft extend on every graph replay (see the module docstring)."""
+    """Why this flashinfer draft-extend graph keeps flashinfer's own plan at replay although the sync-free plan is
+    selected for it (None: it plans from host-known indptrs). The host layout needs the exact host mirror
+    ``seq_lens_cpu`` of the draft extend on every graph replay (see the module docstring)."""
     from .. import core
 
     if not core.is_patched(PLAN_TARGET):
@@ -313,7 +313,7 @@ def _count(key: str) -> None:
 
 def plan_counts():
     """``serving.draft_extend_plans``: how the replays of a sync-free-plan graph planned in this process (a copy),
-    None where no graph replayed with the switch on."""
+    None where no such graph replayed."""
     return dict(PLANS) or None
 
 
