@@ -2,6 +2,7 @@
 release overlay there per pytest run). Only the GPU-only ``sgl_kernel`` is replaced by a stand-in
 (``sglang_specv2_fixes/testing/stubs``, also for child processes: ``child_env``)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -83,6 +84,15 @@ def child_env(**extra):
     env.pop("SGLANG_SPECV2_FIXES_PROBE", None)
     env.update({k: v for k, v in extra.items() if v is not None})
     return env
+
+
+def run_script_json(path, timeout=600):
+    """Run the file ``path`` as a script in a fresh interpreter (a fresh 'SGLang process'; its ``__main__`` prints
+    one JSON line last) and return that JSON; the run must succeed."""
+    p = subprocess.run([sys.executable, os.path.abspath(path)], capture_output=True, text=True, timeout=timeout,
+                       cwd=ROOT, env=child_env())
+    assert p.returncode == 0, p.stderr[-4000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def run_py(code, timeout=240, **env):

@@ -29,14 +29,13 @@ rows differ (the check is not vacuous). 0.5.16 is the release whose row met on a
 
 import importlib
 import json
-import os
 import subprocess
 import sys
 import types
 
 import pytest
 
-from conftest import LINE, ROOT, VERSION, child_env, patched_here, where_patched
+from conftest import LINE, ROOT, VERSION, child_env, patched_here, run_script_json, where_patched
 from sglang_specv2_fixes import core, patchfile, releases
 from sglang_specv2_fixes.selection import ENV_FA3_GRAPH
 from sglang_specv2_fixes.fixes.tree_drafting import DRAFT_EXTEND_GRAPH
@@ -423,10 +422,7 @@ METADATA = pytest.mark.skipif(VERSION not in releases.release_set("up-to:0.5.16"
 
 @pytest.fixture(scope="module")
 def metadata():
-    p = subprocess.run([sys.executable, os.path.abspath(__file__)], capture_output=True, text=True, timeout=600,
-                       cwd=ROOT, env=child_env())
-    assert p.returncode == 0, p.stderr[-4000:]
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return run_script_json(__file__)
 
 
 @METADATA

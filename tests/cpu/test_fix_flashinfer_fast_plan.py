@@ -25,14 +25,12 @@ server) and the counts in ``serving.draft_extend_plans``.
 """
 
 import json
-import os
-import subprocess
 import sys
 import types
 
 import pytest
 import torch
-from conftest import ROOT, VERSION, child_env, requires_sglang, where_patched
+from conftest import VERSION, requires_sglang, run_script_json, where_patched
 
 from sglang_specv2_fixes import core, plugin, selection
 from sglang_specv2_fixes.fixes import flashinfer_draft_extend_graph as fix
@@ -157,10 +155,7 @@ def _plan_scenario():
 
 @pytest.fixture(scope="module")
 def flashinfer_plan():
-    p = subprocess.run([sys.executable, os.path.abspath(__file__)], capture_output=True, text=True, timeout=600,
-                       cwd=ROOT, env=child_env())
-    assert p.returncode == 0, p.stderr[-4000:]
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return run_script_json(__file__)
 
 
 def test_flashinfer_is_the_version_read(flashinfer_plan):
