@@ -64,6 +64,7 @@ pytestmark = [requires_sglang, where_patched(FIX_NAME, "flashinfer's DRAFT_EXTEN
 
 H, D, KVH = 2, 16, 2
 HOST_PTRS = set()  # storages of the host layouts the fix built in this process (track_host_layout)
+HOST_KEEP = []  # those layouts, kept alive: a freed storage's address can come back for a later, unrelated tensor
 STEPS, TREE_ND = 3, 8
 PREFIX = [5, 9]
 ACCEPT = [3, 5]  # accept_lens of the verify before this draft extend
@@ -128,15 +129,22 @@ class _PagedPrefill:
 
 
 def track_host_layout(fix):
-    """Record the storages of every host layout ``fix.host_layout`` returns in this process (HOST_PTRS)."""
+    """Record the storages of every host layout ``fix.host_layout`` returns in this process (HOST_PTRS), once per
+    process however often it is called. The layouts stay alive (HOST_KEEP): the per-replay kv buffer of one scenario is
+    freed otherwise, and the allocator may hand its address to a later scenario's capture-time indptr, which would
+    then read as host-built (a CI run on 0.5.13 saw exactly that for the tree capture after the chain scenario)."""
     build = fix.host_layout
+    if getattr(build, "_tracked", False):
+        return
 
     def tracked(*args, **kwargs):
         layout, why = build(*args, **kwargs)
         if layout is not None:
+            HOST_KEEP.append(layout)
             HOST_PTRS.update(t.untyped_storage().data_ptr() for t in layout)
         return layout, why
 
+    tracked._tracked = True
     fix.host_layout = tracked
 
 
