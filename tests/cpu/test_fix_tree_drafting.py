@@ -8,6 +8,7 @@ complete launch (every later ``__post_init__`` handler) is checked to end in the
 """
 
 import logging
+import os
 
 import pytest
 from conftest import LINE, requires_sglang, where_patched
@@ -58,9 +59,13 @@ def launch(models, monkeypatch, caplog):
     fraction) would be those of no GPU; H100_MIB gives those of an H100 launch. None of them is read by
     the routing. No CUDA availability / device-capability probe is reached on these paths (explicit
     attention backend and page size, dense Llama target), and the routing itself reads no hardware
-    state. SGLANG_ENABLE_SPEC_V2 is removed so its default (True) applies.
+    state. SGLANG_ENABLE_SPEC_V2 is removed so its default (True) applies. A real ServerArgs sets environment
+    variables of its own (``__post_init__``); they are undone after the test, so later tests do not depend on the
+    order pytest runs them in.
     """
     import sglang.srt.server_args as sa
+
+    saved = dict(os.environ)
 
     monkeypatch.setattr(sa, "get_device_memory_capacity", lambda device=None: H100_MIB)
     monkeypatch.delenv("SGLANG_ENABLE_SPEC_V2", raising=False)
@@ -83,7 +88,9 @@ def launch(models, monkeypatch, caplog):
             done = e
         return seen["pre"], done
 
-    return run
+    yield run
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 def call(fn, pre, caplog):
