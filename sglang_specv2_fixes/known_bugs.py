@@ -685,6 +685,89 @@ BUGS: Tuple[Bug, ...] = (
         affected=since("0.5.11"), fixed_in=None, answer=NOT_BACKPORTED,
         reason="HiCache eviction / locking, outside the spec-v2 code this plugin patches; no upstream fix identified",
         verified="report only: the cause is not located in the code, so no release is ruled out"),
+    # ------------------------------------------------------------------------ survey of 2026-11-27: sampling, outputs
+    Bug(
+        id="spec-penalties-per-step", title="spec v2 feeds the penalizers one token per verify step, not per token",
+        refs=("#33643",), found="survey 2026-11-27 (session 27)",
+        symptom="min_tokens counts verify steps, so EOS / stop tokens stay masked for about (mean accept length) x "
+        "min_tokens tokens; frequency_penalty acts at about 1 / (mean accept length) of its strength; presence / "
+        "repetition penalties see only the last token of each accepted run (a repetition loop whose period matches "
+        "the run length is never penalised)",
+        affected=since("0.5.11"), fixed_in=None, answer=NOT_BACKPORTED,
+        reason="open upstream (#33643 is an open PR; #22049 called the per-step accumulation 'relaxed'). Planned, not "
+        "built: feeding every committed token still lags one verify step under overlap (the host knows the tokens of "
+        "step N-1 only after step N is launched), and equality with decoding without speculation also needs "
+        "per-position penalties inside the verify (draft tokens before each position), so a fix belongs in the "
+        "verify's sampling with a GPU row (greedy with penalties against the target served alone, overlap off)",
+        verified="read in every release: the spec-v2 prepare_for_decode (eagle_info_v2.py up to 0.5.14, "
+        "eagle_utils.eagle_prepare_for_decode from 0.5.15) feeds `req.output_ids[-1]` per request once per step "
+        "(inline up to 0.5.13.post1, ScheduleBatch.cumulate_penalty_output_tokens from 0.5.14), and "
+        "BatchedMinNewTokensPenalizer._cumulate_output_tokens adds 1 per call; a CPU run of the real "
+        "BatchedPenalizerOrchestrator on 0.5.11, 0.5.17 and 0.5.23 (3 steps of 3 tokens, min_new_tokens 6): counter 3, "
+        "EOS still -inf, frequency penalty 3.0 for a token seen 9 times",
+        evidence=(Evidence(_SPEC, r"# This is a relaxed version of penalties for speculative decoding\.\n\s+"
+                                  r"if batch\.sampling_info\.penalizer_orchestrator\.is_required:", fixed=False),
+                  Evidence("sglang/srt/sampling/penaltylib/min_new_tokens.py", r"self\.len_output_tokens \+= 1$",
+                           fixed=False))),
+    Bug(
+        id="spec-custom-logit-processor", title="custom logit processors never run in the spec-v2 verify",
+        refs=("#21724", "#26330", "#27769"), found="survey 2026-11-27 (session 27)",
+        symptom="with --enable-custom-logit-processor a request's processor (thinking budget, disallowed tokens, "
+        "no-repeat n-gram) shapes only the first token, sampled after the prefill; every verified token ignores it, "
+        "with no warning",
+        affected=since("0.5.11"), fixed_in=None, answer=NOT_BACKPORTED,
+        reason="open upstream (#21724; PRs #27290 / #28373 closed, #27769 open). Not built: the processors index "
+        "rows per request, so the verify needs the params expanded per draft row, and under overlap a processor that "
+        "reads `__req__.output_ids` sees them one step old and without the draft prefix; spec v1 applied them "
+        "(eagle_info.py, up to 0.5.13.post1) with the mask repeated per row, which has the first problem",
+        verified="grep `apply_custom_logit_processor` in the spec-v2 verify sampling: absent from eagle_info_v2.py "
+        "(EagleVerifyInputV2Mixin.sample) and eagle_utils.py (eagle_sample) in every release; present in spec v1's "
+        "eagle_info.py (0.5.11 … 0.5.13.post1) and in dflash",
+        evidence=(Evidence("sglang/srt/speculative/eagle_info_v2.py", r"apply_custom_logit_processor", fixed=True),
+                  Evidence("sglang/srt/speculative/eagle_utils.py", r"apply_custom_logit_processor", fixed=True))),
+    Bug(
+        id="spec-verify-min-p", title="min_p is not applied in the EAGLE / MTP verify",
+        refs=("#10617",), found="survey 2026-11-27 (session 27)",
+        symptom="sampled requests (temperature > 0) with min_p, set by the client or by the model's "
+        "generation_config, get no min_p filtering on any verified token",
+        affected=since("0.5.11"), fixed_in=None, answer=NOT_BACKPORTED,
+        reason="open upstream (#10617); not spec-v2 only (spec v1 has the same gap), but from 0.5.14 every EAGLE / "
+        "MTP request takes this path. Not built: the masking is small (probabilities under min_p x the row's maximum "
+        "set to zero and renormalised before tree_speculative_sampling_target_only), but its GPU row needs a sampled "
+        "distribution test, which no row here has yet",
+        verified="read the non-greedy branch of the verify sampling in every release: top_k_renorm_prob and "
+        "top_p_renorm_prob only; `min_p` appears in eagle_utils.py only from 0.5.20, in "
+        "_can_use_sparse_uno_tree_target_sampling (`not sampling_info.need_min_p_sampling`), which reads no min_ps",
+        evidence=(Evidence("sglang/srt/speculative/eagle_info_v2.py", r"sampling_info\.min_ps", fixed=True),
+                  Evidence("sglang/srt/speculative/eagle_utils.py", r"sampling_info\.min_ps", fixed=True))),
+    Bug(
+        id="spec-return-hidden-states", title="return_hidden_states takes one verify row per step, some of another "
+        "request",
+        refs=("#26163", "#28496"), found="survey 2026-11-27 (session 27)",
+        symptom="--enable-return-hidden-states with spec v2: one hidden-state row per verify step instead of one per "
+        "output token, taken at row i of the [bs x draft tokens] verify output, so with more than one request "
+        "running some rows belong to another request; the list is not trimmed at the stop / length",
+        affected=span("0.5.11", "0.5.13.post1"), fixed_in="0.5.14", answer=NOT_BACKPORTED,
+        reason="upstream from 0.5.14 (#28496: the accepted rows `[i * stride, i * stride + accept_len)` and the "
+        "stream trimmed to finished_len). Not built yet: the decode result processing it would patch is already "
+        "patched on these releases (live-accept-metrics, multi-token-finish), and a GPU row needs a hidden-state "
+        "oracle (the target's own hidden states served without speculation)",
+        verified="regex `start : start \+ accept_len` under sglang/srt/managers/ (the per-request slice of the "
+        "verify's hidden states): absent up to 0.5.13.post1 (scheduler_output_processor_mixin.py / "
+        "batch_result_processor.py append `logits_output.hidden_states[i]`), present from 0.5.14",
+        evidence=(Evidence("sglang/srt/managers/**/*.py", r"start : start \+ accept_len", fixed=True),)),
+    Bug(
+        id="spec-seeded-verify-coins", title="deterministic inference: the verify's rejection coins are not seeded",
+        refs=("#30822", "#33395"), found="survey 2026-11-27 (session 27)",
+        symptom="--enable-deterministic-inference with temperature > 0 and a sampling seed: speculative outputs "
+        "still change between runs (the verify draws torch.rand coins); without that flag nothing changes",
+        affected=span("0.5.11", "0.5.16"), fixed_in="0.5.17", answer=NOT_BACKPORTED,
+        reason="upstream from 0.5.17 (#30822: murmur_hash32 coins keyed by seed, sequence length and column); the "
+        "draft side's unseeded proposals under rejection sampling are still open (#33395). Not built: it matters only "
+        "with deterministic inference, and its row would need reproducibility across changing batches",
+        verified="grep `def _seeded_verify_coins` under sglang/srt/speculative/: absent up to 0.5.16, present from "
+        "0.5.17",
+        evidence=(Evidence(_SPEC, r"def _seeded_verify_coins\(", fixed=True),)),
     # ------------------------------------------------------------------------ survey: checked, fixed before 0.5.11
     Bug(
         id="spec-v2-logprobs", title="spec v2 returns no logprobs",
