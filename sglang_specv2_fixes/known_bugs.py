@@ -698,7 +698,8 @@ BUGS: Tuple[Bug, ...] = (
         "built: feeding every committed token still lags one verify step under overlap (the host knows the tokens of "
         "step N-1 only after step N is launched), and equality with decoding without speculation also needs "
         "per-position penalties inside the verify (draft tokens before each position), so a fix belongs in the "
-        "verify's sampling with a GPU row (greedy with penalties against the target served alone, overlap off)",
+        "verify's sampling with a GPU row (greedy with penalties against the target served alone, overlap off); "
+        "docs/design/spec-penalties.md has both designs",
         verified="read in every release: the spec-v2 prepare_for_decode (eagle_info_v2.py up to 0.5.14, "
         "eagle_utils.eagle_prepare_for_decode from 0.5.15) feeds `req.output_ids[-1]` per request once per step "
         "(inline up to 0.5.13.post1, ScheduleBatch.cumulate_penalty_output_tokens from 0.5.14), and "
