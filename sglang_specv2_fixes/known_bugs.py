@@ -93,6 +93,14 @@ _TABLE = "release table: the patch file's `before` fingerprints match the stock 
          "each note's checked function elsewhere (tests/cpu/test_source_only_releases.py, test_fingerprints.py)"
 _SB = "sglang/srt/managers/schedule_batch.py"
 _SPEC = "sglang/srt/speculative/*.py"
+# the spec-v2 verify's sampling: EagleVerifyInputV2Mixin.sample (eagle_info_v2.py, up to 0.5.13.post1), eagle_sample
+# (eagle_utils.py, from 0.5.14)
+_VERIFY_SAMPLING = ("sglang/srt/speculative/eagle_info_v2.py", "sglang/srt/speculative/eagle_utils.py")
+
+
+def _fixed_in_verify_sampling(pattern: str) -> Tuple[Evidence, ...]:
+    """Evidence that a release has the fix where ``pattern`` appears in either file of the verify's sampling."""
+    return tuple(Evidence(f, pattern, fixed=True) for f in _VERIFY_SAMPLING)
 
 
 def _fix_record(name, refs, symptom, affected, fixed_in, reason, extra=""):
@@ -724,8 +732,7 @@ BUGS: Tuple[Bug, ...] = (
         verified="grep `apply_custom_logit_processor` in the spec-v2 verify sampling: absent from eagle_info_v2.py "
         "(EagleVerifyInputV2Mixin.sample) and eagle_utils.py (eagle_sample) in every release; present in spec v1's "
         "eagle_info.py (0.5.11 … 0.5.13.post1) and in dflash",
-        evidence=(Evidence("sglang/srt/speculative/eagle_info_v2.py", r"apply_custom_logit_processor", fixed=True),
-                  Evidence("sglang/srt/speculative/eagle_utils.py", r"apply_custom_logit_processor", fixed=True))),
+        evidence=_fixed_in_verify_sampling(r"apply_custom_logit_processor")),
     Bug(
         id="spec-verify-min-p", title="min_p is not applied in the EAGLE / MTP verify",
         refs=("#10617",), found="survey 2026-11-27 (session 27)",
@@ -739,8 +746,7 @@ BUGS: Tuple[Bug, ...] = (
         verified="read the non-greedy branch of the verify sampling in every release: top_k_renorm_prob and "
         "top_p_renorm_prob only; `min_p` appears in eagle_utils.py only from 0.5.20, in "
         "_can_use_sparse_uno_tree_target_sampling (`not sampling_info.need_min_p_sampling`), which reads no min_ps",
-        evidence=(Evidence("sglang/srt/speculative/eagle_info_v2.py", r"sampling_info\.min_ps", fixed=True),
-                  Evidence("sglang/srt/speculative/eagle_utils.py", r"sampling_info\.min_ps", fixed=True))),
+        evidence=_fixed_in_verify_sampling(r"sampling_info\.min_ps")),
     Bug(
         id="spec-return-hidden-states", title="return_hidden_states takes one verify row per step, some of another "
         "request",
