@@ -63,8 +63,15 @@ pytestmark = [requires_sglang, where_patched(FIX_NAME, "flashinfer's DRAFT_EXTEN
               pytest.mark.release_scoped]
 
 H, D, KVH = 2, 16, 2
-HOST_PTRS = set()  # storages of the host layouts the fix built in this process (track_host_layout)
-HOST_KEEP = []  # those layouts, kept alive: a freed storage's address can come back for a later, unrelated tensor
+# the host layouts the fix built in this process (track_host_layout), kept alive: a freed storage's address can come
+# back for a later, unrelated tensor
+HOST_LAYOUTS = []
+
+
+def host_built(t) -> bool:
+    """Whether tensor ``t`` lives in the storage of a host layout the fix built (HOST_LAYOUTS)."""
+    ptr = t.untyped_storage().data_ptr()
+    return any(ptr == h.untyped_storage().data_ptr() for layout in HOST_LAYOUTS for h in layout)
 STEPS, TREE_ND = 3, 8
 PREFIX = [5, 9]
 ACCEPT = [3, 5]  # accept_lens of the verify before this draft extend
@@ -107,7 +114,7 @@ class _PagedPrefill:
             qo_indptr=qo_indptr.tolist(), kv_indptr=kv_indptr.tolist(), kv_indices=kv_indices[: int(kv_indptr[-1])].tolist(),
             last_page_len=last_page_len.tolist(), seq_lens=None if seq_lens is None else seq_lens.tolist(),
             # qo_indptr, kv_indptr, last_page_len: a host tensor of the fix's layout, or the device path's
-            host=[t.untyped_storage().data_ptr() in HOST_PTRS for t in (qo_indptr, kv_indptr, last_page_len)]))
+            host=[host_built(t) for t in (qo_indptr, kv_indptr, last_page_len)]))
 
     def forward(self, q, kv_cache, causal=True, sm_scale=None, **kwargs):
         import torch
@@ -129,10 +136,10 @@ class _PagedPrefill:
 
 
 def track_host_layout(fix):
-    """Record the storages of every host layout ``fix.host_layout`` returns in this process (HOST_PTRS), once per
-    process however often it is called. The layouts stay alive (HOST_KEEP): the per-replay kv buffer of one scenario is
-    freed otherwise, and the allocator may hand its address to a later scenario's capture-time indptr, which would
-    then read as host-built (a CI run on 0.5.13 saw exactly that for the tree capture after the chain scenario)."""
+    """Keep every host layout ``fix.host_layout`` returns in this process (HOST_LAYOUTS), wrapping it once however
+    often this is called. Kept alive: the per-replay kv buffer of one scenario is freed otherwise, and the allocator
+    may hand its address to a later scenario's capture-time indptr, which would then read as host-built (a CI run on
+    0.5.13 saw exactly that for the tree capture after the chain scenario)."""
     build = fix.host_layout
     if getattr(build, "_tracked", False):
         return
@@ -140,8 +147,7 @@ def track_host_layout(fix):
     def tracked(*args, **kwargs):
         layout, why = build(*args, **kwargs)
         if layout is not None:
-            HOST_KEEP.append(layout)
-            HOST_PTRS.update(t.untyped_storage().data_ptr() for t in layout)
+            HOST_LAYOUTS.append(layout)
         return layout, why
 
     tracked._tracked = True
