@@ -6,7 +6,8 @@
 
 An input is a ``results.json`` or ``ARCHIVE.tar.gz:MEMBER``; all inputs have the same two sides a, b (serving.py
 ``--side``). A point is the median over pairs of b / a output tok/s; per configuration (release, TP, model shape,
-configuration) the input with most pairs wins; ``--previous`` keeps an earlier summary's points (and profiles) of
+configuration) the input with most pairs wins; ``--previous`` keeps an earlier summary's points of (configuration,
+concurrency) the runs do not have (a run of one concurrency replaces that point only), and its profiles of
 configurations the runs do not have. Two layouts (docs/bench/README.md):
 
 * NAME.{json,md,png} (default real-size-latest): points ``{release, config, concurrency, B_over_A, pairs,
@@ -149,7 +150,7 @@ class Summary:
                     self.configs[key] = (path, r, name, cfg)
         self.details = [self.detail(k, *v, row) for k, v in self.configs.items()
                         for row in plot.summarize({"meta": v[1]["meta"], "configs": {v[2]: v[3]}})]
-        self.details += self.carried({d["key"] for d in self.details})
+        self.details += self.carried({(d["key"], d["concurrency"]) for d in self.details})
         self.details.sort(key=lambda d: (self.order(d["key"]), d["concurrency"]))
         metas = [r["meta"] for _, r, _, _ in self.configs.values()] or [r["meta"] for _, r in runs]
         shapes = {}
@@ -227,8 +228,8 @@ class Summary:
         return d
 
     def carried(self, have):
-        """The previous summary's points of configurations not in ``have`` (missing ``tp``: 1; ``model``: the
-        summary's own; a file from one run lends its device and date to points without them)."""
+        """The previous summary's points whose (configuration, concurrency) is not in ``have`` (missing ``tp``: 1;
+        ``model``: the summary's own; a file from one run lends its device and date to points without them)."""
         prev, out, a, b = self.previous, [], self.a, self.b
         one_run = " + " not in str(prev.get("device"))
         for p in prev.get("points", []):
@@ -236,7 +237,7 @@ class Summary:
             config = {v: n for n, v in PARITY_CONFIG.items()}.get(p["config"], p["config"]) if self.parity else p["config"]
             key = (p["release"], *([p["baseline_release"], p["backend"]] if self.parity else []),
                    int(p.get("tp") or 1), shape_of(model), config)
-            if key in have:
+            if (key, p["concurrency"]) in have:
                 continue
             facts = {k: prev.get(k) for k in ("device", "date") if one_run}
             pt = self.point(key, p["concurrency"], p["pairs"], p[self.ratio], p.get(self.a_tok), p.get(self.b_tok),

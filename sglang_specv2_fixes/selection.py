@@ -206,14 +206,15 @@ def verify_handoff_enabled() -> bool:
     return _unless_off(ENV_VERIFY_HANDOFF)
 
 
-def flashinfer_fast_plan_enabled(tree: bool) -> bool:
+def flashinfer_fast_plan_enabled() -> bool:
     """flashinfer's spec-v2 draft-extend graph (flashinfer-draft-extend-graph, 0.5.11 - 0.5.13.post1) plans its
     replays from host-known indptrs, so flashinfer's plan copies nothing to the host (upstream 0.5.14's
-    fast_prefill_plan). Chains: on unless SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN is set to an off value (0 / false /
-    no / off), since their GPU row (test_flashinfer_draft_extend_graph_chain.py) met on 0.5.11, 0.5.12.post1 and
-    0.5.13.post1 (2026-11-27, docs/gpu-runs/2026-11-27-s26/). Trees (``tree``: topk > 1): only with the variable set
-    to an on value, until a tree row has run with it."""
-    return _flag(ENV_FLASHINFER_FAST_PLAN) if tree else _unless_off(ENV_FLASHINFER_FAST_PLAN)
+    fast_prefill_plan): on unless SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN is set to an off value (0 / false / no /
+    off). Chains since their GPU row (test_flashinfer_draft_extend_graph_chain.py) passed with it on 0.5.11,
+    0.5.12.post1 and 0.5.13.post1 (2026-11-27, docs/gpu-runs/2026-11-27-s26/; 0.5.12 / 0.5.13 2026-11-28); trees since
+    theirs did (2026-11-28, docs/gpu-runs/2026-11-28-s28/: test_tree_flashinfer_draft_extend_graph.py on the same
+    three, test_tree_flashinfer_topk4.py on 0.5.11 and 0.5.12.post1, the releases it applies to)."""
+    return _unless_off(ENV_FLASHINFER_FAST_PLAN)
 
 
 def fa3_draft_graph_enabled() -> bool:

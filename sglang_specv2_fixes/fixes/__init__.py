@@ -387,8 +387,8 @@ flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA gr
         init_cuda_graphs (flashinfer_graph_backends); SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0
         turns it off. FlashInferIndicesUpdaterPrefill.call_begin_forward plans the graph's replays
         from host-known indptrs (upstream 0.5.14's fast_prefill_plan layout, through flashinfer's
-        own plan) for chains; SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0 keeps flashinfer's own
-        plan, =1 gives trees the host layout too
+        own plan) for chains and trees; SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0 keeps
+        flashinfer's own plan
     Why: flashinfer's spec-v2 draft extend runs eagerly in these releases (one launch per layer and
         a paged_kernel_lens.sum().item() sync per step); upstream 0.5.14 captures it (#28782: ~10%
         median latency); the replay's flashinfer plan copies its indptrs to the host, a wait on the

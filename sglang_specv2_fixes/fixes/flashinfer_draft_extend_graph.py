@@ -46,27 +46,26 @@ metadata's ``prefix_lens=None`` does not give; 0.5.14 derives them). The decisio
 ``/server_info`` (``serving.draft_extend_graph``). Not backported: #28782's host-side ``extend_prefix_lens_cpu`` sum
 in the eager extend metadata (the graph path has no such ``.item()``: its plan gets ``seq_lens_sum`` from the host).
 
-**The replay's plan without a device-to-host copy (on by default for chains,
-``SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0`` keeps flashinfer's own; trees only with ``=1`` until a tree row has run
-with it).** Stock's replay would plan through flashinfer's own ``BatchPrefillWithPagedKVCacheWrapper.plan``, whose
-``qo_indptr.to("cpu")`` (and ``paged_kv_indptr`` / ``paged_kv_last_page_len``) waits for the whole GPU queue, the verify
-just launched included: measured on an H200 with py-spy, 44 % (c = 1) / 38 % (c = 32) of the scheduler thread's time, a
-flashinfer EAGLE3 chain on 0.5.11 at 0.78 - 0.82 of upstream 0.5.17's throughput with that plan. Upstream 0.5.14
-replaces the plan at replay by ``fast_prefill_plan``, which calls flashinfer's ``_cached_module.plan`` itself with a
-host-known layout (``num_tokens_per_req`` rows per request, kv lengths from ``seq_lens_cpu``). The plugin gives these
-releases the same layout through flashinfer's own ``plan`` instead (it depends on no argument list of flashinfer's
-compiled module): ``call_begin_forward`` hands it CPU tensors (pinned on CUDA) for ``qo_indptr`` = ``arange(bs + 1) *
-width``, ``paged_kv_indptr`` = the cumsum of the kernel lengths, ``paged_kv_last_page_len`` = ones, and those lengths as
-``seq_lens``; ``paged_kv_indices`` stays the output of the release's kv-indices kernel on the device. Read in the
-``plan`` of flashinfer 0.6.8.post1 (0.5.11), 0.6.11.post1 (0.5.12.x) and 0.6.12 (0.5.13.x), the same on this path: every
-``.to("cpu")`` / ``.cpu()`` of a CPU tensor is the tensor itself, ``.item()`` / ``max`` read host tensors, the graph's
-buffers are filled by ``copy_(..., non_blocking=True)`` (host to device from pinned memory; the kv indices device to
-device), ``_compute_page_mask_indptr`` / ``segment_packbits`` run only with a custom mask (the draft extend's
-``generate_attn_arg_prefill`` returns none: a causal plan), ``seq_lens`` only fills ``_kv_lens_buffer`` from the host
-(its ``_seq_lens_kv`` / ``_seq_lens_q`` are read by the cudnn backend only; SGLang builds these wrappers on fa2, which
-the plan requires) and the compiled module's ``plan`` reads the host arrays and copies its plan info from pinned memory.
-The kv lengths must be the device ``seq_lens`` the kv-indices kernel reads: a wrong ``kv_indptr`` is silent corruption,
-so nothing is guessed:
+**The replay's plan without a device-to-host copy (on by default for chains and trees,
+``SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0`` keeps flashinfer's own).** Stock's replay would plan through flashinfer's
+own ``BatchPrefillWithPagedKVCacheWrapper.plan``, whose ``qo_indptr.to("cpu")`` (and ``paged_kv_indptr`` /
+``paged_kv_last_page_len``) waits for the whole GPU queue, the verify just launched included: measured on an H200 with
+py-spy, 44 % (c = 1) / 38 % (c = 32) of the scheduler thread's time, a flashinfer EAGLE3 chain on 0.5.11 at 0.78 - 0.82
+of upstream 0.5.17's throughput with that plan. Upstream 0.5.14 replaces the plan at replay by ``fast_prefill_plan``,
+which calls flashinfer's ``_cached_module.plan`` itself with a host-known layout (``num_tokens_per_req`` rows per
+request, kv lengths from ``seq_lens_cpu``). The plugin gives these releases the same layout through flashinfer's own
+``plan`` instead (it depends on no argument list of flashinfer's compiled module): ``call_begin_forward`` hands it CPU
+tensors (pinned on CUDA) for ``qo_indptr`` = ``arange(bs + 1) * width``, ``paged_kv_indptr`` = the cumsum of the kernel
+lengths, ``paged_kv_last_page_len`` = ones, and those lengths as ``seq_lens``; ``paged_kv_indices`` stays the output of
+the release's kv-indices kernel on the device. Read in the ``plan`` of flashinfer 0.6.8.post1 (0.5.11), 0.6.11.post1
+(0.5.12.x) and 0.6.12 (0.5.13.x), the same on this path: every ``.to("cpu")`` / ``.cpu()`` of a CPU tensor is the tensor
+itself, ``.item()`` / ``max`` read host tensors, the graph's buffers are filled by ``copy_(..., non_blocking=True)``
+(host to device from pinned memory; the kv indices device to device), ``_compute_page_mask_indptr`` /
+``segment_packbits`` run only with a custom mask (the draft extend's ``generate_attn_arg_prefill`` returns none: a
+causal plan), ``seq_lens`` only fills ``_kv_lens_buffer`` from the host (its ``_seq_lens_kv`` / ``_seq_lens_q`` are read
+by the cudnn backend only; SGLang builds these wrappers on fa2, which the plan requires) and the compiled module's
+``plan`` reads the host arrays and copies its plan info from pinned memory. The kv lengths must be the device
+``seq_lens`` the kv-indices kernel reads: a wrong ``kv_indptr`` is silent corruption, so nothing is guessed:
 
 * per server (``plan_decision``, with the graph decision): the host mirror ``seq_lens_cpu`` must reach the draft
   extend. On 0.5.11 / 0.5.12.x ``EagleDraftInputV2Mixin.prepare_for_decode`` sets it from ``seq_lens.cpu()`` after
@@ -120,8 +119,8 @@ FIX = Fix(
         "for chains and trees by tree-drafting's init_cuda_graphs (0.5.11 / 0.5.12.x) and by 0.5.13.x's "
         "init_cuda_graphs (flashinfer_graph_backends); SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0 turns it off. "
         "FlashInferIndicesUpdaterPrefill.call_begin_forward plans the graph's replays from host-known indptrs "
-        "(upstream 0.5.14's fast_prefill_plan layout, through flashinfer's own plan) for chains; "
-        "SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0 keeps flashinfer's own plan, =1 gives trees the host layout too"
+        "(upstream 0.5.14's fast_prefill_plan layout, through flashinfer's own plan) for chains and trees; "
+        "SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0 keeps flashinfer's own plan"
     ),
     why=(
         "flashinfer's spec-v2 draft extend runs eagerly in these releases (one launch per layer and a "
@@ -139,7 +138,7 @@ FLASHINFER_MODULE = "sglang.srt.layers.attention.flashinfer_backend"
 _CAPTURE_REPLAY = ("init_forward_metadata_capture_cuda_graph", "init_forward_metadata_replay_cuda_graph")  # .. 0.5.12.x
 _OUT_GRAPH = ("_prepare_cuda_graph_metadata", "init_forward_metadata_out_graph")  # 0.5.13 on
 GRAPH_WIDTH = "_specv2_draft_extend_graph_width"  # on the backend whose graph flashinfer_graph_backends lets capture
-# the sync-free plan (chains by default, trees with SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1): the function that
+# the sync-free plan (the default; SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0 turns it off): the function that
 # hands flashinfer's plan the host layout, the mark on a backend whose draft-extend graph replays with it
 # (plan_decision), and the attribute of one replay's fixed-width spec info holding that layout (replay_spec_info;
 # call_begin_forward reads it by this name)
@@ -289,13 +288,13 @@ def fast_plan_reason(worker, backend):
 def plan_decision(worker, backend) -> str:
     """The plan part of a captured flashinfer draft-extend graph's decision (flashinfer_graph_backends, and
     tree-drafting's rule for 0.5.11 / 0.5.12.x trees): "" where the switch leaves this graph flashinfer's own plan
-    (``selection.flashinfer_fast_plan_enabled``: chains unless SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0, trees only
-    with =1; the decision reads as before), else ", sync-free plan (host-known indptrs)" (the backend is marked:
+    (``selection.flashinfer_fast_plan_enabled``: SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0; the decision reads as
+    before), else ", sync-free plan (host-known indptrs)" (the backend is marked:
     replay_spec_info builds the host layout for it) or ", flashinfer's own plan: why"."""
     from .. import selection
 
     backend.__dict__.pop(FAST_PLAN, None)
-    if not selection.flashinfer_fast_plan_enabled(tree=(worker.server_args.speculative_eagle_topk or 1) > 1):
+    if not selection.flashinfer_fast_plan_enabled():
         return ""
     reason = fast_plan_reason(worker, backend)
     if reason is not None:

@@ -26,10 +26,10 @@ runner does), then the graph body's attention (``forward_extend``: writes the 8 
 * a chain's draft extend (4 = steps + 1 rows per request, accept lengths 2 and 4): the same as the tree's at its
   width.
 
-The opt-in sync-free plan (SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1; the fix's patched ``call_begin_forward`` of
-``FlashInferIndicesUpdaterPrefill`` runs in every patched scenario, the backend marked as ``plan_decision`` marks it).
-The wrapper stand-in records whether each indptr its plan got is one of the host tensors the fix built
-(``host_layout``, tracked by storage) or what the release's device path computed:
+The sync-free plan (the default; SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0 turns it off; the fix's patched
+``call_begin_forward`` of ``FlashInferIndicesUpdaterPrefill`` runs in every patched scenario, the backend marked as
+``plan_decision`` marks it). The wrapper stand-in records whether each indptr its plan got is one of the host tensors
+the fix built (``host_layout``, tracked by storage) or what the release's device path computed:
 
 * fast: the replay's plan gets host ``qo_indptr`` = arange * 8, ``paged_kv_indptr`` = cumsum of the lengths,
   ``paged_kv_last_page_len`` = ones and those lengths as ``seq_lens``; the capture's plan is stock; the kv indices

@@ -26,11 +26,11 @@ attention (the real ``RadixAttention`` through ``forward_extend``), and the mode
   backend): stock's "Invalid mode";
 * a sliding-window model (two flashinfer wrappers): this release's ``update_sliding_window`` cannot plan
   ``prefix_lens=None`` (TypeError) - why the rule keeps such a model's draft extend eager;
-* the opt-in sync-free plan (SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1: the backend marked as ``plan_decision``
-  marks it; the fix's ``FlashInferIndicesUpdaterPrefill.call_begin_forward`` runs in every patched scenario), chain
-  and tree: the replay's plan gets the fix's host tensors (the stand-in tracks them by storage) with ``qo_indptr`` =
-  arange * width, ``paged_kv_indptr`` = cumsum of the lengths, ones, and the lengths as ``seq_lens``, while the kv
-  indices stay the device kernel's and every row is right; the capture plans as stock;
+* the sync-free plan (the default; SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0 turns it off: the backend marked as
+  ``plan_decision`` marks it; the fix's ``FlashInferIndicesUpdaterPrefill.call_begin_forward`` runs in every patched
+  scenario), chain and tree: the replay's plan gets the fix's host tensors (the stand-in tracks them by storage) with
+  ``qo_indptr`` = arange * width, ``paged_kv_indptr`` = cumsum of the lengths, ones, and the lengths as ``seq_lens``,
+  while the kv indices stay the device kernel's and every row is right; the capture plans as stock;
 * the same with a draft extend that has no host mirror (``seq_lens_cpu`` and ``seq_lens_sum`` None, this release's
   GPU-only path): the real runner still hands the metadata its own host buffer (here its fill values), which is not
   this replay's lengths; the plan refuses it (its sum is not the replay's) and plans as stock, rows right.
@@ -483,16 +483,16 @@ _NO_MIRROR = (", flashinfer's own plan: the backend does not ask the scheduler f
               "(needs_cpu_seq_lens False)")
 
 
-@pytest.mark.parametrize("fast_env,kw,chain_suffix,tree_suffix", [
-    (None, {}, _SYNC_FREE, ""),  # the default: chains sync-free, trees flashinfer's own plan (as before)
-    (None, {"needs_cpu_seq_lens": False}, _NO_MIRROR, ""),
-    ("0", {}, "", ""),
-    ("1", {}, _SYNC_FREE, _SYNC_FREE),
-    ("1", {"plan": False}, _NO_PLAN, _NO_PLAN),
-    ("1", {"needs_cpu_seq_lens": False}, _NO_MIRROR, _NO_MIRROR),
+@pytest.mark.parametrize("fast_env,kw,suffix", [
+    (None, {}, _SYNC_FREE),  # the default for chains and trees
+    (None, {"needs_cpu_seq_lens": False}, _NO_MIRROR),
+    ("0", {}, ""),  # flashinfer's own plan; the decision reads as before the switch existed
+    ("1", {}, _SYNC_FREE),
+    ("1", {"plan": False}, _NO_PLAN),
+    ("1", {"needs_cpu_seq_lens": False}, _NO_MIRROR),
 ])
-def test_plugin_fast_plan_decision(monkeypatch, fast_env, kw, chain_suffix, tree_suffix):
-    """SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN (chains unless 0, trees only with 1): where it applies, the captured
+def test_plugin_fast_plan_decision(monkeypatch, fast_env, kw, suffix):
+    """SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN (on unless 0), chain and tree alike: where it applies, the captured
     graph's decision says which plan its replays take and the backend is marked for the host layout only where it is
     sync-free; this release's scheduler publishes seq_lens_cpu for a backend that needs it
     (FutureMap.needs_cpu_seq_lens), which flashinfer does unless it says otherwise."""
@@ -501,7 +501,7 @@ def test_plugin_fast_plan_decision(monkeypatch, fast_env, kw, chain_suffix, tree
     monkeypatch.delenv(selection.ENV_FLASHINFER_GRAPH, raising=False)
     _env(monkeypatch, selection.ENV_FLASHINFER_FAST_PLAN, fast_env)
     _metadata(monkeypatch, True, plan=kw.get("plan", True))
-    for width, suffix in ((CHAIN, chain_suffix), (TREE, tree_suffix)):
+    for width in (CHAIN, TREE):
         backend = _fi_backend()
         if "needs_cpu_seq_lens" in kw:
             backend.needs_cpu_seq_lens = kw["needs_cpu_seq_lens"]

@@ -302,9 +302,8 @@ def test_plugin_flashinfer_chain_graph_decision(monkeypatch, fi_env, tree_env, m
 def test_plugin_flashinfer_fast_plan_decision(monkeypatch, width, fast_env):
     """SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN: the captured graph's decision (a tree's through tree-drafting's rule, a
     chain's through flashinfer_graph_backends) names the sync-free plan and the backend is marked for replay_spec_info
-    for a chain unless the switch is 0, for a tree only with 1; otherwise neither (the decision reads as before)."""
-    tree = width > STEPS + 1
-    sync_free = fast_env == "1" or (fast_env is None and not tree)
+    unless the switch is 0; with 0 neither (the decision reads as before)."""
+    sync_free = fast_env != "0"
     suffix = ", sync-free plan (host-known indptrs)" if sync_free else ""
     if not patched_here("flashinfer-draft-extend-graph"):
         pytest.skip("flashinfer-draft-extend-graph is not patched on this release")

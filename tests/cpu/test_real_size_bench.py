@@ -614,14 +614,17 @@ def test_report_tp_points_mixed_shapes_and_previous_summary(tmp_path):
     md = open(tmp_path / "c" / "real-size-latest.md").read()
     assert "| 0.5.12.post1 | 1 | tree-topk8 | 32 | 3 | 3394.2 | 3601.8 | **1.084** | - |" in md
     assert "kept from the previous summary" in md
-    # a new TP 1 run of a (release, config) replaces the previous summary's points of it
+    # a new TP 1 run of a (release, config) at c = 1 replaces the previous summary's point there and keeps c = 8 / 32
     new1 = synthetic("0.5.11", {"tree-topk4": _points(1, 3, s, p1)})
     json.dump(new1, open(tmp_path / "new1.json", "w"))
     real_size_report.main(["--out-dir", str(tmp_path / "d"), "--previous", latest, str(tmp_path / "new1.json")])
     summary = json.load(open(tmp_path / "d" / "real-size-latest.json"))
     t4 = [p for p in summary["points"] if p["release"] == "0.5.11" and p["config"] == "tree-topk4"]
-    assert [(p["concurrency"], p["plugin_over_stock"]) for p in t4] == [(1, 1.2)]
-    assert len(summary["points"]) == len(prev["points"]) - 3 + 1
+    kept = [(p["concurrency"], p["plugin_over_stock"]) for p in prev["points"]
+            if p["release"] == "0.5.11" and p["config"] == "tree-topk4" and p["concurrency"] != 1]
+    assert [c for c, _ in kept] == [8, 32]
+    assert [(p["concurrency"], p["plugin_over_stock"]) for p in t4] == [(1, 1.2)] + kept
+    assert len(summary["points"]) == len(prev["points"])
     with pytest.raises(SystemExit, match="acc_len"):
         json.dump(synthetic("0.5.11", {"tree-topk4": _points(1, 3, s, p1)}, acc=2.0, tp=2), open(tmp_path / "a2.json", "w"))
         real_size_report.main(["--out-dir", str(tmp_path / "x"), "--previous", latest, str(tmp_path / "a2.json")])
@@ -717,7 +720,7 @@ def test_parity_backend_is_the_servers_own():
 def test_parity_report_of_upstream_pairings(tmp_path):
     """``--parity``: plugin / upstream per (release, baseline, backend, config, TP, concurrency), the median over
     pairs; the issue's schema; chosen without --parity when every input has those sides; a side that did not start
-    gives no point; --previous keeps other points; each point
+    gives no point; --previous keeps the points of other (configuration, concurrency) pairs; each point
     names its run's device and date (a previous file from one run lends its own); a stock / plugin run is refused."""
     sys.path.insert(0, BENCH)
     try:
@@ -735,7 +738,12 @@ def test_parity_report_of_upstream_pairings(tmp_path):
     prev = {"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-20 10:00 UTC", "commit": "0ld", "acc_len": 3.0,
             "model": {"hidden_size": 4096, "num_hidden_layers": 32},
             "points": [{"release": "0.5.12.post1", "baseline_release": "0.5.17", "backend": "flashinfer",
-                        "config": "chain", "concurrency": 32, "plugin_over_upstream": 0.99, "pairs": 3, "tp": 1}]}
+                        "config": "chain", "concurrency": 32, "plugin_over_upstream": 0.99, "pairs": 3, "tp": 1},
+                       # the runs measure this configuration at c = 1 only: c = 1 is replaced, c = 32 kept
+                       {"release": "0.5.11", "baseline_release": "0.5.17", "backend": "triton", "config": "chain",
+                        "concurrency": 1, "plugin_over_upstream": 0.5, "pairs": 2, "tp": 2},
+                       {"release": "0.5.11", "baseline_release": "0.5.17", "backend": "triton", "config": "chain",
+                        "concurrency": 32, "plugin_over_upstream": 0.98, "pairs": 3, "tp": 2}]}
     json.dump(prev, open(tmp_path / "prev.json", "w"))
     # no --parity: every input has the upstream / plugin sides, so the parity summary is chosen by itself
     assert real_size_report.main(["--out-dir", str(tmp_path / "out"), "--previous", str(tmp_path / "prev.json"),
@@ -744,8 +752,9 @@ def test_parity_report_of_upstream_pairings(tmp_path):
     s = json.load(open(tmp_path / "out" / "upstream-parity.json"))
     assert set(s) == SCHEMA_TOP and s["acc_len"] == 3.0 and s["commit"] == "abc123def456 + 0ld"
     pts = {(p["release"], p["backend"], p["config"], p["tp"], p["concurrency"]): p for p in s["points"]}
-    assert list(pts) == [("0.5.11", "triton", "chain", 2, 1), ("0.5.11", "triton", "tree-topk4", 2, 8),
-                         ("0.5.12.post1", "flashinfer", "chain", 1, 32)]
+    assert list(pts) == [("0.5.11", "triton", "chain", 2, 1), ("0.5.11", "triton", "chain", 2, 32),
+                         ("0.5.11", "triton", "tree-topk4", 2, 8), ("0.5.12.post1", "flashinfer", "chain", 1, 32)]
+    assert pts[("0.5.11", "triton", "chain", 2, 32)]["plugin_over_upstream"] == 0.98  # kept beside the run's c = 1
     chain = pts[("0.5.11", "triton", "chain", 2, 1)]
     assert {"release", "baseline_release", "backend", "config", "concurrency", "plugin_over_upstream", "pairs"} <= set(chain)
     assert chain["baseline_release"] == "0.5.17" and chain["pairs"] == 3

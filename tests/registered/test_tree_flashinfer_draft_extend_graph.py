@@ -11,11 +11,12 @@ was captured at tree width. Stock: on 0.5.11 / 0.5.12.x spec v1 for explicit top
 
 Two servers, one class each:
 
-* ``TestTreeFlashinferDraftExtendGraph``: the graph with flashinfer's own plan at replay (the trees' default).
-* ``TestTreeFlashinferDraftExtendGraphSyncFreePlan``: the same with SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=1, each
-  replay planned from host-known indptrs (the chains' default since session 26; opt-in for trees until this class has
-  met): the decision must name that plan and every replay of the load must be counted sync-free
-  (``serving.draft_extend_plans``). Not run on a GPU yet."""
+* ``TestTreeFlashinferDraftExtendGraph``: the default, each replay planned from host-known indptrs (0.5.14's
+  fast_prefill_plan layout): the decision must name that plan and every replay of the load must be counted sync-free
+  (``serving.draft_extend_plans``). It passed with the plan opt-in (the class set =1) on 0.5.11, 0.5.12.post1 and
+  0.5.13.post1 (2026-11-28, docs/gpu-runs/2026-11-28-s28/), the plan is the trees' default since.
+* ``TestTreeFlashinferDraftExtendGraphFlashinferPlan``: the same graph with flashinfer's own plan at replay
+  (SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0; the trees' default until session 28)."""
 
 import unittest
 
@@ -25,16 +26,19 @@ from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import TreeRow
 from sglang.test.test_utils import CustomTestCase
 
-# two servers (flashinfer's own plan, the sync-free plan) in one file: one class alone was estimated at 240 s
+# two servers (the sync-free plan, flashinfer's own plan) in one file: one class alone was estimated at 240 s
 register_specv2_ci(est_time=480, suite="specv2-gpu", releases="fix:flashinfer-draft-extend-graph",
                    bug_in="fix:flashinfer-draft-extend-graph")
 
 
-class TestTreeFlashinferDraftExtendGraph(TreeRow, CustomTestCase):
+class FlashinferTreeRow(TreeRow):
+    """One server of the row, mixed in before CustomTestCase: ``ENV`` added to the server's environment, ``PLAN`` the
+    replay plan's part of the graph decision the plugin must report (none with FAST_PLAN=0)."""
+
     STEPS, TOPK, TOKENS, MIN_ACCEPT = 3, 8, 16, 1.5
     BACKEND_ARGS = ("--attention-backend", "flashinfer")
     ENV = {ENV_FLASHINFER_GRAPH: "1"}
-    PLAN = ""  # the replay plan's part of the decision
+    PLAN = ""
 
     def test_6_flashinfer_draft_extend_graph_at_tree_width(self):
         serving = specv2_state(server_info())["serving"]
@@ -43,14 +47,17 @@ class TestTreeFlashinferDraftExtendGraph(TreeRow, CustomTestCase):
                          f"cuda graph (flashinfer), {self.TOKENS} tokens per request{self.PLAN}")
 
 
-class TestTreeFlashinferDraftExtendGraphSyncFreePlan(TestTreeFlashinferDraftExtendGraph):
-    ENV = {ENV_FLASHINFER_GRAPH: "1", ENV_FLASHINFER_FAST_PLAN: "1"}
+class TestTreeFlashinferDraftExtendGraph(FlashinferTreeRow, CustomTestCase):
     PLAN = ", sync-free plan (host-known indptrs)"
 
     def test_7_every_replay_planned_sync_free(self):
         """The replays of the checks above: greedy, logprobs, 32 concurrent with padded batches, the abort, forced
         retraction."""
         self.check_replays_planned_sync_free()
+
+
+class TestTreeFlashinferDraftExtendGraphFlashinferPlan(FlashinferTreeRow, CustomTestCase):
+    ENV = {ENV_FLASHINFER_GRAPH: "1", ENV_FLASHINFER_FAST_PLAN: "0"}
 
 
 if __name__ == "__main__":
