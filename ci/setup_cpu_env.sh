@@ -27,6 +27,21 @@ export PIP_NO_CACHE_DIR=${PIP_NO_CACHE_DIR:-1}
 # the table's queries need only the package's source (no sglang, no deps)
 table() { PYTHONPATH="$ROOT" "$VENV/bin/python" -m sglang_specv2_fixes.releases "$@"; }
 
+# The CI machine's disk is shared and was once nearly full (stop 44: 346 MB free, every install failed at +27 s).
+# Before installing, wait (SPECV2_DISK_WAIT_S, default 900 s; progress each minute) until the space this run still
+# needs is free; a failed install is retried once after the same wait.
+avail_kb() { df -Pk "$(dirname "$VENV")" | awk 'NR == 2 {print $4}'; }
+wait_for_disk() {  # KB why: returns at once if KB are free, else polls until they are or the wait runs out
+  local need=$1 why=$2 waited=0 limit=${SPECV2_DISK_WAIT_S:-900}
+  while [ "$(avail_kb)" -lt "$need" ]; do
+    if [ "$waited" -ge "$limit" ]; then
+      step "disk: $(disk), $((need / 1048576)) GiB wanted for $why; waited ${waited} s, going on anyway"
+      return 0
+    fi
+    [ $((waited % 60)) -ne 0 ] || step "disk: $(disk), $((need / 1048576)) GiB wanted for $why; waiting (${waited} of ${limit} s)"
+    sleep 10; waited=$((waited + 10))
+  done
+}
 step "disk: $(disk) (a fresh setup needs about 10 GiB at its peak, 8.5 after)"
 if [ ! -x "$VENV/bin/python" ]; then
   step "creating venv $VENV"
@@ -55,7 +70,10 @@ install_overlay() {  # version specs...: into a temp folder, moved into place wh
   local v=$1; shift
   local dst="$VENV/releases/$v" log="$VENV/logs/overlay-$v.log"
   rm -rf "$dst" "$dst.part"
-  if "$VPY" -m pip install --no-deps --no-compile --disable-pip-version-check --target "$dst.part" "$@" >"$log" 2>&1; then
+  if "$VPY" -m pip install --no-deps --no-compile --disable-pip-version-check --target "$dst.part" "$@" >"$log" 2>&1 \
+     || { grep -q 'No space left on device' "$log" && rm -rf "$dst.part" \
+          && wait_for_disk $((2 * 1048576)) "overlay $v (retry after: no space left on device)" \
+          && "$VPY" -m pip install --no-deps --no-compile --disable-pip-version-check --target "$dst.part" "$@" >"$log" 2>&1; }; then
     rm -rf "$dst.part/bin"
     printf '%s\n' "$*" >"$dst.part/.ready"
     mv "$dst.part" "$dst"
@@ -85,6 +103,15 @@ for d in "$VENV"/releases/*; do
   if [ -z "${SPECS[$v]+x}" ]; then step "removing $d (not in the release table)"; rm -rf "$d"; fi
 done
 if [ -d "$VENV/src" ]; then step "removing $VENV/src (old source-only trees: every release has an overlay now)"; rm -rf "$VENV/src"; fi
+# the space this run still needs: torch's CUDA build and its libraries (~6 GiB, with pip's unpacking), and each
+# missing overlay (~0.5 GiB with its temporary copy; dedupe_overlays.py later gives back ~1.8 GiB of the overlays')
+need_kb=0
+"$VPY" -c "import torch, torchvision" 2>/dev/null || need_kb=$((6 * 1048576))
+for v in "${WANT[@]}"; do
+  # shellcheck disable=SC2086
+  overlay_ready "$v" ${SPECS[$v]} || need_kb=$((need_kb + 524288))
+done
+[ "$need_kb" -eq 0 ] || wait_for_disk "$need_kb" "the installs below"
 # one background pool installs the overlays, $JOBS at a time, while the venv's own deps install below
 (
   rc=0
@@ -108,6 +135,9 @@ POOL=$!
 if ! "$VPY" -c "import torch, torchvision" 2>/dev/null; then
   step "installing torch 2.14.1 + torchvision 0.29.1 (CPU use; SGLang imports torchvision at import time)"
   "$VPY" -m pip install -q --disable-pip-version-check torch==2.14.1 torchvision==0.29.1 \
+    || { step "torch install failed (disk: $(disk)); once more after waiting for disk"
+         wait_for_disk $((6 * 1048576)) "torch (retry)"
+         "$VPY" -m pip install -q --disable-pip-version-check torch==2.14.1 torchvision==0.29.1; } \
     || { step "torch install failed (disk: $(disk))"; exit 1; }
 fi
 if [ ! -f "$VENV/.deps-ok" ] || ! cmp -s "$HERE/cpu-deps.txt" "$VENV/.deps-ok"; then
