@@ -697,23 +697,39 @@ BUGS: Tuple[Bug, ...] = (
     Bug(
         id="spec-penalties-per-step", title="spec v2 feeds the penalizers one token per verify step, not per token",
         refs=("#33643",), found="survey 2026-11-27 (session 27)",
-        symptom="min_tokens counts verify steps, so EOS / stop tokens stay masked for about (mean accept length) x "
-        "min_tokens tokens; frequency_penalty acts at about 1 / (mean accept length) of its strength; presence / "
-        "repetition penalties see only the last token of each accepted run (a repetition loop whose period matches "
-        "the run length is never penalised)",
+        symptom="frequency_penalty acts at about 1 / (mean accept length) of its strength; presence / repetition "
+        "penalties see only the last token of each accepted run (a repetition loop whose period matches the run "
+        "length is never penalised); every draft position of a step gets the same bias (min_tokens, fed the same "
+        "way: spec-min-tokens-per-step)",
         affected=since("0.5.11"), fixed_in=None, answer=NOT_BACKPORTED,
         reason="open upstream (#33643 is an open PR; #22049 called the per-step accumulation 'relaxed'). Planned, not "
         "built: feeding every committed token still lags one verify step under overlap (the host knows the tokens of "
         "step N-1 only after step N is launched), and equality with decoding without speculation also needs "
         "per-position penalties inside the verify (draft tokens before each position), so a fix belongs in the "
         "verify's sampling with a GPU row (greedy with penalties against the target served alone, overlap off); "
-        "docs/design/spec-penalties.md has both designs",
+        "docs/design/spec-penalties.md has both designs. min_tokens has its fix: min-tokens-per-position",
         verified="read in every release: the spec-v2 prepare_for_decode (eagle_info_v2.py up to 0.5.14, "
         "eagle_utils.eagle_prepare_for_decode from 0.5.15) feeds `req.output_ids[-1]` per request once per step "
-        "(inline up to 0.5.13.post1, ScheduleBatch.cumulate_penalty_output_tokens from 0.5.14), and "
-        "BatchedMinNewTokensPenalizer._cumulate_output_tokens adds 1 per call; a CPU run of the real "
-        "BatchedPenalizerOrchestrator on 0.5.11, 0.5.17 and 0.5.23 (3 steps of 3 tokens, min_new_tokens 6): counter 3, "
-        "EOS still -inf, frequency penalty 3.0 for a token seen 9 times",
+        "(inline up to 0.5.13.post1, ScheduleBatch.cumulate_penalty_output_tokens from 0.5.14); a CPU run of the real "
+        "BatchedPenalizerOrchestrator on 0.5.11, 0.5.17 and 0.5.23 (3 steps of 3 tokens): frequency penalty 3.0 for a "
+        "token seen 9 times",
+        evidence=(Evidence(_SPEC, r"# This is a relaxed version of penalties for speculative decoding\.\n\s+"
+                                  r"if batch\.sampling_info\.penalizer_orchestrator\.is_required:", fixed=False),)),
+    Bug(
+        id="spec-min-tokens-per-step", title="spec v2 counts min_tokens in verify steps, not tokens",
+        refs=("#33643",), found="survey 2026-11-27 (session 27); split from spec-penalties-per-step 2026-11-28",
+        symptom="min_tokens holds EOS and the stop tokens back for about (mean accept length) x min_tokens tokens, "
+        "every draft position of a step alike: the output is longer than asked and differs from the target served "
+        "without speculation",
+        affected=since("0.5.11"), fixed_in=None, answer="min-tokens-per-position",
+        reason="open upstream (#33643). Patched on every release: the verify masks the stop tokens per draft position "
+        "from the device's position ids (exact, overlap included), the spec-v2 feed hands it each request's gate and "
+        "holds the step counter at min_new_tokens. Opt-in (SGLANG_SPECV2_FIXES_MIN_TOKENS_PER_POSITION=1) until its "
+        "GPU row (tests/registered/test_min_tokens_per_position.py) has run; CPU-proven on the 16 releases' real "
+        "penalizers, feed and verify sampling (tests/cpu/test_fix_min_tokens_per_position.py)",
+        verified="read in every release: the spec-v2 feed calls the orchestrator once per verify step, and "
+        "BatchedMinNewTokensPenalizer._cumulate_output_tokens adds 1 per call; a CPU run of the real orchestrator on "
+        "0.5.11, 0.5.17 and 0.5.23 (3 steps of 3 tokens, min_new_tokens 6): counter 3, EOS still -inf",
         evidence=(Evidence(_SPEC, r"# This is a relaxed version of penalties for speculative decoding\.\n\s+"
                                   r"if batch\.sampling_info\.penalizer_orchestrator\.is_required:", fixed=False),
                   Evidence("sglang/srt/sampling/penaltylib/min_new_tokens.py", r"self\.len_output_tokens \+= 1$",
@@ -976,8 +992,13 @@ def readme_claim() -> str:
     """The README's sentence about known bugs (tests/cpu/test_known_bugs.py checks the README carries it)."""
     c = counts()
     first, last = ORDER[0], ORDER[-1]
+    from .fixes import ALL_FIXES
+
+    opt_in = {f.name for f in ALL_FIXES if f.opt_in}
+    n_opt = sum(1 for b in BUGS if outcome(b) == "fixed here" and b.answer in opt_in)
     text = (f"Known upstream spec-v2 bugs: {len(BUGS)} ([docs/known-bugs.md](docs/known-bugs.md), with the releases "
-            f"each one affects): {c['fixed here']} fixed by this plugin on every release they affect, {c['absent']} "
+            f"each one affects): {c['fixed here']} fixed by this plugin on every release they affect"
+            + (f" ({n_opt} opt-in until run on a GPU)" if n_opt else "") + f", {c['absent']} "
             f"in none of {first} … {last} (fixed upstream earlier, or never there), {c['not backported']} not "
             f"backported, each with its reason.")
     return textwrap.fill(text, 120, break_on_hyphens=False, break_long_words=False)

@@ -98,6 +98,7 @@ def _derive(base: str, changes: Dict[str, Union[Entry, str]]) -> Dict[str, Entry
 # Each code line after the first lists only what differs from the line before it (_derive).
 _FIXES = {}
 _FIXES["0.5.11"] = {
+    "min-tokens-per-position": patch("0.5.11"),  # opt-in (SGLANG_SPECV2_FIXES_MIN_TOKENS_PER_POSITION=1)
     "multi-token-finish": patch("0.5.11"),
     "draft-decode-positions": patch("0.5.11"),
     "grammar-result-order": patch("0.5.11"),
@@ -165,6 +166,7 @@ _FIXES["0.5.11"] = {
     ),
 }
 _FIXES["0.5.12"] = _derive("0.5.11", {
+    "min-tokens-per-position": patch("0.5.12"),
     "fa3-draft-extend-graph": patch("0.5.12"),
     "draft-decode-positions": note(
         UPSTREAM,
@@ -200,6 +202,7 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
     "verify-handoff": patch("0.5.12"),
 })
 _FIXES["0.5.13"] = _derive("0.5.12", {
+    "min-tokens-per-position": patch("0.5.13"),
     "verify-handoff": note(
         UPSTREAM,
         "#25879: no host wait on verify_done (ScheduleBatch.maybe_wait_verify_done is gone); the next batch's seq_lens "
@@ -289,6 +292,7 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     "draft-graph-eager-registry": patch("0.5.13"),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
+    "min-tokens-per-position": patch("0.5.14"),
     "verify-handoff": "03bc17e32f9094ff",  # FutureMap.resolve_seq_lens_cpu
     "fa3-draft-extend-graph": patch("0.5.14"),
     "flashinfer-draft-extend-graph": note(
@@ -349,6 +353,7 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
     ),
 })
 _FIXES["0.5.15"] = _derive("0.5.14", {
+    "min-tokens-per-position": patch("0.5.15"),
     "verify-handoff": "42648b6d836794f3",
     "fa3-draft-extend-graph": patch("0.5.15"),
     "flashinfer-draft-extend-graph": "317261c6a2b3da53",
@@ -380,6 +385,7 @@ _FIXES["0.5.15"] = _derive("0.5.14", {
     "draft-graph-eager-registry": "010ca4008d11518f",  # EagerRunner.load_batch
 })
 _FIXES["0.5.16"] = _derive("0.5.15", {
+    "min-tokens-per-position": patch("0.5.16"),
     "verify-handoff": "0bc94a38081f5f9b",
     "draft-decode-positions": "c40e353048697ee2",
     "grammar-result-order": patch("0.5.16"),
@@ -420,6 +426,7 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
     "draft-extend-read-done-order": patch("0.5.16"),
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
+    "min-tokens-per-position": patch("0.5.17"),
     "fa3-draft-extend-graph": patch("0.5.17"),
     "multi-token-finish": patch("0.5.17"),
     "draft-decode-positions": "e2c44d33d10a95e8",
@@ -451,6 +458,7 @@ _FIXES["0.5.17"] = _derive("0.5.16", {
     "draft-extend-read-done-order": patch("0.5.17"),
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
+    "min-tokens-per-position": patch("0.5.18"),
     "fa3-draft-extend-graph": patch("0.5.18"),
     "multi-token-finish": patch("0.5.18"),
     "draft-decode-positions": "c09f81690f3fea54",
@@ -468,6 +476,7 @@ _FIXES["0.5.18"] = _derive("0.5.17", {
     "draft-extend-read-done-order": patch("0.5.18"),  # the read-done attribute is shared_read_done_event from here
 })
 _FIXES["0.5.19"] = _derive("0.5.18", {
+    "min-tokens-per-position": patch("0.5.19"),
     "fa3-draft-extend-graph": patch("0.5.19"),
     "draft-decode-positions": "ca3661c7f59d4063",
     "grammar-result-order": patch("0.5.19"),
@@ -483,6 +492,7 @@ _FIXES["0.5.19"] = _derive("0.5.18", {
     "triton-verify-mask-size": "d2e280ca5a1bad8c",
 })
 _FIXES["0.5.20"] = _derive("0.5.19", {
+    "min-tokens-per-position": patch("0.5.20"),
     "fa3-draft-extend-graph": patch("0.5.20"),
     "grammar-result-order": patch("0.5.20"),
     "draft-extend-kv-range": "5899519d5b353719",
@@ -498,6 +508,7 @@ _FIXES["0.5.20"] = _derive("0.5.19", {
     "draft-extend-read-done-order": patch("0.5.20"),
 })
 _FIXES["0.5.21"] = _derive("0.5.20", {
+    "min-tokens-per-position": patch("0.5.21"),
     "draft-decode-positions": "1db04a9b1887b395",
     "grammar-result-order": patch("0.5.21"),
     "routed-experts-draft-guard": patch("0.5.21"),
@@ -508,6 +519,7 @@ _FIXES["0.5.21"] = _derive("0.5.20", {
     "draft-extend-read-done-order": patch("0.5.21"),
 })
 _FIXES["0.5.22"] = _derive("0.5.21", {
+    "min-tokens-per-position": patch("0.5.22"),
     "fa3-draft-extend-graph": patch("0.5.22"),
     "draft-decode-positions": "ec3e3bb28dda5c70",
     "grammar-result-order": patch("0.5.22"),
@@ -544,6 +556,7 @@ _FIXES["0.5.22"] = _derive("0.5.21", {
     ),
 })
 _FIXES["0.5.23"] = _derive("0.5.22", {
+    "min-tokens-per-position": patch("0.5.23"),
     "verify-handoff": "8d9a4a2634685aaa",
     "fa3-draft-extend-graph": note(
         UPSTREAM,

@@ -450,6 +450,34 @@ draft-graph-eager-registry  [beyond upstream]  the draft CUDA graph's eager inpu
     - upstream (0.5.14 … 0.5.23)
     Removal: delete when 0.5.13.post1 leaves the supported releases (upstream from 0.5.14 by the
         EagerRunner redesign: one fixed-size registry, never replaced)
+
+min-tokens-per-position  [beyond upstream (#33643, #22049)]  min_tokens counted per draft position, not per verify step
+    (opt-in until run on a GPU)
+    What: the spec-v2 decode feed (EagleDraftInputV2Mixin.prepare_for_decode up to 0.5.14,
+        eagle_utils.eagle_prepare_for_decode from 0.5.15) hands the verify each request's last
+        masked position (min_new_tokens + prompt length - 1) and holds the per-step counter at
+        min_new_tokens; SamplingBatchInfo.copy_for_forward carries that gate to the forward; the
+        verify's sampling (EagleVerifyInputV2Mixin.sample / eagle_sample) masks the stop tokens at
+        the draft positions whose position id is below it. Off unless
+        SGLANG_SPECV2_FIXES_MIN_TOKENS_PER_POSITION=1 until it has run on a GPU
+    Why: spec v2 counts min_tokens in verify steps: EOS and the stop tokens stay masked for about
+        (mean accept length) x min_tokens tokens, every draft position of a step alike, so the
+        output is longer than asked and differs from the target served without speculation
+    - applied: patches/min-tokens-per-position/0.5.11.patch (0.5.11)
+    - applied: patches/min-tokens-per-position/0.5.12.patch (0.5.12 … 0.5.12.post1)
+    - applied: patches/min-tokens-per-position/0.5.13.patch (0.5.13 … 0.5.13.post1)
+    - applied: patches/min-tokens-per-position/0.5.14.patch (0.5.14)
+    - applied: patches/min-tokens-per-position/0.5.15.patch (0.5.15 … 0.5.15.post1)
+    - applied: patches/min-tokens-per-position/0.5.16.patch (0.5.16)
+    - applied: patches/min-tokens-per-position/0.5.17.patch (0.5.17)
+    - applied: patches/min-tokens-per-position/0.5.18.patch (0.5.18)
+    - applied: patches/min-tokens-per-position/0.5.19.patch (0.5.19)
+    - applied: patches/min-tokens-per-position/0.5.20.patch (0.5.20)
+    - applied: patches/min-tokens-per-position/0.5.21.patch (0.5.21)
+    - applied: patches/min-tokens-per-position/0.5.22.patch (0.5.22)
+    - applied: patches/min-tokens-per-position/0.5.23.patch (0.5.23)
+    Removal: delete when upstream checks min_new_tokens per draft position in the spec-v2 verify
+        (open: #33643)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -472,6 +500,7 @@ from . import (
     inkling_draft_extend_track_guard,
     live_accept_metrics,
     mamba_track_freed_rows,
+    min_tokens_per_position,
     multi_layer_grammar_mask,
     multi_layer_draft,
     multi_token_finish,
@@ -494,5 +523,5 @@ ALL_FIXES = [m.FIX for m in (
     radix_overshoot, reasoning_tokens_through_stop, multi_layer_grammar_mask, multi_layer_draft,
     tbo_verify_seq_lens, mamba_track_freed_rows, inkling_draft_extend_track_guard, triton_verify_mask_size,
     overlap_war_barrier, fa3_draft_extend_graph, flashinfer_draft_extend_graph, verify_handoff,
-    draft_extend_read_done_order, draft_graph_eager_registry,
+    draft_extend_read_done_order, draft_graph_eager_registry, min_tokens_per_position,
 )]

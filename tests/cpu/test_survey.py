@@ -50,7 +50,8 @@ def test_survey_as_new_writes_the_0_5_23_line_the_table_has(tmp_path):
     """Read as if the table lacked 0.5.23: the draft derives it from 0.5.22 with exactly the table's entries, except
     the fixes whose 0.5.23 entry no known fingerprint gives: reasoning-tokens-through-stop
     (_GenerationStreamAccumulator.accept changed) and multi-layer-draft (MultiLayerEagleDraftWorker.
-    _draft_extend_for_decode changed), each with a patch file of 0.5.23's own, and fa3-draft-extend-graph
+    _draft_extend_for_decode changed) and min-tokens-per-position (eagle_prepare_for_decode and eagle_sample
+    changed), each with a patch file of 0.5.23's own, and fa3-draft-extend-graph
     (EagleDraftWorker._capture_cuda_graphs changed: upstream's fix, a note): a TODO each, the entry left to the
     maintainer."""
     r = survey.survey(survey.Tree.open(release_root("0.5.23")), as_new=True)
@@ -60,7 +61,8 @@ def test_survey_as_new_writes_the_0_5_23_line_the_table_has(tmp_path):
     assert eval_release(r_line) == releases.RELEASES["0.5.23"]
     assert derive[0] == '_FIXES["0.5.23"] = _derive("0.5.22", {'
     got, want = eval_derive(derive), dict(releases.LINES["0.5.23"].fixes)
-    for fix in ("reasoning-tokens-through-stop", "multi-layer-draft", "fa3-draft-extend-graph"):
+    for fix in ("reasoning-tokens-through-stop", "multi-layer-draft", "fa3-draft-extend-graph",
+                "min-tokens-per-position"):
         assert any(ln.startswith(f"    # {fix}: TODO no known fingerprint") for ln in derive), (fix, derive)
         assert got.pop(fix) == releases.LINES["0.5.22"].fixes[fix]
         entry = want.pop(fix)

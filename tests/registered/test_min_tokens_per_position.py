@@ -1,0 +1,115 @@
+"""``min_tokens`` with multi-token accepts equals decoding without speculation (min-tokens-per-position, beyond
+upstream, opt-in: ``SGLANG_SPECV2_FIXES_MIN_TOKENS_PER_POSITION=1`` on both sides until this row has met).
+
+The tiny target's greedy output is a known walk with no token twice in 64 (``finish_line.walk``), so the cases are
+built before any server starts: per prompt a stop token ``w[k]`` at several offsets ``k`` and ``min_tokens`` at, just
+below and well below ``k`` (the oracle stops at index ``k``), just above and well above it (the oracle masks ``w[k]``
+there and goes on by the target's second choice), with and without streaming, plus controls without ``min_tokens``.
+The oracle is the same target served without speculation: text, output ids, finish reason and completion tokens must
+be equal for every case, on an EAGLE3 chain and a tree.
+
+Stock counts ``min_tokens`` in verify steps (about k / accept length at index k) and masks every draft position of a
+step alike: a stop token at index k >= min_tokens is still masked, the request runs on (to ``max_new_tokens`` when
+the walk never meets the token again). Expected: stock fails test 2 on every release (open upstream, #33643); the
+plugin passes."""
+
+import concurrent.futures
+import random
+import unittest
+
+from sglang_specv2_fixes.selection import ENV_MIN_TOKENS
+from sglang_specv2_fixes.testing import finish_line
+from sglang_specv2_fixes.testing.client import send
+from sglang_specv2_fixes.testing.config import prompts
+from sglang_specv2_fixes.testing.reference import prefetch_responses, reference_responses
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
+from sglang.test.test_utils import CustomTestCase
+
+register_specv2_ci(est_time=300, suite="specv2-gpu", releases="gpu&fix:min-tokens-per-position",
+                   bug_in="gpu&fix:min-tokens-per-position")
+
+PROMPTS = prompts(10, seed=47)
+
+
+def cases(seed=11):
+    """(label, /generate body, the oracle's known stop index or None) per case."""
+    rng = random.Random(seed)
+    out = []
+    for i, p in enumerate(PROMPTS):
+        w = finish_line.walk(p)
+        for j, k in enumerate(sorted(rng.sample(range(3, 41), 4))):
+            stream = (i + j) % 3 == 0
+            for label, m in (("at", k), ("just below", k - 1), ("well below", max(1, k // 2)),
+                             ("just above", k + 1), ("well above", k + 6)):
+                body = {"input_ids": p, "stream": stream,
+                        "sampling_params": dict(temperature=0, max_new_tokens=finish_line.OUTPUT_LEN,
+                                                ignore_eos=False, stop_token_ids=[w[k]], min_new_tokens=m)}
+                out.append((f"p{i} k{k} min_tokens {label} ({m}){', streamed' if stream else ''}", body,
+                            k if m <= k else None))
+            out.append((f"p{i} k{k} no min_tokens", {"input_ids": p, "sampling_params": dict(
+                temperature=0, max_new_tokens=finish_line.OUTPUT_LEN, ignore_eos=False, stop_token_ids=[w[k]])}, k))
+    return out
+
+
+CASES = cases()
+BODIES = [body for _, body, _ in CASES]
+
+
+class _MinTokens:
+    SPEC = (3, 1, 4)  # speculative steps, topk, draft tokens
+
+    @classmethod
+    def setUpClass(cls):
+        prefetch_responses(BODIES, keep=finish_line.received)
+        cls.process = launch(eagle3_args(*cls.SPEC), env={ENV_MIN_TOKENS: "1"})
+
+    @classmethod
+    def tearDownClass(cls):
+        stop(cls.process)
+
+    def test_1_the_oracle_stops_where_predicted(self):
+        """The premise: where min_tokens <= k the target alone stops at the walk's index k (the stop token is
+        allowed there), and where it is above k it does not stop at k."""
+        want = reference_responses(BODIES, keep=finish_line.received)
+        self.assertEqual(len(want), len(CASES))
+        self.assertGreaterEqual(len(CASES), 200)
+        stops_at_k = 0
+        for (label, body, k), w in zip(CASES, want):
+            walk = finish_line.walk(body["input_ids"])
+            if k is not None:
+                self.assertEqual(w["finish_reason"]["type"], "stop", label)
+                self.assertEqual(w["completion_tokens"], k + 1, label)
+                stops_at_k += 1
+            else:  # min_tokens above k: the walk until k, then another token, and no stop before min_tokens
+                k, m = k_of(body), body["sampling_params"]["min_new_tokens"]
+                self.assertEqual(w["output_ids"][:k], walk[:k], label)
+                self.assertNotEqual(w["output_ids"][k], walk[k], label)
+                self.assertGreater(w["completion_tokens"], m, label)
+        self.assertGreater(stops_at_k, len(CASES) // 2)
+
+    def test_2_every_case_equals_non_speculative(self):
+        want = reference_responses(BODIES, keep=finish_line.received)
+        with concurrent.futures.ThreadPoolExecutor(16) as ex:
+            got = list(ex.map(send, BODIES))
+        bad = [f"{CASES[i][0]}: {'; '.join(d)}" for i, g in enumerate(got)
+               for d in [finish_line.differences(g, want[i])] if d]
+        self.assertEqual(len(got), len(CASES))
+        self.assertFalse(bad, f"{len(bad)} of {len(got)} cases differ from the non-speculative server:\n"
+                         + "\n".join(bad[:25]))
+
+
+def k_of(body):
+    return finish_line.walk(body["input_ids"]).index(body["sampling_params"]["stop_token_ids"][0])
+
+
+class TestMinTokensChain(_MinTokens, CustomTestCase):
+    SPEC = (3, 1, 4)
+
+
+class TestMinTokensTree(_MinTokens, CustomTestCase):
+    SPEC = (3, 4, 8)
+
+
+if __name__ == "__main__":
+    unittest.main()
