@@ -79,6 +79,26 @@ def cases(prompts: List[List[int]], seed: int = 0) -> List[Tuple[str, dict]]:
     return out
 
 
+def min_tokens_cases(prompts: List[List[int]], seed: int = 0) -> List[Tuple[str, dict, object]]:
+    """(label, /generate body, the index the oracle stops at or None) per case of the min_tokens row: per prompt a stop
+    token ``w[k]`` (first seen at ``k``: the walk has no token twice) at four offsets, ``min_tokens`` at, just below and
+    well below ``k`` (the oracle stops at ``k``), just above and well above it (it cannot stop at ``k``), every third
+    offset streamed, and a control without ``min_tokens``."""
+    rng = random.Random(seed)
+    out = []
+    for i, p in enumerate(prompts):
+        w = walk(p)
+        for j, k in enumerate(sorted(rng.sample(range(3, 41), 4))):
+            stream = (i + j) % 3 == 0
+            for label, m in (("at", k), ("just below", k - 1), ("well below", max(1, k // 2)),
+                             ("just above", k + 1), ("well above", k + 6)):
+                out.append((f"p{i} k{k} min_tokens {label} ({m}){', streamed' if stream else ''}",
+                            _body(p, OUTPUT_LEN, stream=stream, stop_token_ids=[w[k]], min_new_tokens=m),
+                            k if m <= k else None))
+            out.append((f"p{i} k{k} no min_tokens", _body(p, OUTPUT_LEN, stop_token_ids=[w[k]]), k))
+    return out
+
+
 def received(response) -> Dict[str, object]:
     """What the client received: text, output ids, finish reason and completion tokens of a /generate answer (a
     streamed answer: its chunks, of which the last one counts, checked by ``stream_problems``)."""
@@ -103,3 +123,17 @@ def differences(got, want: Dict[str, object]) -> List[str]:
     answer), and any text a stream took back."""
     g = received(got)
     return [f"{f}: {g[f]!r} != oracle {want[f]!r}" for f in FIELDS if g[f] != want[f]] + stream_problems(got)
+
+
+def differing(labelled, want, workers: int = 16) -> Tuple[int, List[str]]:
+    """Send each ``(label, body)`` of ``labelled`` to the server under test (``workers`` at once) and compare its answer
+    with the oracle's (``want``: ``received`` of the target-only answers, in the same order): (answers received,
+    ``"label: differences"`` for each answer that differs)."""
+    import concurrent.futures
+
+    from .client import send
+
+    with concurrent.futures.ThreadPoolExecutor(workers) as ex:
+        got = list(ex.map(lambda lb: send(lb[1]), labelled))
+    return len(got), [f"{label}: {'; '.join(d)}" for (label, _), g, w in zip(labelled, got, want)
+                      for d in [differences(g, w)] if d]

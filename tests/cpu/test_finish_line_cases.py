@@ -58,3 +58,36 @@ def test_differences_name_each_field_and_text_taken_back():
     stream = [{"text": "t1 t2 t3", "meta_info": {}}, dict(same)]  # a chunk streamed the stop string, then trimmed
     assert finish_line.differences(stream, want) == [
         "chunk 0 text 't1 t2 t3' is not a prefix of the final text 't1 t2'"]
+
+
+MIN_TOKENS_PROMPTS = prompts(10, seed=47)  # as tests/registered/test_min_tokens_per_position.py
+
+
+def test_the_min_tokens_cases_put_each_stop_token_where_the_row_expects_it():
+    """The min_tokens row's premise on the CPU: each stop token first appears at the case's offset k in the walk (no
+    token twice in it), min_tokens <= k exactly where the oracle is expected to stop at k, and enough of both kinds."""
+    cases = finish_line.min_tokens_cases(MIN_TOKENS_PROMPTS, seed=11)
+    assert len(cases) >= 200
+    stops = 0
+    for label, body, k in cases:
+        w = finish_line.walk(body["input_ids"])
+        assert len(set(w)) == len(w), label
+        at = w.index(body["sampling_params"]["stop_token_ids"][0])
+        m = body["sampling_params"].get("min_new_tokens", 0)
+        assert (k == at) if m <= at else (k is None), label
+        stops += k is not None
+    assert len(cases) // 2 < stops < len(cases)
+    assert any(body.get("stream") for _, body, _ in cases)
+
+
+def test_differing_sends_each_case_and_names_what_differs(monkeypatch):
+    from sglang_specv2_fixes.testing import client
+
+    want = dict(text="t1", output_ids=[1], finish_reason={"type": "stop"}, completion_tokens=1)
+    answers = {1: {"text": "t1", "output_ids": [1], "meta_info": {"finish_reason": {"type": "stop"},
+                                                                   "completion_tokens": 1}},
+               2: {"text": "t1 t2", "output_ids": [1, 2], "meta_info": {"finish_reason": {"type": "stop"},
+                                                                         "completion_tokens": 2}}}
+    monkeypatch.setattr(client, "send", lambda body: answers[body["id"]])
+    n, bad = finish_line.differing([("same", {"id": 1}), ("longer", {"id": 2})], [want, want])
+    assert n == 2 and len(bad) == 1 and bad[0].startswith("longer: text: 't1 t2' != oracle 't1'")

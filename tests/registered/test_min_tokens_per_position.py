@@ -13,13 +13,10 @@ step alike: a stop token at index k >= min_tokens is still masked, the request r
 the walk never meets the token again). Expected: stock fails test 2 on every release (open upstream, #33643); the
 plugin passes."""
 
-import concurrent.futures
-import random
 import unittest
 
 from sglang_specv2_fixes.selection import ENV_MIN_TOKENS
 from sglang_specv2_fixes.testing import finish_line
-from sglang_specv2_fixes.testing.client import send
 from sglang_specv2_fixes.testing.config import prompts
 from sglang_specv2_fixes.testing.reference import prefetch_responses, reference_responses
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
@@ -29,30 +26,8 @@ from sglang.test.test_utils import CustomTestCase
 register_specv2_ci(est_time=300, suite="specv2-gpu", releases="gpu&fix:min-tokens-per-position",
                    bug_in="gpu&fix:min-tokens-per-position")
 
-PROMPTS = prompts(10, seed=47)
-
-
-def cases(seed=11):
-    """(label, /generate body, the oracle's known stop index or None) per case."""
-    rng = random.Random(seed)
-    out = []
-    for i, p in enumerate(PROMPTS):
-        w = finish_line.walk(p)
-        for j, k in enumerate(sorted(rng.sample(range(3, 41), 4))):
-            stream = (i + j) % 3 == 0
-            for label, m in (("at", k), ("just below", k - 1), ("well below", max(1, k // 2)),
-                             ("just above", k + 1), ("well above", k + 6)):
-                body = {"input_ids": p, "stream": stream,
-                        "sampling_params": dict(temperature=0, max_new_tokens=finish_line.OUTPUT_LEN,
-                                                ignore_eos=False, stop_token_ids=[w[k]], min_new_tokens=m)}
-                out.append((f"p{i} k{k} min_tokens {label} ({m}){', streamed' if stream else ''}", body,
-                            k if m <= k else None))
-            out.append((f"p{i} k{k} no min_tokens", {"input_ids": p, "sampling_params": dict(
-                temperature=0, max_new_tokens=finish_line.OUTPUT_LEN, ignore_eos=False, stop_token_ids=[w[k]])}, k))
-    return out
-
-
-CASES = cases()
+PROMPTS = prompts(10, seed=47)  # as tests/cpu/test_finish_line_cases.py
+CASES = finish_line.min_tokens_cases(PROMPTS, seed=11)
 BODIES = [body for _, body, _ in CASES]
 
 
@@ -90,12 +65,9 @@ class _MinTokens:
 
     def test_2_every_case_equals_non_speculative(self):
         want = reference_responses(BODIES, keep=finish_line.received)
-        with concurrent.futures.ThreadPoolExecutor(16) as ex:
-            got = list(ex.map(send, BODIES))
-        bad = [f"{CASES[i][0]}: {'; '.join(d)}" for i, g in enumerate(got)
-               for d in [finish_line.differences(g, want[i])] if d]
-        self.assertEqual(len(got), len(CASES))
-        self.assertFalse(bad, f"{len(bad)} of {len(got)} cases differ from the non-speculative server:\n"
+        n, bad = finish_line.differing([(label, body) for label, body, _ in CASES], want)
+        self.assertEqual(n, len(CASES))
+        self.assertFalse(bad, f"{len(bad)} of {n} cases differ from the non-speculative server:\n"
                          + "\n".join(bad[:25]))
 
 
