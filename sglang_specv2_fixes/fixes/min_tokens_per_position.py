@@ -108,15 +108,18 @@ def carry(source, copy):
     return copy
 
 
-def gate_stop_tokens(sampling_info, positions, logits, draft_token_num) -> None:
-    """In the verify's sampling: mask the stop tokens at each draft position whose position id is below the request's
-    gate (``logits``: ``[bs * draft_token_num, vocab]``, in place). No gate (no request with min_tokens, or no feed
-    before this forward): nothing."""
+def gate_stop_tokens(sampling_info, verify_input, logits) -> None:
+    """In the verify's sampling: mask the stop tokens at each draft position whose position id
+    (``verify_input.positions``) is below the request's gate (``logits``: ``[bs * draft_token_num, vocab]``, in place).
+    No gate (no request with min_tokens, or no feed before this forward): nothing, not even a read of the verify
+    input."""
     gate = sampling_info.__dict__.get(_GATE)
     if gate is None:
         return
     import torch
 
+    positions = getattr(verify_input, "positions", None)
+    draft_token_num = getattr(verify_input, "draft_token_num", 0)
     last, stop_penalties = gate
     bs = last.shape[0]
     rows = bs * draft_token_num

@@ -273,7 +273,7 @@ def test_gate_tree_positions():
     positions = torch.tensor([9, 10, 10, 11, 11, 12])  # root, two children, two grandchildren, one at depth 3
     logits = torch.zeros(6, V)
     logits[:, EOS] = 1.0
-    min_tokens_per_position.gate_stop_tokens(info, positions, logits, 6)
+    min_tokens_per_position.gate_stop_tokens(info, types_ns(positions=positions, draft_token_num=6), logits)
     assert logits.argmax(-1).tolist() == [0, 0, 0, EOS, EOS, EOS]
 
 
@@ -281,8 +281,21 @@ def test_gate_shape_mismatch_leaves_logits():
     info = types_ns()
     info.__dict__["specv2_min_tokens"] = (torch.tensor([100, 100]), torch.zeros(2, V))
     logits = torch.zeros(3, V)
-    min_tokens_per_position.gate_stop_tokens(info, torch.arange(3), logits, 2)
+    min_tokens_per_position.gate_stop_tokens(info, types_ns(positions=torch.arange(3), draft_token_num=2), logits)
     assert not torch.isinf(logits).any()
+    min_tokens_per_position.gate_stop_tokens(info, types_ns(), logits)  # a verify input without positions
+    assert not torch.isinf(logits).any()
+
+
+def test_no_gate_reads_nothing_of_the_verify_input():
+    """Without a gate (no request with min_tokens) the verify input is not touched: any spec algorithm's input passes."""
+    class Untouchable:
+        def __getattr__(self, name):
+            raise AssertionError(f"read {name}")
+
+    logits = torch.zeros(4, V)
+    min_tokens_per_position.gate_stop_tokens(types_ns(), Untouchable(), logits)
+    assert not logits.any()
 
 
 @FIXED_HERE
