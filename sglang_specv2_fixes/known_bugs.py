@@ -725,8 +725,9 @@ BUGS: Tuple[Bug, ...] = (
         reason="open upstream (#33643). Patched on every release: the verify masks the stop tokens per draft position "
         "from the device's position ids (exact, overlap included), the spec-v2 feed hands it each request's gate and "
         "holds the step counter at min_new_tokens. Opt-in (SGLANG_SPECV2_FIXES_MIN_TOKENS_PER_POSITION=1) until its "
-        "GPU row (tests/registered/test_min_tokens_per_position.py) has run; CPU-proven on the 16 releases' real "
-        "penalizers, feed and verify sampling (tests/cpu/test_fix_min_tokens_per_position.py)",
+        "GPU row (tests/registered/test_min_tokens_per_position.py) has met A/B (its plugin side's chain class passed on "
+        "0.5.11, 2026-11-28); CPU-proven on the 16 releases' real penalizers, feed and verify sampling "
+        "(tests/cpu/test_fix_min_tokens_per_position.py)",
         verified="read in every release: the spec-v2 feed calls the orchestrator once per verify step, and "
         "BatchedMinNewTokensPenalizer._cumulate_output_tokens adds 1 per call; a CPU run of the real orchestrator on "
         "0.5.11, 0.5.17 and 0.5.23 (3 steps of 3 tokens, min_new_tokens 6): counter 3, EOS still -inf",

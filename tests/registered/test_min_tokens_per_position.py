@@ -17,15 +17,17 @@ import unittest
 
 from sglang_specv2_fixes.selection import ENV_MIN_TOKENS
 from sglang_specv2_fixes.testing import finish_line
+from sglang_specv2_fixes.testing.client import server_info, specv2_state
 from sglang_specv2_fixes.testing.config import prompts
 from sglang_specv2_fixes.testing.reference import prefetch_responses, reference_responses
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
-from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
+from sglang_specv2_fixes.testing.server import AB, eagle3_args, launch, stop
 from sglang.test.test_utils import CustomTestCase
 
 register_specv2_ci(est_time=300, suite="specv2-gpu", releases="gpu&fix:min-tokens-per-position",
                    bug_in="gpu&fix:min-tokens-per-position")
 
+FIX = "min-tokens-per-position"
 PROMPTS = prompts(10, seed=47)  # as tests/cpu/test_finish_line_cases.py
 CASES = finish_line.min_tokens_cases(PROMPTS, seed=11)
 BODIES = [body for _, body, _ in CASES]
@@ -69,6 +71,17 @@ class _MinTokens:
         self.assertEqual(n, len(CASES))
         self.assertFalse(bad, f"{len(bad)} of {n} cases differ from the non-speculative server:\n"
                          + "\n".join(bad[:25]))
+
+
+    def test_3_multi_token_accepts_and_the_fix_state(self):
+        """What makes stock differ is the step count, not the acceptance: both sides accept several tokens a step;
+        the plugin side reports the fix applied (its switch set by this row), stock disabled."""
+        info = server_info()
+        accept = info["internal_states"][0].get("avg_spec_accept_length")
+        print("avg_spec_accept_length:", accept)
+        self.assertGreater(accept, 1.5)
+        state = specv2_state(info)["fixes"][FIX]["state"]
+        self.assertEqual(state, "applied" if AB in ("auto", FIX) else "disabled")
 
 
 def k_of(body):
