@@ -66,14 +66,18 @@ if [ -n "${SPECV2_RELEASES:-}" ]; then
   done
 fi
 mkdir -p "$VENV/releases" "$VENV/logs"
+pip_target() {  # folder log specs...: pip's output into log
+  local dir=$1 log=$2; shift 2
+  "$VPY" -m pip install --no-deps --no-compile --disable-pip-version-check --target "$dir" "$@" >"$log" 2>&1
+}
 install_overlay() {  # version specs...: into a temp folder, moved into place when complete
   local v=$1; shift
   local dst="$VENV/releases/$v" log="$VENV/logs/overlay-$v.log"
   rm -rf "$dst" "$dst.part"
-  if "$VPY" -m pip install --no-deps --no-compile --disable-pip-version-check --target "$dst.part" "$@" >"$log" 2>&1 \
+  if pip_target "$dst.part" "$log" "$@" \
      || { grep -q 'No space left on device' "$log" && rm -rf "$dst.part" \
           && wait_for_disk $((2 * 1048576)) "overlay $v (retry after: no space left on device)" \
-          && "$VPY" -m pip install --no-deps --no-compile --disable-pip-version-check --target "$dst.part" "$@" >"$log" 2>&1; }; then
+          && pip_target "$dst.part" "$log" "$@"; }; then
     rm -rf "$dst.part/bin"
     printf '%s\n' "$*" >"$dst.part/.ready"
     mv "$dst.part" "$dst"
@@ -106,7 +110,8 @@ if [ -d "$VENV/src" ]; then step "removing $VENV/src (old source-only trees: eve
 # the space this run still needs: torch's CUDA build and its libraries (~6 GiB, with pip's unpacking), and each
 # missing overlay (~0.5 GiB with its temporary copy; dedupe_overlays.py later gives back ~1.8 GiB of the overlays')
 need_kb=0
-"$VPY" -c "import torch, torchvision" 2>/dev/null || need_kb=$((6 * 1048576))
+have_torch=0
+"$VPY" -c "import torch, torchvision" 2>/dev/null && have_torch=1 || need_kb=$((6 * 1048576))
 for v in "${WANT[@]}"; do
   # shellcheck disable=SC2086
   overlay_ready "$v" ${SPECS[$v]} || need_kb=$((need_kb + 524288))
@@ -132,12 +137,11 @@ done
 POOL=$!
 
 # ---- the shared venv (foreground, while the overlays download)
-if ! "$VPY" -c "import torch, torchvision" 2>/dev/null; then
+if [ "$have_torch" -eq 0 ]; then
   step "installing torch 2.14.1 + torchvision 0.29.1 (CPU use; SGLang imports torchvision at import time)"
-  "$VPY" -m pip install -q --disable-pip-version-check torch==2.14.1 torchvision==0.29.1 \
-    || { step "torch install failed (disk: $(disk)); once more after waiting for disk"
-         wait_for_disk $((6 * 1048576)) "torch (retry)"
-         "$VPY" -m pip install -q --disable-pip-version-check torch==2.14.1 torchvision==0.29.1; } \
+  pip_torch() { "$VPY" -m pip install -q --disable-pip-version-check torch==2.14.1 torchvision==0.29.1; }
+  pip_torch || { step "torch install failed (disk: $(disk)); once more after waiting for disk"
+                 wait_for_disk $((6 * 1048576)) "torch (retry)"; pip_torch; } \
     || { step "torch install failed (disk: $(disk))"; exit 1; }
 fi
 if [ ! -f "$VENV/.deps-ok" ] || ! cmp -s "$HERE/cpu-deps.txt" "$VENV/.deps-ok"; then

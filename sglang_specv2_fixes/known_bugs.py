@@ -98,6 +98,11 @@ _SPEC = "sglang/srt/speculative/*.py"
 _VERIFY_SAMPLING = ("sglang/srt/speculative/eagle_info_v2.py", "sglang/srt/speculative/eagle_utils.py")
 
 
+# the spec-v2 decode feed of the penalizers, once per verify step (spec-penalties-per-step, spec-min-tokens-per-step)
+_SPEC_PENALTY_FEED = Evidence(_SPEC, r"# This is a relaxed version of penalties for speculative decoding\.\n\s+"
+                                     r"if batch\.sampling_info\.penalizer_orchestrator\.is_required:", fixed=False)
+
+
 def _fixed_in_verify_sampling(pattern: str) -> Tuple[Evidence, ...]:
     """Evidence that a release has the fix where ``pattern`` appears in either file of the verify's sampling."""
     return tuple(Evidence(f, pattern, fixed=True) for f in _VERIFY_SAMPLING)
@@ -713,8 +718,7 @@ BUGS: Tuple[Bug, ...] = (
         "(inline up to 0.5.13.post1, ScheduleBatch.cumulate_penalty_output_tokens from 0.5.14); a CPU run of the real "
         "BatchedPenalizerOrchestrator on 0.5.11, 0.5.17 and 0.5.23 (3 steps of 3 tokens): frequency penalty 3.0 for a "
         "token seen 9 times",
-        evidence=(Evidence(_SPEC, r"# This is a relaxed version of penalties for speculative decoding\.\n\s+"
-                                  r"if batch\.sampling_info\.penalizer_orchestrator\.is_required:", fixed=False),)),
+        evidence=(_SPEC_PENALTY_FEED,)),
     Bug(
         id="spec-min-tokens-per-step", title="spec v2 counts min_tokens in verify steps, not tokens",
         refs=("#33643",), found="survey 2026-11-27 (session 27); split from spec-penalties-per-step 2026-11-28",
@@ -731,8 +735,7 @@ BUGS: Tuple[Bug, ...] = (
         verified="read in every release: the spec-v2 feed calls the orchestrator once per verify step, and "
         "BatchedMinNewTokensPenalizer._cumulate_output_tokens adds 1 per call; a CPU run of the real orchestrator on "
         "0.5.11, 0.5.17 and 0.5.23 (3 steps of 3 tokens, min_new_tokens 6): counter 3, EOS still -inf",
-        evidence=(Evidence(_SPEC, r"# This is a relaxed version of penalties for speculative decoding\.\n\s+"
-                                  r"if batch\.sampling_info\.penalizer_orchestrator\.is_required:", fixed=False),
+        evidence=(_SPEC_PENALTY_FEED,
                   Evidence("sglang/srt/sampling/penaltylib/min_new_tokens.py", r"self\.len_output_tokens \+= 1$",
                            fixed=False))),
     Bug(

@@ -71,30 +71,20 @@ _GATE = "specv2_min_tokens"  # instance attribute of SamplingBatchInfo: (last ma
 _warned = []
 
 
-def _min_tokens_penalizer(orchestrator):
-    for penalizer in getattr(orchestrator, "penalizers", {}).values():
-        if type(penalizer).__name__ == "BatchedMinNewTokensPenalizer":
-            return penalizer
-    return None
-
-
 def after_feed(batch) -> None:
     """At the spec-v2 decode feed, after the release's own ``cumulate``: the gate for this step's verify, and the
     per-step counter held at ``min_new_tokens`` (its mask would otherwise cover every draft position of the step)."""
+    import torch
+    from sglang.srt.sampling.penaltylib import BatchedMinNewTokensPenalizer
+
     info = batch.sampling_info
-    penalizer = _min_tokens_penalizer(info.penalizer_orchestrator)
+    penalizer = info.penalizer_orchestrator.penalizers.get(BatchedMinNewTokensPenalizer)
     if penalizer is None or not penalizer.is_prepared():
         info.__dict__.pop(_GATE, None)
         return
-    import torch
-
-    last = torch.tensor([r.sampling_params.min_new_tokens + len(r.origin_input_ids) - 1 for r in batch.reqs],
-                        dtype=torch.int64)
     device = penalizer.min_new_tokens.device
-    if device.type == "cuda":
-        last = last.pin_memory().to(device, non_blocking=True)
-    else:
-        last = last.to(device)
+    last = torch.tensor([r.sampling_params.min_new_tokens + len(r.origin_input_ids) - 1 for r in batch.reqs],
+                        dtype=torch.int64, pin_memory=device.type == "cuda").to(device, non_blocking=True)
     penalizer.len_output_tokens.copy_(penalizer.min_new_tokens)
     info.__dict__[_GATE] = (last, penalizer.stop_token_penalties)
 

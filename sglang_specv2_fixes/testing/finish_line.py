@@ -79,11 +79,11 @@ def cases(prompts: List[List[int]], seed: int = 0) -> List[Tuple[str, dict]]:
     return out
 
 
-def min_tokens_cases(prompts: List[List[int]], seed: int = 0) -> List[Tuple[str, dict, object]]:
-    """(label, /generate body, the index the oracle stops at or None) per case of the min_tokens row: per prompt a stop
-    token ``w[k]`` (first seen at ``k``: the walk has no token twice) at four offsets, ``min_tokens`` at, just below and
-    well below ``k`` (the oracle stops at ``k``), just above and well above it (it cannot stop at ``k``), every third
-    offset streamed, and a control without ``min_tokens``."""
+def min_tokens_cases(prompts: List[List[int]], seed: int = 0) -> List[Tuple[str, dict, int]]:
+    """(label, /generate body, k) per case of the min_tokens row: per prompt a stop token ``w[k]`` (first seen at
+    ``k``: the walk has no token twice) at four offsets, ``min_tokens`` at, just below and well below ``k`` (the oracle
+    stops at ``k``), just above and well above it (it cannot stop at ``k``), every third offset streamed, and a
+    control without ``min_tokens``."""
     rng = random.Random(seed)
     out = []
     for i, p in enumerate(prompts):
@@ -93,8 +93,7 @@ def min_tokens_cases(prompts: List[List[int]], seed: int = 0) -> List[Tuple[str,
             for label, m in (("at", k), ("just below", k - 1), ("well below", max(1, k // 2)),
                              ("just above", k + 1), ("well above", k + 6)):
                 out.append((f"p{i} k{k} min_tokens {label} ({m}){', streamed' if stream else ''}",
-                            _body(p, OUTPUT_LEN, stream=stream, stop_token_ids=[w[k]], min_new_tokens=m),
-                            k if m <= k else None))
+                            _body(p, OUTPUT_LEN, stream=stream, stop_token_ids=[w[k]], min_new_tokens=m), k))
             out.append((f"p{i} k{k} no min_tokens", _body(p, OUTPUT_LEN, stop_token_ids=[w[k]]), k))
     return out
 

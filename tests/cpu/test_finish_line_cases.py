@@ -65,17 +65,15 @@ MIN_TOKENS_PROMPTS = prompts(10, seed=47)  # as tests/registered/test_min_tokens
 
 def test_the_min_tokens_cases_put_each_stop_token_where_the_row_expects_it():
     """The min_tokens row's premise on the CPU: each stop token first appears at the case's offset k in the walk (no
-    token twice in it), min_tokens <= k exactly where the oracle is expected to stop at k, and enough of both kinds."""
+    token twice in it), and enough cases of both kinds (min_tokens <= k: the oracle stops at k; above: it cannot)."""
     cases = finish_line.min_tokens_cases(MIN_TOKENS_PROMPTS, seed=11)
     assert len(cases) >= 200
     stops = 0
     for label, body, k in cases:
         w = finish_line.walk(body["input_ids"])
         assert len(set(w)) == len(w), label
-        at = w.index(body["sampling_params"]["stop_token_ids"][0])
-        m = body["sampling_params"].get("min_new_tokens", 0)
-        assert (k == at) if m <= at else (k is None), label
-        stops += k is not None
+        assert w.index(body["sampling_params"]["stop_token_ids"][0]) == k, label
+        stops += body["sampling_params"].get("min_new_tokens", 0) <= k
     assert len(cases) // 2 < stops < len(cases)
     assert any(body.get("stream") for _, body, _ in cases)
 
