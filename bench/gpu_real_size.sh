@@ -6,7 +6,8 @@
 # bench/gpu_bench_all.sh runs). Each release gets GPUs of its own: one part per release, or with --split its
 # configurations spread one part per GPU group (a configuration's pairs always on one group). A part takes TP GPUs
 # (--real-size-tp, default 1): part o (release k, part j, o = k*P + j) gets GPUs o*TP .. o*TP+TP-1, base port
-# 31000 + 400*o. A part without its GPUs is skipped, unless --waves: then parts run in waves of as many as the GPUs
+# ${REAL_SIZE_PORT0:-31000} + 400*o (set REAL_SIZE_PORT0 past the rows' ports, e.g. 52000, to run beside more than
+# five ci/gpu_bg.py rows: their slot 5 starts at 31000). A part without its GPUs is skipped, unless --waves: then parts run in waves of as many as the GPUs
 # hold, each wave given an equal share of the time left. Into $OUT (default build/real-size; build with --tiny):
 #   real-size-latest.{json,md,png}   bench/real_size_report.py over every release (not with --tiny)
 #   RELEASE-real-size.md             the release's serving.py table (RELEASE-bench.md with --tiny)
@@ -43,6 +44,7 @@ if [ "$NAME" = bench ]; then OUTROOT=${OUT:-build}; else OUTROOT=${OUT:-build/re
 mkdir -p "$OUTROOT"
 export SPECV2_REAL_SIZE_MODELS=${SPECV2_REAL_SIZE_MODELS:-/tmp/specv2-real-size-models}
 # the plan: one line per part (release, part, GPUs, wave, base port); parts without GPUs are reported and left out
+PORT0=${REAL_SIZE_PORT0:-31000}
 plan=(); WMAX=-1; o=0
 for v in "${RELS[@]}"; do
   for j in $(seq 0 $((P - 1))); do
@@ -51,8 +53,8 @@ for v in "${RELS[@]}"; do
       echo "[gpu_real_size] no free GPUs for $v part $j (needs $TP of its own, $NGPU present): skipped (timings need GPUs of their own)"
     else
       gpus=$(seq -s, $((grp * TP)) $((grp * TP + TP - 1)))
-      plan+=("$v $j $gpus $w $((31000 + 400 * o))"); [ "$w" -gt "$WMAX" ] && WMAX=$w
-      echo "[gpu_real_size] plan: $v part$j (${PARTS[$j]}) -> GPUs $gpus, wave $w, base port $((31000 + 400 * o))"
+      plan+=("$v $j $gpus $w $((PORT0 + 400 * o))"); [ "$w" -gt "$WMAX" ] && WMAX=$w
+      echo "[gpu_real_size] plan: $v part$j (${PARTS[$j]}) -> GPUs $gpus, wave $w, base port $((PORT0 + 400 * o))"
     fi
     o=$((o + 1))
   done
