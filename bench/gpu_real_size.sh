@@ -6,8 +6,9 @@
 # bench/gpu_bench_all.sh runs). Each release gets GPUs of its own: one part per release, or with --split its
 # configurations spread one part per GPU group (a configuration's pairs always on one group). A part takes TP GPUs
 # (--real-size-tp, default 1): part o (release k, part j, o = k*P + j) gets GPUs o*TP .. o*TP+TP-1, base port
-# ${REAL_SIZE_PORT0:-31000} + 400*o (set REAL_SIZE_PORT0 past the rows' ports, e.g. 52000, to run beside more than
-# five ci/gpu_bg.py rows: their slot 5 starts at 31000). A part without its GPUs is skipped, unless --waves: then parts run in waves of as many as the GPUs
+# ${REAL_SIZE_PORT0:-12500} + 400*o (a part's servers use base .. base + 299, and SGLang 0.5.17+ binds gRPC on each
+# server's port + 10000: clear of ci/gpu_bg.py's rows and their gRPC images, below the ephemeral port range, where a
+# connection's local port can take a fixed port first (session 30 lost a server at 52600 so)). A part without its GPUs is skipped, unless --waves: then parts run in waves of as many as the GPUs
 # hold, each wave given an equal share of the time left. Into $OUT (default build/real-size; build with --tiny):
 #   real-size-latest.{json,md,png}   bench/real_size_report.py over every release (not with --tiny)
 #   RELEASE-real-size.md             the release's serving.py table (RELEASE-bench.md with --tiny)
@@ -44,7 +45,8 @@ if [ "$NAME" = bench ]; then OUTROOT=${OUT:-build}; else OUTROOT=${OUT:-build/re
 mkdir -p "$OUTROOT"
 export SPECV2_REAL_SIZE_MODELS=${SPECV2_REAL_SIZE_MODELS:-/tmp/specv2-real-size-models}
 # the plan: one line per part (release, part, GPUs, wave, base port); parts without GPUs are reported and left out
-PORT0=${REAL_SIZE_PORT0:-31000}
+PORT0=${REAL_SIZE_PORT0:-12500}
+EPH=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
 plan=(); WMAX=-1; o=0
 for v in "${RELS[@]}"; do
   for j in $(seq 0 $((P - 1))); do
@@ -59,6 +61,11 @@ for v in "${RELS[@]}"; do
     o=$((o + 1))
   done
 done
+TOP=$((PORT0 + 400 * (o - 1) + 300))  # the last part's highest port
+if [ $((TOP + 10000)) -gt 65535 ]; then
+  echo "[gpu_real_size] REAL_SIZE_PORT0=$PORT0: part ports up to $TOP, gRPC (+10000) past 65535: SGLang refuses" >&2; exit 2
+fi
+[ "$TOP" -lt "$EPH" ] || echo "[gpu_real_size] WARNING: ports up to $TOP reach the ephemeral range (from $EPH): a connection may hold one"
 for v in "${RELS[@]}"; do  # unpack each bundle once, before the parts start side by side
   bash -c "source ci/gpu_prepare.sh $v" > /dev/null || echo "[gpu_real_size] preparing $v failed"
 done

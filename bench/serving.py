@@ -64,7 +64,7 @@ TINY_CONFIGS = dict(CONFIGS)  # CONFIGS is the active set: --real-size swaps in 
 REAL_SIZE = False  # --real-size (set by parse_args)
 DEFAULT_SIDES = [report.side_label(s) for s in report.DEFAULT_SIDES]  # stock=off, plugin=auto
 DEFAULT_REPEATS = "1,nospec@8=3,eagle3-topk1@8=3"
-BASE_PORT = 31000
+BASE_PORT = 12500  # below the ephemeral port range; clear of ci/gpu_bg.py's rows (its slot_ports)
 SEED = 1  # bench_serving --seed: the same prompts on both sides
 LOG_CAP_BYTES = 12 * 2 ** 20  # server.log: the GPU machine returns files up to 16 MiB
 POINT_OVERHEAD_S = 2.5  # planning: a point's cost on top of its load (bench_serving's warm-up request, cache flush)

@@ -16,8 +16,8 @@ global cap on rows at once, while the next calls bring the next bundles::
         $OUT: bg-results.md (one table per release) and bg-runs.tar.gz (per row results.json/.md and logs)
 
 Each row is ``ci/run_registered.py --files FILE --jobs 1`` in RELEASE's environment (ci/gpu_prepare.sh), plugin
-side in check mode, on a port base of its own slot (``port_base``: 21000 + 2000 * slot; a row uses 1520 ports and
-SGLang's gRPC port adds 10000, at most 65535: MAX_SLOTS rows at once). The first ``start`` snapshots the repo into /tmp/specv2-bg/repo, and rows run from there, so a
+side in check mode, on a port base of its own slot (``port_base``: 20000 + 40 * slot, interleaved; ``slot_ports``:
+MAX_SLOTS rows at once, below the ephemeral port range). The first ``start`` snapshots the repo into /tmp/specv2-bg/repo, and rows run from there, so a
 later call's working tree (what the next call transfers) never changes code under running rows; SPECV2_COMMIT
 records it. Rows need no network; the tiny models are built once under a file lock
 (sglang_specv2_fixes.testing.tiny_models, the stamp depends on torch only, the same for 0.5.11-0.5.17).
@@ -136,18 +136,43 @@ def row_command(release, file, slot, timeout, out, plugin_env=(), modes=None, gp
                                         x=extra)
 
 
-# A row (run_registered --jobs 1: its slot 0) uses ports base .. base + 1520 (stock on base, plugin on base + 1000,
-# each file's reference server + 500, torch.distributed + 20), and SGLang adds 10000 for its gRPC port
-# (ServerArgs._handle_deprecated_args: SGLANG_GRPC_PORT defaults to port + 10000, at most 65535). Session 9's
-# 4000-port spacing put slots 9 and 10 past that, and their rows died at startup (pytest exit 5 on both sides).
-PORT_SPACING, PORT_FIRST, PORT_SPAN, GRPC_OFFSET = 2000, 21000, 1520, 10000
-MAX_SLOTS = (65535 - GRPC_OFFSET - PORT_SPAN - PORT_FIRST) // PORT_SPACING + 1
+# Every fixed port of a row, relative to its base (run_registered --jobs 1, its slot 0): stock on base, plugin on
+# base + 1000, each side's reference server + 500, torch.distributed (--nccl-port) + 20, a DP-attention server's
+# ZMQ ports + 233 .. 238 (server_args.ZMQ_TCP_PORT_DELTA). SGLang 0.5.17+ also binds a native gRPC server on
+# port + 10000 (ServerArgs: SGLANG_GRPC_PORT defaults to port + 10000, at most 65535). Slots interleave 40 ports
+# apart (as run_registered's own jobs do), so no row's port or gRPC image is another's, and all stay below Linux's
+# ephemeral range (net.ipv4.ip_local_port_range, 32768 - 60999 by default), where an outgoing connection or a
+# get_free_port() may hold any port: session 30's slot 7 (base 35000 in the old 2000-apart layout) lost its row to
+# "address already in use", and a benchmark at 52600 lost a server the same way. Session 9's 4000-port spacing had
+# put slots past 65535 - 10000. bench/gpu_real_size.sh's parts sit at 12500 + 400 * part, clear of all of these.
+ROW_OFFSETS = tuple(sorted({m + r + d for m in (0, 1000) for r in (0, 500) for d in (0, 20)}
+                           | {m + d for m in (0, 1000) for d in range(233, 239)}))
+PORT_FIRST, SLOT_STEP, GRPC_OFFSET, EPHEMERAL_FLOOR = 20000, 40, 10000, 32768
+
+
+def slot_ports(slot):
+    """The ports a row in ``slot`` may bind, its gRPC images included."""
+    ports = {PORT_FIRST + SLOT_STEP * slot + off for off in ROW_OFFSETS}
+    return ports | {p + GRPC_OFFSET for p in ports}
+
+
+def _max_slots():
+    taken, n = set(), 0
+    while True:
+        ports = slot_ports(n)
+        if ports & taken or max(ports) >= EPHEMERAL_FLOOR:
+            return n
+        taken |= ports
+        n += 1
+
+
+MAX_SLOTS = _max_slots()
 
 
 def port_base(slot):
     if not 0 <= slot < MAX_SLOTS:
-        raise ValueError(f"slot {slot}: at most {MAX_SLOTS} rows at once fit the port range")
-    return PORT_FIRST + PORT_SPACING * slot
+        raise ValueError(f"slot {slot}: at most {MAX_SLOTS} rows at once fit the port layout")
+    return PORT_FIRST + SLOT_STEP * slot
 
 
 EARLIER_RUN = re.compile(r"\.run\d+$")

@@ -1,6 +1,8 @@
 """ci/gpu_bg.py, the background row dispatcher of the GPU sessions: every slot's ports stay inside what SGLang
-accepts (session 9: slots past 8 got a gRPC port over 65535 and their rows died at startup on both sides), and a
-row queued again is reported from its new run, not from the earlier one's files."""
+accepts (session 9: slots past 8 got a gRPC port over 65535 and their rows died at startup on both sides), apart
+from every other slot's and the benchmark's ports and their gRPC images, below the ephemeral range (session 30: a row
+at 35000 and a benchmark server at 52600 lost their ports to it), and a row queued again is reported from its new
+run, not from the earlier one's files."""
 
 import importlib.util
 import json
@@ -26,10 +28,19 @@ def gpu_bg(tmp_path, monkeypatch):
 def test_every_slot_fits_sglangs_port_limits(gpu_bg):
     assert gpu_bg.MAX_SLOTS >= 10  # session 8 ran 10 rows at once
     bases = [gpu_bg.port_base(s) for s in range(gpu_bg.MAX_SLOTS)]
-    for a, b in zip(bases, bases[1:]):
-        assert b - a >= gpu_bg.PORT_SPAN  # rows never share a port
-    # the highest port a row uses, plus SGLang's gRPC offset (server_args: port + 10000 must be <= 65535)
-    assert bases[-1] + gpu_bg.PORT_SPAN + gpu_bg.GRPC_OFFSET <= 65535
+    taken = set()
+    for s in range(gpu_bg.MAX_SLOTS):
+        ports = gpu_bg.slot_ports(s)
+        assert {bases[s], bases[s] + 1000, bases[s] + 500, bases[s] + 1520, bases[s] + 10000} <= ports
+        assert not ports & taken, s  # no row binds another row's port or its gRPC image
+        assert max(ports) < 32768 <= 65535  # below Linux's default ephemeral range, and gRPC within SGLang's limit
+        taken |= ports
+    # the benchmark's parts (bench/gpu_real_size.sh: PORT0 + 400 * part, a part's servers on base .. base + 299,
+    # gRPC + 10000) beside a full set of rows, eight parts (an 8-GPU machine)
+    script = open(os.path.join(ROOT, "bench", "gpu_real_size.sh")).read()
+    port0 = int(re.search(r"PORT0=\$\{REAL_SIZE_PORT0:-(\d+)\}", script).group(1))
+    bench = {port0 + 400 * o + k + g for o in range(8) for k in range(300) for g in (0, 10000)}
+    assert not bench & taken and max(bench) < 32768
     with pytest.raises(ValueError):
         gpu_bg.port_base(gpu_bg.MAX_SLOTS)
     cmd = gpu_bg.row_command("0.5.11", "test_swa.py", gpu_bg.MAX_SLOTS - 1, 460, "/tmp/x")

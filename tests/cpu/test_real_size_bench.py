@@ -477,7 +477,7 @@ echo "$V|$CUDA_VISIBLE_DEVICES|$BENCH_TOTAL_S|$(date +%s.%N)|end|" >> "$STUB_LOG
 """
 
 
-def driver(tmp_path, ngpu, *args, releases="0.5.11 0.5.12.post1", script="gpu_real_size.sh"):
+def driver(tmp_path, ngpu, *args, releases="0.5.11 0.5.12.post1", script="gpu_real_size.sh", **extra_env):
     import shutil
 
     repo, fake, stub = tmp_path / "repo", tmp_path / "bin", tmp_path / "stub"
@@ -501,7 +501,7 @@ def driver(tmp_path, ngpu, *args, releases="0.5.11 0.5.12.post1", script="gpu_re
     log = tmp_path / f"log-{ngpu}-{len(list(tmp_path.iterdir()))}.txt"
     out = tmp_path / f"out-{log.stem}"
     env = child_env(PATH=f"{fake}{os.pathsep}{os.environ['PATH']}", STUB_LOG=str(log), STUB_DIR=str(stub),
-                    OUT=str(out), REAL_SIZE_TOTAL_S="560")
+                    OUT=str(out), REAL_SIZE_TOTAL_S="560", **extra_env)
     p = subprocess.run(["bash", f"bench/{script}", releases, *args], cwd=repo, env=env, capture_output=True,
                        text=True, timeout=120)
     calls = [ln.split("|") for ln in log.read_text().splitlines()] if log.exists() else []
@@ -519,7 +519,7 @@ def test_gpu_driver_tp2_gpu_groups_waves_and_report(tmp_path):
     assert float(starts[1][3]) >= ends["0.5.11"], "the second wave starts after the first ended"
     b1, b2 = int(starts[0][2]), int(starts[1][2])
     assert 200 < b1 <= (560 - 30) // 2 < b2 <= 560 - 30, (b1, b2)  # half of what is left, then all of it
-    for c, port in zip(starts, ("31000", "31400")):
+    for c, port in zip(starts, ("12500", "12900")):
         argv = c[5].split()
         assert argv[:3] == ["--real-size", "--base-port", port], argv
         assert flag(argv, "--real-size-tp") == "2" and flag(argv, "--configs") == "tree-topk4"
@@ -542,7 +542,12 @@ def test_gpu_driver_tp2_gpu_groups_waves_and_report(tmp_path):
     assert sorted((c[0], c[1]) for c in calls if c[4:5] == ["start"]) == [("0.5.11", "0,1"), ("0.5.12.post1", "2,3")]
     p, calls, out = driver(tmp_path, 8, "--split", "tree-topk4 tree-topk8", "--real-size-tp=2", releases="0.5.11")
     got = sorted((c[1], c[5].split()[2], flag(c[5].split(), "--configs")) for c in calls if c[4:5] == ["start"])
-    assert got == [("0,1", "31000", "tree-topk4"), ("2,3", "31400", "tree-topk8")], calls
+    assert got == [("0,1", "12500", "tree-topk4"), ("2,3", "12900", "tree-topk8")], calls
+    # a first port whose parts' gRPC ports (+ 10000) pass 65535 stops before anything starts (session 30: every
+    # server of such a run exited with code 1)
+    p, calls, out = driver(tmp_path, 2, REAL_SIZE_PORT0="56000")
+    assert p.returncode == 2 and not [c for c in calls if c[4:5] == ["start"]], (calls, p.stdout)
+    assert "gRPC (+10000) past 65535" in p.stderr
     # TP 1 (default) keeps one GPU per part; a single GPU cannot hold a TP 2 part even with --waves
     p, calls, out = driver(tmp_path, 2, "--real-size-model", "70b")
     assert sorted((c[0], c[1]) for c in calls if c[4:5] == ["start"]) == [("0.5.11", "0"), ("0.5.12.post1", "1")]
@@ -554,7 +559,7 @@ def test_gpu_driver_tp2_gpu_groups_waves_and_report(tmp_path):
     p, calls, out = driver(tmp_path, 2, "--split", "tree-topk4", script="gpu_bench_all.sh")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert sorted((c[0], c[1], " ".join(c[5].split()[:4])) for c in calls if c[4:5] == ["start"]) == [
-        ("0.5.11", "0", "--base-port 31000 --configs tree-topk4"), ("0.5.12.post1", "1", "--base-port 31400 --configs tree-topk4")]
+        ("0.5.11", "0", "--base-port 12500 --configs tree-topk4"), ("0.5.12.post1", "1", "--base-port 12900 --configs tree-topk4")]
     assert not [c for c in calls if c[0] == "models"]
     assert sorted(os.listdir(out)) == ["0.5.11-bench.md", "0.5.12.post1-bench.md", "bench-out.tar.gz"]
 
