@@ -98,7 +98,7 @@ def _derive(base: str, changes: Dict[str, Union[Entry, str]]) -> Dict[str, Entry
 # Each code line after the first lists only what differs from the line before it (_derive).
 _FIXES = {}
 _FIXES["0.5.11"] = {
-    "min-tokens-per-position": patch("0.5.11"),  # opt-in (SGLANG_SPECV2_FIXES_MIN_TOKENS_PER_POSITION=1)
+    "min-tokens-per-position": patch("0.5.11"),
     "multi-token-finish": patch("0.5.11"),
     "draft-decode-positions": patch("0.5.11"),
     "grammar-result-order": patch("0.5.11"),

@@ -31,8 +31,6 @@ ENV_FLASHINFER_GRAPH = "SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH"
 ENV_FLASHINFER_FAST_PLAN = "SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN"
 # fa3's spec-v2 draft-extend CUDA graph for chains (fa3-draft-extend-graph, #40762): off until a GPU has run it
 ENV_FA3_GRAPH = "SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH"
-# min_tokens checked per draft position in the spec-v2 verify (min-tokens-per-position): off until a GPU has run it
-ENV_MIN_TOKENS = "SGLANG_SPECV2_FIXES_MIN_TOKENS_PER_POSITION"
 # the spec-v2 decode preparation without the host wait on the previous verify (verify-handoff, #25879): on unless
 # set to an off value
 ENV_VERIFY_HANDOFF = "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF"

@@ -452,14 +452,12 @@ draft-graph-eager-registry  [beyond upstream]  the draft CUDA graph's eager inpu
         EagerRunner redesign: one fixed-size registry, never replaced)
 
 min-tokens-per-position  [beyond upstream (#33643, #22049)]  min_tokens counted per draft position, not per verify step
-    (opt-in until run on a GPU)
     What: the spec-v2 decode feed (EagleDraftInputV2Mixin.prepare_for_decode up to 0.5.14,
         eagle_utils.eagle_prepare_for_decode from 0.5.15) hands the verify each request's last
         masked position (min_new_tokens + prompt length - 1) and holds the per-step counter at
         min_new_tokens; SamplingBatchInfo.copy_for_forward carries that gate to the forward; the
         verify's sampling (EagleVerifyInputV2Mixin.sample / eagle_sample) masks the stop tokens at
-        the draft positions whose position id is below it. Off unless
-        SGLANG_SPECV2_FIXES_MIN_TOKENS_PER_POSITION=1 until it has run on a GPU
+        the draft positions whose position id is below it
     Why: spec v2 counts min_tokens in verify steps: EOS and the stop tokens stay masked for about
         (mean accept length) x min_tokens tokens, every draft position of a step alike, so the
         output is longer than asked and differs from the target served without speculation

@@ -1,4 +1,5 @@
-"""min-tokens-per-position (beyond upstream, opt-in until its GPU row has run) on each release's real functions.
+"""min-tokens-per-position (beyond upstream; on by default since its GPU row ran, session 30) on each release's real
+functions.
 
 The path a spec-v2 decode step takes with ``min_tokens``, with the release's own objects: real ``Req``s and a real
 ``BatchedPenalizerOrchestrator`` with the release's ``BatchedMinNewTokensPenalizer`` (and its frequency penalizer) on
@@ -24,9 +25,9 @@ import importlib
 
 import pytest
 import torch
-from conftest import patched_here, requires_sglang, where_patched
+from conftest import VERSION, patched_here, requires_sglang, where_patched
 
-from sglang_specv2_fixes import core
+from sglang_specv2_fixes import catalog, core, selection
 from sglang_specv2_fixes.fixes import min_tokens_per_position
 from sglang_specv2_fixes.testing import scenarios
 
@@ -307,3 +308,19 @@ def test_composed_with_verify_handoff(monkeypatch):
     predict, info = verify(both, feed(both), monkeypatch)
     assert predict.tolist() == expected().tolist()
     assert "specv2_min_tokens" in info.__dict__
+
+
+@FIXED_HERE
+def test_on_by_default(monkeypatch):
+    """No switch: ``ready`` under ``auto`` (the default since session 30's GPU row); ``disabled`` only where the
+    selection leaves it out. The old opt-in variable means nothing now."""
+    fix = min_tokens_per_position.FIX
+    assert fix.opt_in is None
+    monkeypatch.delenv("SGLANG_SPECV2_FIXES_MIN_TOKENS_PER_POSITION", raising=False)
+    states = {}
+    for value in ("auto", f"auto,-{FIX}"):
+        (st,) = core.plan(selection.parse(value, [fix]), VERSION, fixes=[fix]).fixes
+        states[value] = (st.state, st.reason)
+    assert states["auto"][0] == catalog.READY and "fingerprints match" in states["auto"][1], states["auto"]
+    state, reason = states[f"auto,-{FIX}"]
+    assert state == catalog.DISABLED and reason.startswith("not selected"), states

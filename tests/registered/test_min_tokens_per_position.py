@@ -1,5 +1,5 @@
 """``min_tokens`` with multi-token accepts equals decoding without speculation (min-tokens-per-position, beyond
-upstream, opt-in: ``SGLANG_SPECV2_FIXES_MIN_TOKENS_PER_POSITION=1`` on both sides until this row has met).
+upstream).
 
 The tiny target's greedy output is a known walk with no token twice in 64 (``finish_line.walk``), so the cases are
 built before any server starts: per prompt a stop token ``w[k]`` at several offsets ``k`` and ``min_tokens`` at, just
@@ -15,7 +15,6 @@ plugin passes."""
 
 import unittest
 
-from sglang_specv2_fixes.selection import ENV_MIN_TOKENS
 from sglang_specv2_fixes.testing import finish_line
 from sglang_specv2_fixes.testing.client import server_info, specv2_state
 from sglang_specv2_fixes.testing.config import prompts
@@ -39,7 +38,7 @@ class _MinTokens:
     @classmethod
     def setUpClass(cls):
         prefetch_responses(BODIES, keep=finish_line.received)
-        cls.process = launch(eagle3_args(*cls.SPEC), env={ENV_MIN_TOKENS: "1"})
+        cls.process = launch(eagle3_args(*cls.SPEC))
 
     @classmethod
     def tearDownClass(cls):
@@ -73,7 +72,7 @@ class _MinTokens:
 
     def test_3_multi_token_accepts_and_the_fix_state(self):
         """What makes stock differ is the step count, not the acceptance: both sides accept several tokens a step;
-        the plugin side reports the fix applied (its switch set by this row), stock disabled."""
+        the plugin side reports the fix applied, stock disabled."""
         info = server_info()
         accept = info["internal_states"][0].get("avg_spec_accept_length")
         print("avg_spec_accept_length:", accept)
