@@ -170,7 +170,8 @@ def main():
         expect_fail = mode == "off" and rel in reg["bug_in"]
         verdict = "as expected" if passed != expect_fail else "UNEXPECTED"
         results.append(dict(file=name, mode=mode, passed=passed, rc=rc, expected_fail=expect_fail,
-                            verdict=verdict, seconds=round(time.time() - t0, 1), log=os.path.basename(log.name)))
+                            verdict=verdict, seconds=round(time.time() - t0, 1), log=os.path.basename(log.name),
+                            asserted=None if passed else failed_an_assertion(log.name)))
         print(f"[runner]   {name} {mode}: {'pass' if passed else 'FAIL'} rc={rc} in {results[-1]['seconds']}s "
               f"({verdict})", flush=True)
         write_reports(args.out, facts, results, t_start)  # after every result: a cut-off matrix keeps what it did
@@ -213,6 +214,18 @@ def main():
     return 0 if all(r["verdict"] == "as expected" for r in results) else 1
 
 
+def failed_an_assertion(log_path):
+    """Whether a failed run's log shows a test's assertion failing (unittest's ``FAIL:`` or an ``AssertionError``),
+    rather than only errors: a server that never started or lost its port fails a row too, and its stock side then
+    proves nothing about the bug (session 30: 0.5.13's stock side lost its reference server's port; its exit code
+    read as 'stock fails'). Reported, not judged: a crash the bug causes can fail a test without an assertion."""
+    try:
+        with open(log_path, errors="replace") as f:
+            return any(line.startswith("FAIL:") or "AssertionError" in line for line in f)
+    except OSError:
+        return False
+
+
 def write_reports(out, facts, results, t_start=None):
     """results.json + results.md; ``t_start``: the run's start, so reports carry its wall clock so far (the
     matrix of a release must fit one device call)."""
@@ -230,7 +243,7 @@ def write_reports(out, facts, results, t_start=None):
     for name in dict.fromkeys(r["file"] for r in results):
         cells = {r["mode"]: r for r in results if r["file"] == name}
         fmt = lambda r: ("-" if r is None else "not run" if r["rc"] == "not run"
-                         else "pass" if r["passed"] else f"FAIL (rc={r['rc']})")
+                         else "pass" if r["passed"] else f"FAIL (rc={r['rc']}{', no assertion failed: read its log' if r['expected_fail'] and r.get('asserted') is False else ''})")
         ok = all(r["verdict"] == "as expected" for r in cells.values())
         if any(r["verdict"] == "not run" for r in cells.values()):
             why = next((r["rc"] for r in cells.values() if str(r["rc"]).startswith("needs ")), "run budget")

@@ -44,9 +44,12 @@ def test_runner_runs_files_in_parallel_and_reports_verdicts(tmp_path):
     reg.mkdir()
     head = "from sglang_specv2_fixes.testing.registry import register_specv2_ci\nimport os, sys, time\n"
     body = {
-        # stock fails where the bug is, plugin passes: as expected
+        # stock fails where the bug is (an assertion), plugin passes: as expected
         "test_bug.py": (f"register_specv2_ci(est_time=5, suite='specv2-gpu', releases=['{VERSION}'], bug_in=['{VERSION}'])\n"
-                        "if __name__ == '__main__':\n    sys.exit(1 if os.environ['SPECV2_AB'] == 'off' else 0)\n"),
+                        "if __name__ == '__main__':\n    assert os.environ['SPECV2_AB'] != 'off', 'the bug'\n"),
+        # stock fails without an assertion (its server never started): as expected by exit code, flagged in the report
+        "test_port.py": (f"register_specv2_ci(est_time=5, suite='specv2-gpu', releases=['{VERSION}'], bug_in=['{VERSION}'])\n"
+                         "if __name__ == '__main__':\n    sys.exit(1 if os.environ['SPECV2_AB'] == 'off' else 0)\n"),
         # a guard row (a release set, not a list) that fails with the plugin: UNEXPECTED
         "test_guard.py": ("register_specv2_ci(est_time=9, suite='specv2-gpu', releases='all')\n"
                           "if __name__ == '__main__':\n    sys.exit(0 if os.environ['SPECV2_AB'] == 'off' else 1)\n"),
@@ -71,6 +74,7 @@ def test_runner_runs_files_in_parallel_and_reports_verdicts(tmp_path):
     got = {(r["file"], r["mode"]): (r["passed"], r["verdict"]) for r in res["results"]}
     assert got == {
         ("test_bug.py", "off"): (False, "as expected"), ("test_bug.py", "auto"): (True, "as expected"),
+        ("test_port.py", "off"): (False, "as expected"), ("test_port.py", "auto"): (True, "as expected"),
         ("test_guard.py", "off"): (True, "as expected"), ("test_guard.py", "auto"): (False, "UNEXPECTED"),
         ("test_hang.py", "off"): (False, "UNEXPECTED"), ("test_hang.py", "auto"): (False, "UNEXPECTED"),
         ("test_gpu.py", "off"): (True, "as expected"), ("test_gpu.py", "auto"): (True, "as expected"),
@@ -82,6 +86,10 @@ def test_runner_runs_files_in_parallel_and_reports_verdicts(tmp_path):
     md = (out / "results.md").read_text()
     assert "3 files at a time over GPUs 7,9, wall clock" in md
     assert "| test_bug.py | FAIL (rc=1) | pass | stock fails, plugin passes: met |" in md
+    assert "| test_port.py | FAIL (rc=1, no assertion failed: read its log) | pass |" in md
+    asserted = {(r["file"], r["mode"]): r["asserted"] for r in res["results"]}
+    assert asserted[("test_bug.py", "off")] is True and asserted[("test_port.py", "off")] is False
+    assert asserted[("test_bug.py", "auto")] is None
     assert "test_guard.py | pass | FAIL (rc=1) | both pass: NOT MET" in md
 
 
