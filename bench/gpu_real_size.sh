@@ -8,8 +8,9 @@
 # (--real-size-tp, default 1): part o (release k, part j, o = k*P + j) gets GPUs o*TP .. o*TP+TP-1, base port
 # ${REAL_SIZE_PORT0:-12500} + 400*o (a part's servers use base .. base + 299, and SGLang 0.5.17+ binds gRPC on each
 # server's port + 10000: clear of ci/gpu_bg.py's rows and their gRPC images, below the ephemeral port range, where a
-# connection's local port can take a fixed port first (session 30 lost a server at 52600 so)). A part without its GPUs is skipped, unless --waves: then parts run in waves of as many as the GPUs
-# hold, each wave given an equal share of the time left. Into $OUT (default build/real-size; build with --tiny):
+# connection's local port can take a fixed port first (session 30 lost a server at 52600 so). A part without its
+# GPUs is skipped, unless --waves: then parts run in waves of as many as the GPUs hold, each wave given an equal share
+# of the time left. Into $OUT (default build/real-size; build with --tiny):
 #   real-size-latest.{json,md,png}   bench/real_size_report.py over every release (not with --tiny)
 #   RELEASE-real-size.md             the release's serving.py table (RELEASE-bench.md with --tiny)
 #   real-size-out.tar.gz             everything (bench-out.tar.gz with --tiny): per part outputs and server.log,
