@@ -2,6 +2,8 @@
 # The serving benchmark (bench/serving.py) for several releases in one device call, from the repo root, with
 # .device-bundle/<RELEASE> (one release) or .device-bundle/both (ci/make_combined_bundle.sh) carried:
 #   bash bench/gpu_real_size.sh "RELEASE [RELEASE ...]" [--split "A,B C"] [--waves] [--tiny] [bench/serving.py args]
+# (--split / --waves / --tiny may stand anywhere after the releases: session 31's background run, which put them after
+# serving.py's args, had serving.py refuse --waves)
 # Real size (bench/real_size.py; models written once under /tmp) unless --tiny (the tiny real-weight models; what
 # bench/gpu_bench_all.sh runs). Each release gets GPUs of its own: one part per release, or with --split its
 # configurations spread one part per GPU group (a configuration's pairs always on one group). A part takes TP GPUs
@@ -23,15 +25,17 @@
 set -uo pipefail
 T0=$(date +%s)
 RELEASES=${1:?usage: gpu_real_size.sh "REL ..." [--split "A,B C"] [--waves] [--tiny] [serving.py args]}; shift
-SPLIT=""; WAVES=0; MODE=(--real-size); NAME=real-size
-while :; do
-  case "${1:-}" in
-    --split) SPLIT=$2; shift 2 ;;
+SPLIT=""; WAVES=0; MODE=(--real-size); NAME=real-size; ARGS=()
+while [ $# -gt 0 ]; do  # this script's own options, wherever they stand; the rest goes to serving.py
+  case "$1" in
+    --split) SPLIT=${2:?--split needs a value}; shift 2 ;;
+    --split=*) SPLIT=${1#*=}; shift ;;
     --waves) WAVES=1; shift ;;
     --tiny) MODE=(); NAME=bench; shift ;;
-    *) break ;;
+    *) ARGS+=("$1"); shift ;;
   esac
 done
+set -- ${ARGS[@]+"${ARGS[@]}"}
 TP=1; MODEL=8b; prev=""
 for x in "$@"; do  # the serving.py args that decide GPUs per part and which models to write
   case "$prev" in --real-size-tp) TP=$x ;; --real-size-model) MODEL=$x ;; esac

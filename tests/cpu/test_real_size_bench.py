@@ -532,6 +532,13 @@ def test_gpu_driver_tp2_gpu_groups_waves_and_report(tmp_path):
     assert "| 0.5.11 | 2 | tree-topk4 | 8 | 2 |" in open(out / "real-size-latest.md").read()
     assert (out / "real-size-out.tar.gz").exists()
 
+    # the script's own options after serving.py's (session 31: --waves there reached serving.py, which refused it)
+    p, calls, out = driver(tmp_path, 2, "--real-size-tp", "2", "--configs", "tree-topk4", "--waves")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    starts = [c for c in calls if c[4:5] == ["start"]]
+    assert [(c[0], c[1]) for c in starts] == [("0.5.11", "0,1"), ("0.5.12.post1", "0,1")], calls
+    assert all("--waves" not in c[5].split() for c in starts) and "2 wave(s)" in p.stdout
+
     # without --waves a release without 2 GPUs of its own is skipped, with a message
     p, calls, out = driver(tmp_path, 3, "--real-size-tp", "2")
     starts = [(c[0], c[1]) for c in calls if c[4:5] == ["start"]]
@@ -540,7 +547,7 @@ def test_gpu_driver_tp2_gpu_groups_waves_and_report(tmp_path):
     # 4 GPUs: each release its own pair, side by side; with --split each part a pair of its own
     p, calls, out = driver(tmp_path, 4, "--real-size-tp", "2")
     assert sorted((c[0], c[1]) for c in calls if c[4:5] == ["start"]) == [("0.5.11", "0,1"), ("0.5.12.post1", "2,3")]
-    p, calls, out = driver(tmp_path, 8, "--split", "tree-topk4 tree-topk8", "--real-size-tp=2", releases="0.5.11")
+    p, calls, out = driver(tmp_path, 8, "--real-size-tp=2", "--split=tree-topk4 tree-topk8", releases="0.5.11")
     got = sorted((c[1], c[5].split()[2], flag(c[5].split(), "--configs")) for c in calls if c[4:5] == ["start"])
     assert got == [("0,1", "12500", "tree-topk4"), ("2,3", "12900", "tree-topk8")], calls
     # a first port whose parts' gRPC ports (+ 10000) pass 65535 stops before anything starts (session 30: every
