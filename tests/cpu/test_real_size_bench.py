@@ -509,8 +509,9 @@ def driver(tmp_path, ngpu, *args, releases="0.5.11 0.5.12.post1", script="gpu_re
 
 
 def test_gpu_driver_tp2_gpu_groups_waves_and_report(tmp_path):
-    # two releases at TP 2 on 2 GPUs, --waves: one after the other on GPUs 0,1, each with its share of the budget
-    p, calls, out = driver(tmp_path, 2, "--waves", "--real-size-tp", "2", "--configs", "tree-topk4", "--repeats", "2")
+    # two releases at TP 2 on 2 GPUs, --waves: one after the other on GPUs 0,1, each with its share of the budget;
+    # --waves after serving.py's args is the script's own option still (session 31: it reached serving.py, refused)
+    p, calls, out = driver(tmp_path, 2, "--real-size-tp", "2", "--configs", "tree-topk4", "--repeats", "2", "--waves")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert ["models", "--model 8b"] in calls
     starts = [c for c in calls if c[4:5] == ["start"]]
@@ -523,6 +524,7 @@ def test_gpu_driver_tp2_gpu_groups_waves_and_report(tmp_path):
         argv = c[5].split()
         assert argv[:3] == ["--real-size", "--base-port", port], argv
         assert flag(argv, "--real-size-tp") == "2" and flag(argv, "--configs") == "tree-topk4"
+        assert "--waves" not in argv
     assert "plan: 0.5.11 part0 (all) -> GPUs 0,1, wave 0" in p.stdout and "2 wave(s)" in p.stdout
     summary = json.load(open(out / "real-size-latest.json"))
     assert set(summary) == SCHEMA_TOP and len(summary["points"]) == 2
@@ -531,13 +533,6 @@ def test_gpu_driver_tp2_gpu_groups_waves_and_report(tmp_path):
     assert {pt["release"] for pt in summary["points"]} == {"0.5.11", "0.5.12.post1"}
     assert "| 0.5.11 | 2 | tree-topk4 | 8 | 2 |" in open(out / "real-size-latest.md").read()
     assert (out / "real-size-out.tar.gz").exists()
-
-    # the script's own options after serving.py's (session 31: --waves there reached serving.py, which refused it)
-    p, calls, out = driver(tmp_path, 2, "--real-size-tp", "2", "--configs", "tree-topk4", "--waves")
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    starts = [c for c in calls if c[4:5] == ["start"]]
-    assert [(c[0], c[1]) for c in starts] == [("0.5.11", "0,1"), ("0.5.12.post1", "0,1")], calls
-    assert all("--waves" not in c[5].split() for c in starts) and "2 wave(s)" in p.stdout
 
     # without --waves a release without 2 GPUs of its own is skipped, with a message
     p, calls, out = driver(tmp_path, 3, "--real-size-tp", "2")
