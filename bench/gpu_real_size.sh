@@ -36,6 +36,11 @@ while [ $# -gt 0 ]; do  # this script's own options, wherever they stand; the re
   esac
 done
 set -- ${ARGS[@]+"${ARGS[@]}"}
+for x in "$@"; do  # --split names each part's configurations: a --configs after them would give every part all of them
+  case "$x" in --configs|--configs=*) [ -z "$SPLIT" ] || {  # (session 32: both parts ran both, the merge refused)
+    echo "[gpu_real_size] --split \"$SPLIT\" names each part's configurations: leave out --configs" >&2; exit 2; } ;;
+  esac
+done
 TP=1; MODEL=8b; prev=""
 for x in "$@"; do  # the serving.py args that decide GPUs per part and which models to write
   case "$prev" in --real-size-tp) TP=$x ;; --real-size-model) MODEL=$x ;; esac
@@ -100,9 +105,13 @@ for v in "${RELS[@]}"; do
   ins=$(ls "$OUTROOT"/parts/"$v"-part*/bench-"$v"/results.json 2>/dev/null)
   [ -n "$ins" ] || { echo "[gpu_real_size] $v: no results"; rc=1; continue; }
   mkdir -p "$OUTROOT/bench-$v"
-  python3 bench/plot.py --merge "$OUTROOT/bench-$v/results.json" $ins \
-    && python3 bench/plot.py "$OUTROOT/bench-$v/results.json" "$OUTROOT/bench-$v" \
-    && cp "$OUTROOT/bench-$v/results.md" "$OUTROOT/$v-$NAME.md" && merged+=("$OUTROOT/bench-$v/results.json")
+  if python3 bench/plot.py --merge "$OUTROOT/bench-$v/results.json" $ins \
+     && python3 bench/plot.py "$OUTROOT/bench-$v/results.json" "$OUTROOT/bench-$v" \
+     && cp "$OUTROOT/bench-$v/results.md" "$OUTROOT/$v-$NAME.md"; then
+    merged+=("$OUTROOT/bench-$v/results.json")
+  else
+    echo "[gpu_real_size] $v: merging its parts failed (each part's results stay in $NAME-out.tar.gz)"; rc=1
+  fi
 done
 if [ "$NAME" != bench ] && [ "${#merged[@]}" -gt 0 ]; then
   python3 bench/real_size_report.py --out-dir "$OUTROOT" "${merged[@]}" || rc=1

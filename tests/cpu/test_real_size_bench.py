@@ -545,6 +545,14 @@ def test_gpu_driver_tp2_gpu_groups_waves_and_report(tmp_path):
     p, calls, out = driver(tmp_path, 8, "--real-size-tp=2", "--split=tree-topk4 tree-topk8", releases="0.5.11")
     got = sorted((c[1], c[5].split()[2], flag(c[5].split(), "--configs")) for c in calls if c[4:5] == ["start"])
     assert got == [("0,1", "12500", "tree-topk4"), ("2,3", "12900", "tree-topk8")], calls
+    # the stub's parts both return tree-topk4: the merge refuses a configuration in two parts, and the run says so
+    # in its exit status (session 32's said rc 0 with no merged results)
+    assert p.returncode == 1 and "0.5.11: merging its parts failed" in p.stdout, p.stdout[-2000:]
+    assert "configuration(s) in more than one part: ['tree-topk4']" in p.stderr
+    # --split with --configs: every part would get all of --configs (session 32): refused before anything starts
+    p, calls, out = driver(tmp_path, 2, "--split", "tree-topk4 tree-topk8", "--configs", "tree-topk4", releases="0.5.11")
+    assert p.returncode == 2 and not [c for c in calls if c[4:5] == ["start"]], (calls, p.stdout)
+    assert "names each part's configurations: leave out --configs" in p.stderr
     # a first port whose parts' gRPC ports (+ 10000) pass 65535 stops before anything starts (session 30: every
     # server of such a run exited with code 1)
     p, calls, out = driver(tmp_path, 2, REAL_SIZE_PORT0="56000")
