@@ -50,6 +50,7 @@ OUTSIDE = "outside step spans"  # launched outside ModelRunner.forward: graph-re
 UNTRACED = "launch not in trace"  # launched before the profiler started
 TARGET_MODES = ("TARGET_VERIFY",)  # one target forward per speculative step; without speculation: DECODE / MIXED
 PLAIN_MODES = ("DECODE", "MIXED")
+PREFILL_MODES = ("EXTEND", "MIXED")  # a prefill's span (MIXED: a prefill with decodes; a target step without speculation)
 EXTRA_S = 10.0  # planning: per profile on top of its load (trace export in the scheduler, parse, summary)
 TOP = 15
 GAP_MIN_US = 8.0  # idle stretches shorter than this are a kernel's own launch latency, not the host's
@@ -251,6 +252,11 @@ def summarize_trace(trace):
         modes = TARGET_MODES if any(m in per_mode for m in TARGET_MODES) else PLAIN_MODES
         target = [s for s in spans if s[2] in modes]
         seen = dict(spans=per_mode, target=len(target), target_modes=list(modes), request_steps=sum(s[3] for s in target))
+        prefill = {m: n for m, n in per_mode.items() if m in PREFILL_MODES and m not in modes}
+        if prefill:  # session 32: one side's window at c = 8 held a prefill, the other's not; its per-step time was 1.5x
+            notes.append(f"a prefill in the window ({', '.join(f'{n} {m}' for m, n in prefill.items())} span(s), "
+                         f"{_ms(sum(phases.get(m, 0.0) for m in prefill))} ms of GPU time launched in them): busy per "
+                         "step / token include it, so they do not compare with a window without one")
     else:
         notes.append("no step[...] spans (no CPU activity in the profile): steps and phases unknown")
     if graph_calls and not graph_kernels:

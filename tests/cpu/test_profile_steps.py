@@ -123,6 +123,18 @@ def test_summary_graph_kernels_absent_or_marked_and_gpu_only_traces():
     assert s["steps_seen"]["target"] == 1 and s["steps_seen"]["request_steps"] == 4
     assert s["steps_seen"]["spans"] == {"DECODE": 1, "EXTEND": 1}
     assert s["busy_fraction"] is None and "no GPU events in the trace" in s["notes"]
+    assert any(n.startswith("a prefill in the window (1 EXTEND span(s), 0.0 ms") for n in s["notes"]), s["notes"]
+    # with speculation a prefill (EXTEND or MIXED) in the window is noted with the GPU time launched in it; the
+    # shared trace's steps (verify, draft extend) are not prefills
+    assert profile_steps.summarize_trace(trace_events())["notes"] == []
+    ev = trace_events() + [X("user_annotation", "step[EXTEND bs=2 toks=400]", 500, 40),
+                           X("cuda_runtime", "cudaLaunchKernel", 505, 2, correlation=20),
+                           X("kernel", "nvjet_tst_256x128_64x4_1x2_h_bz_TNN", 510, 30, correlation=20)]
+    s = profile_steps.summarize_trace(ev)
+    assert s["steps_seen"]["target"] == 2 and s["phases_ms"]["EXTEND"] == 0.03
+    assert [n for n in s["notes"] if n.startswith("a prefill")] == [
+        "a prefill in the window (1 EXTEND span(s), 0.03 ms of GPU time launched in them): busy per step / token "
+        "include it, so they do not compare with a window without one"]
 
 
 @pytest.mark.parametrize("name, cat", [
