@@ -14,8 +14,9 @@ configurations the runs do not have. Two layouts (docs/bench/README.md):
   A_tok_s, B_tok_s, tp}``, the runs' GPU and host profiles, checks and runs;
 * ``--parity`` (issue 30; chosen by itself when the sides are upstream and plugin; default NAME upstream-parity): a
   configuration is also keyed by a's release (``baseline_release``) and the attention ``backend``; points add
-  ``pair_ratios`` and their run's ``device`` and ``date`` (a file merged over leases may mix GPUs; ratios compare
-  within a run); eagle3-topk1 is named ``chain``.
+  ``pair_ratios`` and their run's ``device``, ``date`` and ``commit`` (a file merged over leases may mix GPUs; ratios
+  compare within a run), and the header joins the devices and commits of the points it holds; eagle3-topk1 is named
+  ``chain``.
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ class Summary:
     ``previous`` with ``cfg`` None; ``json``: the summary written as NAME.json."""
 
     def __init__(self, runs, commit=None, previous=None, parity=False):
-        self.parity, self.previous = parity, previous or {}
+        self.parity, self.previous, self.commit = parity, previous or {}, commit
         self.a, self.b = plot.side_names(runs[0][1])
         self.ratio, self.a_tok, self.b_tok = f"{self.b}_over_{self.a}", f"{self.a}_tok_s", f"{self.b}_tok_s"
         self.configs = {}
@@ -165,14 +166,17 @@ class Summary:
             if d["point"] is not None and self.mixed:
                 d["point"]["model"] = d["model"]
         top = max(shapes.values(), key=lambda x: x[1])[0] if shapes else _hl(metas[0]["real_size"].get("model"))
-        prev = self.previous
-        self.json = {"device": _joined([m.get("device") for m in metas] + [prev.get("device")]),
+        prev, points = self.previous, [d["point"] for d in self.details if d["point"] is not None]
+        # parity points name their own device and commit: the header joins those of the points it keeps (a previous
+        # summary's header may name a device or commit none of them has any more); else the runs' and previous file's
+        self.json = {"device": self.of_points(points, "device") or _joined([m.get("device") for m in metas]
+                                                                           + [prev.get("device")]),
                      "date": max([m.get("date") or "" for m in metas] + [prev.get("date") or ""]) or None,
-                     "commit": _joined([_joined(m["real_size"].get("commit") for m in metas) or commit,
-                                        prev.get("commit")]),
+                     "commit": self.of_points(points, "commit") or _joined(
+                         [_joined(m["real_size"].get("commit") for m in metas) or commit, prev.get("commit")]),
                      "model": top, "acc_len": _one([m["real_size"].get("acc_len") for m in metas]
                                                    + [prev.get("acc_len")], "acc_len"),
-                     "points": [d["point"] for d in self.details if d["point"] is not None]}
+                     "points": points}
         self.profiles = self.hosts = []
         if not parity:
             self.profiles = self.entries("profiles", plot.profile_rows, lambda p: dict(
@@ -207,14 +211,20 @@ class Summary:
         return [_release_key(head[0])] + ([_release_key(head[1]), head[2]] if self.parity else []) + [
             tp, shape, _config_key(config)]
 
-    def point(self, key, c, pairs, ratio, a_tok, b_tok, pair_ratios, device=None, date=None, env=None):
+    def of_points(self, points, field):
+        """(parity) the points' ``field`` joined; None unless every point has one."""
+        vals = [p.get(field) for p in points]
+        return _joined(vals) if self.parity and vals and all(vals) else None
+
+    def point(self, key, c, pairs, ratio, a_tok, b_tok, pair_ratios, device=None, date=None, env=None, commit=None):
         if not self.parity:
             return {"release": key[0], "config": key[-1], "concurrency": c, self.ratio: ratio, "pairs": pairs,
                     self.a_tok: a_tok, self.b_tok: b_tok, "tp": key[-3]}
         return {"release": key[0], "baseline_release": key[1], "backend": key[2],
                 "config": PARITY_CONFIG.get(key[-1], key[-1]), "concurrency": c, self.ratio: ratio, "pairs": pairs,
                 "tp": key[-3], self.a_tok: a_tok, self.b_tok: b_tok, "pair_ratios": pair_ratios, "device": device,
-                "date": date, **({f"{self.b}_env": env} if env else {})}  # a switch the side set (verify-handoff's)
+                "date": date, **({"commit": commit} if commit else {}),
+                **({f"{self.b}_env": env} if env else {})}  # a switch the side set (verify-handoff's)
 
     def detail(self, key, path, run, name, cfg, row):
         a, b, meta = self.a, self.b, run["meta"]
@@ -224,12 +234,13 @@ class Summary:
             d["point"] = self.point(key, row["concurrency"], row["pairs"], round(row["throughput_ratio"], 3),
                                     round(row["output_throughput"][a], 1), round(row["output_throughput"][b], 1),
                                     [round(x, 3) for x in row["pair_throughput_ratios"]], meta.get("device"),
-                                    meta.get("date"), (cfg.get("sides", {}).get(b) or {}).get("env"))
+                                    meta.get("date"), (cfg.get("sides", {}).get(b) or {}).get("env"),
+                                    meta["real_size"].get("commit") or self.commit)
         return d
 
     def carried(self, have):
         """The previous summary's points whose (configuration, concurrency) is not in ``have`` (missing ``tp``: 1;
-        ``model``: the summary's own; a file from one run lends its device and date to points without them)."""
+        ``model``: the summary's own; a file from one run lends its device, date and commit to points without them)."""
         prev, out, a, b = self.previous, [], self.a, self.b
         one_run = " + " not in str(prev.get("device"))
         for p in prev.get("points", []):
@@ -240,9 +251,11 @@ class Summary:
             if (key, p["concurrency"]) in have:
                 continue
             facts = {k: prev.get(k) for k in ("device", "date") if one_run}
+            if one_run and " + " not in str(prev.get("commit")):
+                facts["commit"] = prev.get("commit")
             pt = self.point(key, p["concurrency"], p["pairs"], p[self.ratio], p.get(self.a_tok), p.get(self.b_tok),
                             p.get("pair_ratios"), p.get("device", facts.get("device")), p.get("date", facts.get("date")),
-                            p.get(f"{b}_env"))
+                            p.get(f"{b}_env"), p.get("commit", facts.get("commit")))
             row = dict(concurrency=p["concurrency"], pairs=p["pairs"], throughput_ratio=p[self.ratio],
                        pair_throughput_ratios=p.get("pair_ratios") or [],
                        output_throughput={a: p.get(self.a_tok), b: p.get(self.b_tok)}, accept_length={a: None, b: None},
@@ -407,12 +420,12 @@ def parity_markdown(s):
           "(`--max-total-tokens`). Ratio: median over alternating pairs of plugin / upstream output tok/s (> 1: the "
           "plugin is faster). Generated by `bench/real_size_report.py --parity`.", "",
           "| release | upstream | backend | TP | config | conc | pairs | upstream tok/s | plugin tok/s | plugin / upstream "
-          f"| per pair | device, date ({s.b} side's env) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+          f"| per pair | device, date, commit ({s.b} side's env) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in j["points"]:
         md.append(f"| {p['release']} | {p['baseline_release']} | {p['backend']} | {p.get('tp', 1)} | {p['config']} | "
                   f"{p['concurrency']} | {p['pairs']} | {p.get(s.a_tok, '')} | {p.get(s.b_tok, '')} | "
                   f"{p[s.ratio]:.3f} | {', '.join(f'{x:.3f}' for x in p.get('pair_ratios') or [])} | "
-                  f"{p.get('device') or '?'}, {p.get('date') or '?'}"
+                  f"{p.get('device') or '?'}, {p.get('date') or '?'}" + (f", {p['commit']}" if p.get("commit") else "")
                   + "".join(f", {k}={v}" for k, v in (p.get(f"{s.b}_env") or {}).items()) + " |")
     return "\n".join(md) + "\n"
 

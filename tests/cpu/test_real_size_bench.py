@@ -781,6 +781,27 @@ def test_parity_report_of_upstream_pairings(tmp_path):
     assert s["device"] == "NVIDIA H200 + NVIDIA H100 80GB HBM3"
     md = open(tmp_path / "out" / "upstream-parity.md").read()
     assert "| 0.5.11 | 0.5.17 | triton | 2 | chain | 1 | 3 | 100.0 | 95.0 | 0.950 | 0.950, 0.900, 1.033 | NVIDIA H200, " in md
+    # each point names its run's commit (a previous file from one run lends its own), and the table shows it
+    assert (chain["commit"], old["commit"]) == ("abc123def456", "0ld")
+    assert "| NVIDIA H200, 2026-11-23 08:00 UTC, abc123def456 |" in md
+    # the header joins the devices and commits of the points it keeps: a previous summary (of several runs) whose
+    # header names a device and a commit that none of its kept points has any more drops them (session 32: an H100
+    # and two commits stayed in the header after the runs had replaced their points)
+    merged = dict(prev, device="NVIDIA H100 80GB HBM3 + NVIDIA A100", commit="0ld + gone")
+    merged["points"] = [dict(p, device="NVIDIA H100 80GB HBM3", date="2026-11-20 10:00 UTC", commit="0ld")
+                        for p in prev["points"]]
+    merged["points"][0]["device"] = "NVIDIA H200"  # the flashinfer point (kept) ran on an H200
+    json.dump(merged, open(tmp_path / "merged.json", "w"))
+    assert real_size_report.main(["--out-dir", str(tmp_path / "out2"), "--previous", str(tmp_path / "merged.json"),
+                                  *paths]) == 0
+    s2 = json.load(open(tmp_path / "out2" / "upstream-parity.json"))
+    assert (s2["device"], s2["commit"]) == ("NVIDIA H200 + NVIDIA H100 80GB HBM3", "abc123def456 + 0ld"), s2
+    # a point without a commit (older files): the header falls back to the runs' and the previous file's
+    del merged["points"][0]["commit"]
+    json.dump(merged, open(tmp_path / "merged.json", "w"))
+    assert real_size_report.main(["--out-dir", str(tmp_path / "out3"), "--previous", str(tmp_path / "merged.json"),
+                                  *paths]) == 0
+    assert json.load(open(tmp_path / "out3" / "upstream-parity.json"))["commit"] == "abc123def456 + 0ld + gone"
     json.dump(synthetic("0.5.11", {"tree-topk4": _points(1, 3, up, pl)}), open(tmp_path / "stock.json", "w"))
     with pytest.raises(SystemExit, match="--parity reads"):
         real_size_report.main(["--parity", "--out-dir", str(tmp_path / "x"), str(tmp_path / "stock.json")])
