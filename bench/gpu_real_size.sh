@@ -25,22 +25,23 @@
 set -uo pipefail
 T0=$(date +%s)
 RELEASES=${1:?usage: gpu_real_size.sh "REL ..." [--split "A,B C"] [--waves] [--tiny] [serving.py args]}; shift
-SPLIT=""; WAVES=0; MODE=(--real-size); NAME=real-size; ARGS=()
+SPLIT=""; WAVES=0; MODE=(--real-size); NAME=real-size; ARGS=(); CONFIGS=0
 while [ $# -gt 0 ]; do  # this script's own options, wherever they stand; the rest goes to serving.py
   case "$1" in
     --split) SPLIT=${2:?--split needs a value}; shift 2 ;;
     --split=*) SPLIT=${1#*=}; shift ;;
     --waves) WAVES=1; shift ;;
     --tiny) MODE=(); NAME=bench; shift ;;
+    --configs|--configs=*) CONFIGS=1; ARGS+=("$1"); shift ;;
     *) ARGS+=("$1"); shift ;;
   esac
 done
 set -- ${ARGS[@]+"${ARGS[@]}"}
-for x in "$@"; do  # --split names each part's configurations: a --configs after them would give every part all of them
-  case "$x" in --configs|--configs=*) [ -z "$SPLIT" ] || {  # (session 32: both parts ran both, the merge refused)
-    echo "[gpu_real_size] --split \"$SPLIT\" names each part's configurations: leave out --configs" >&2; exit 2; } ;;
-  esac
-done
+# --split names each part's configurations: a --configs after them would give every part all of them (session 32:
+# both parts ran both, the merge refused)
+if [ -n "$SPLIT" ] && [ "$CONFIGS" = 1 ]; then
+  echo "[gpu_real_size] --split \"$SPLIT\" names each part's configurations: leave out --configs" >&2; exit 2
+fi
 TP=1; MODEL=8b; prev=""
 for x in "$@"; do  # the serving.py args that decide GPUs per part and which models to write
   case "$prev" in --real-size-tp) TP=$x ;; --real-size-model) MODEL=$x ;; esac
