@@ -119,16 +119,24 @@ def _block_end(lines, start: int) -> int:
     return start + len(inspect.getblock(lines[start:])) - 1
 
 
-@functools.lru_cache(maxsize=16)
+# The per-text caches below hold as many texts as read_source's (64): a release's targets sit in about 20 module files,
+# and plan() visits them fix by fix, so 16 entries were evicted and re-split within one start (start cost).
+@functools.lru_cache(maxsize=64)
 def _lines(text: str):
     return text.splitlines(keepends=True)
+
+
+@functools.lru_cache(maxsize=64)
+def _digest(text: str) -> str:
+    """The sha256 that names ``text``'s entry under cache_dir(): once per text, not once per function looked up."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 _DEF_LINE = re.compile(r"^(\s*)(?:async\s+def|def|class)\s+(\w+)")
 _BRACKETS = str.maketrans("", "", "()[]{}")
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=64)
 def _defs(text: str):
     """Every def/class line of a module text: (0-based line, indentation, name), in order; one scan per text."""
     out = []
@@ -145,7 +153,7 @@ def _defs(text: str):
 _OTHER_BREAKS = re.compile("[\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=64)
 def _starts(text: str):
     """Offsets of the lines of ``text`` (``_lines``) in it, or None where ``text`` has other line breaks than LF."""
     if _OTHER_BREAKS.search(text):
@@ -264,17 +272,28 @@ def _known_spans(digest: str) -> dict:
         if path:
             try:
                 with open(path) as f:
-                    spans = {k: tuple(v) for k, v in json.load(f).items()
-                             if isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) for x in v)}
+                    spans = {k: tuple(v) for k, v in json.load(f).items() if _entry_ok(v)}
             except (OSError, ValueError, AttributeError):
                 spans = {}
         _SPANS[digest] = spans
     return _SPANS[digest]
 
 
-def _remember_span(digest: str, qualname: str, span: Tuple[int, int]) -> None:
+def _entry_ok(v) -> bool:
+    """A stored entry: [first, last] (function_source), or [first, last, fingerprint] (fingerprint_in_file)."""
+    return isinstance(v, list) and len(v) in (2, 3) and all(isinstance(x, int) for x in v[:2]) and (
+        len(v) == 2 or isinstance(v[2], str) and len(v[2]) == 16)
+
+
+def _remember_span(digest: str, qualname: str, span: Tuple[int, int], fp: Optional[str] = None) -> None:
+    """Keep ``qualname``'s span in the text named ``digest`` (and its fingerprint where given; a fingerprint kept
+    for the same span stays)."""
     spans = _known_spans(digest)
-    spans[qualname] = span
+    old = spans.get(qualname)
+    entry = tuple(span) + ((fp,) if fp else old[2:] if old is not None and old[:2] == tuple(span) else ())
+    if entry == old:
+        return
+    spans[qualname] = entry
     path = _spans_path(digest)
     if path is None or sys.dont_write_bytecode:
         return
@@ -303,7 +322,7 @@ def function_source(text: str, qualname: str) -> Tuple[str, int, int]:
     the text (the same text always gives the same span), so the next process of a server only slices the lines;
     the source sliced is what plan() fingerprints, so a wrong span could only refuse a fix, never patch other code."""
     lines = _lines(text)
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    digest = _digest(text)
     known = _known_spans(digest).get(qualname)
     if known is not None and 1 <= known[0] <= known[1] <= len(lines):
         return "".join(lines[known[0] - 1 : known[1]]), known[0], known[1]
@@ -340,9 +359,20 @@ def _with_decorators(lines, start: int, indent: int, end: int) -> Tuple[str, int
 
 
 def fingerprint_in_file(path: str, qualname: str) -> Optional[str]:
-    """Fingerprint of ``qualname`` in the file at ``path``; None if the file or the function is absent."""
+    """Fingerprint of ``qualname`` in the file at ``path``; None if the file or the function is absent.
+
+    Kept with the function's span under cache_dir() (the entry is named by the text's sha256, and the fingerprint is
+    that of the span's lines): the next process of a server neither slices nor normalises the source (start cost).
+    What the plan reads so is checked again where it matters: a patch's hunks must apply exactly and the patched
+    function must have the file's ``after=`` fingerprint (patchfile.compile_target)."""
     try:
-        src, _, _ = function_source(read_source(path), qualname)
+        text = read_source(path)
+        known = _known_spans(_digest(text)).get(qualname)
+        if known is not None and len(known) == 3:
+            return known[2]
+        src, first, last = function_source(text, qualname)
     except (OSError, SyntaxError, SourceNotFound, IndentationError):
         return None
-    return fingerprint_source(src)
+    fp = fingerprint_source(src)
+    _remember_span(_digest(text), qualname, (first, last), fp)
+    return fp

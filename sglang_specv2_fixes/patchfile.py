@@ -295,9 +295,10 @@ def _added_above(h: Hunk, index: int) -> int:
 
 
 def _apply(pf: PatchFile, rel: str, text: str, done: Sequence[Tuple[Target, Hunk]] = ()):
-    """(patched text, {target: (first, last) 1-based lines of its function in the patched text}). The spans follow
-    from where each target sits in ``text`` and the line counts its hunks change, so the patched text need not be
-    tokenized again to find the functions (compile_target still checks each one's ``after=`` fingerprint).
+    """(patched text, {target: (first, last) 1-based lines of its function in the patched text}, the patched text's
+    lines without their ends). The spans follow from where each target sits in ``text`` and the line counts its hunks
+    change, so the patched text need not be tokenized, nor split, again to find the functions (compile_target still
+    checks each one's ``after=`` fingerprint).
     ``done``: (target, hunk) of files already applied to ``text`` (build_stack): a hunk of a target they changed too
     moves by the lines their hunks added above it in that function."""
     targets = pf.targets_in(rel)
@@ -335,7 +336,7 @@ def _apply(pf: PatchFile, rel: str, text: str, done: Sequence[Tuple[Target, Hunk
     for t, (first, last) in installed.items():  # targets do not overlap: a hunk is before, inside or after each one
         before = sum(grown[o] for o, (f, _) in installed.items() if f < first)
         spans[t] = (first + before, last + before + grown[t])
-    return "\n".join(lines) + ("\n" if text.endswith("\n") else ""), spans
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else ""), spans, lines
 
 
 def module_path(module: str, root: str) -> str:
@@ -358,59 +359,78 @@ def _patched(pf: PatchFile, root: str):
     return out
 
 
-def _compile_cached(source: str, filename: str):
-    """``compile(source, filename)`` (exec mode, postponed annotations: upstream annotations may name
-    TYPE_CHECKING-only types), kept as marshal data under ``_code_cache_dir()``, named by the sha256 of the
-    interpreter's bytecode magic, the file name and the source. A pyc for the patched functions: the same
-    source always gives the same code, so a hit is that compile's result; a miss, an unreadable entry or a
-    folder that cannot be written just compiles (nothing written while ``sys.dont_write_bytecode``). Every
-    process of a server compiles the same functions: this saves each one that cost (start cost,
-    docs/performance.md)."""
+def _compile_cached(src: str, filename: str, first: int = 1, expected: Optional[str] = None):
+    """(``fingerprint_source(src)``, the code of ``src`` dedented and placed at line ``first`` of ``filename``: exec
+    mode, postponed annotations, as upstream annotations may name TYPE_CHECKING-only types), both kept as marshal
+    data under ``_code_cache_dir()``, named by the sha256 of the interpreter's bytecode magic, the file name, ``first``
+    and ``src``. A pyc for the patched functions: the same source always gives the same fingerprint and code, so a hit
+    is what dedenting, fingerprinting and compiling would give; a miss, an unreadable entry or a folder that cannot be
+    written computes them (nothing written while ``sys.dont_write_bytecode``). Where ``expected`` is given and the
+    fingerprint differs, nothing is compiled (the code is None): the source is not the one the patch file names. Every
+    process of a server builds the same functions: this saves each one that cost (start cost, docs/performance.md)."""
     import hashlib
     import importlib.util
     import marshal
+    import types
 
     d = _code_cache_dir()
     path = None
     if d is not None:
-        h = hashlib.sha256(importlib.util.MAGIC_NUMBER + filename.encode() + b"\0" + source.encode())
+        h = hashlib.sha256(b"fp+code\0" + importlib.util.MAGIC_NUMBER + filename.encode() + b"\0%d\0" % first
+                           + src.encode("utf-8", "surrogatepass"))
         path = os.path.join(d, h.hexdigest()[:32] + ".code")
         try:
             with open(path, "rb") as f:
-                return marshal.loads(f.read())
+                got = marshal.loads(f.read())
+            if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], str) and \
+                    isinstance(got[1], types.CodeType):
+                return got
         except (OSError, ValueError, EOFError, TypeError):
             pass
-    code = compile(source, filename, "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    fp = fingerprint_source(src)
+    if expected is not None and fp != expected:
+        return fp, None
+    code = compile("\n" * (first - 1) + textwrap.dedent(src), filename, "exec",
+                   flags=__future__.annotations.compiler_flag, dont_inherit=True)
     if path is not None and not sys.dont_write_bytecode:
         try:
             os.makedirs(d, exist_ok=True)
             tmp = f"{path}.{os.getpid()}.tmp"
             with open(tmp, "wb") as f:
-                f.write(marshal.dumps(code))
+                f.write(marshal.dumps((fp, code)))
             os.replace(tmp, path)
         except OSError:
             pass
-    return code
+    return fp, code
 
 
-def compile_target(pf: PatchFile, target: Target, path: str, patched: str, span=None) -> Callable:
+def _span_source(patched: str, span: Tuple[int, int], lines=None) -> str:
+    """Lines ``span`` (1-based, inclusive) of the patched text with their ends, as ``_lines(patched)`` slices them;
+    taken from ``lines`` (the text's lines without their ends, which _apply joined by LF) where given."""
+    if lines is None:
+        return "".join(_lines(patched)[span[0] - 1 : span[1]])
+    return "\n".join(lines[span[0] - 1 : span[1]]) + ("\n" if span[1] < len(lines) or patched.endswith("\n") else "")
+
+
+def compile_target(pf: PatchFile, target: Target, path: str, patched: str, span=None, lines=None) -> Callable:
     """Compile ``target`` out of the patched module text into the target module's globals (``span``: its 1-based
-    lines there when known, else it is located)."""
+    lines there when known, else it is located; ``lines``: the patched text's lines without their ends, as _apply
+    made them, so that the text is not split again). Its ``after=`` fingerprint is required before anything runs."""
+    filename = f"{path} [specv2-fixes {pf.fix}]"
     fp = None
     if span is not None:
-        first = span[0]
-        src = "".join(_lines(patched)[first - 1 : span[1]])
-        fp = fingerprint_source(src)
+        first, src = span[0], _span_source(patched, span, lines)
+        fp, code = _compile_cached(src, filename, first, target.after)
     if fp != target.after:
         src, first, _ = function_source(patched, target.qualname)
-        fp = fingerprint_source(src)
+        fp, code = _compile_cached(src, filename, first, target.after)
     if fp != target.after:
         raise PatchError(f"{pf.path}: patched {target.dotted} has fingerprint {fp}, header says after={target.after}")
-    filename = f"{path} [specv2-fixes {pf.fix}]"
-    linecache.cache[filename] = (len(patched), None, list(_lines(patched)), filename)
-    code = _compile_cached("\n" * (first - 1) + textwrap.dedent(src), filename)
     if "." in target.qualname and "super()" in src:
         raise PatchError(f"{target.dotted}: zero-argument super() cannot be compiled outside its class")
+    # a lazy entry (linecache's form for sources a loader gives): the text is split only when a traceback or
+    # inspect.getsource reads it, not in every process at start-up
+    linecache.cache[filename] = (lambda: patched,)
     module = importlib.import_module(target.module)
     local_ns: dict = {}
     exec(code, module.__dict__, local_ns)  # noqa: S102 - fingerprinted upstream code plus the stored diff
@@ -430,8 +450,9 @@ def compile_target(pf: PatchFile, target: Target, path: str, patched: str, span=
 
 def build(pf: PatchFile, root: str) -> Dict[str, Callable]:
     """target dotted name -> compiled patched function, for the sglang tree at ``root``."""
-    texts = _patched(pf, root)
-    return {t.dotted: compile_target(pf, t, texts[t.rel_path][0], texts[t.rel_path][2], texts[t.rel_path][3][t])
+    texts = _patched(pf, root)  # rel -> (path, text, patched, spans, patched lines)
+    return {t.dotted: compile_target(pf, t, texts[t.rel_path][0], texts[t.rel_path][2], texts[t.rel_path][3][t],
+                                     texts[t.rel_path][4])
             for t in pf.targets}
 
 

@@ -326,3 +326,50 @@ def test_function_spans_are_kept_between_processes(monkeypatch, tmp_path):
         assert function_source(text, "g") == ("def g():\n    pass\n", 12, 13)
     assert not (tmp_path / "d").exists() and not (tmp_path / "0").exists()
 
+
+
+def test_fingerprints_are_kept_with_their_spans(monkeypatch, tmp_path):
+    """Start cost: fingerprint_in_file keeps the fingerprint beside the span, and a later process (the in-process
+    caches cleared) takes it from there without slicing or normalising; a changed file is another text and is
+    fingerprinted again; an entry whose span is relocated loses its fingerprint; a malformed one is not read."""
+    import json
+    import sys
+
+    from sglang_specv2_fixes import fingerprint
+
+    path = tmp_path / "m.py"
+    path.write_text("class A:\n    def f(self):\n        return 1\n")
+    monkeypatch.setenv("SGLANG_SPECV2_FIXES_CODE_CACHE", str(tmp_path / "c"))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    made = []
+    real = fingerprint.fingerprint_source
+    monkeypatch.setattr(fingerprint, "fingerprint_source", lambda src: made.append(src) or real(src))
+
+    def new_process():
+        monkeypatch.setattr(fingerprint, "_SPANS", {})
+        function_source.cache_clear()
+
+    new_process()
+    want = real("    def f(self):\n        return 1\n")
+    assert fingerprint.fingerprint_in_file(str(path), "A.f") == want and len(made) == 1
+    (entry,) = (tmp_path / "c").glob("*.spans.json")
+    assert json.loads(entry.read_text()) == {"A.f": [2, 3, want]}
+    new_process()
+    assert fingerprint.fingerprint_in_file(str(path), "A.f") == want and len(made) == 1  # from the entry
+    function_source(path.read_text(), "A.f")  # the span found again: the fingerprint stays with it
+    assert json.loads(entry.read_text()) == {"A.f": [2, 3, want]}
+    path.write_text("class A:\n    def f(self):\n        return 2\n")  # another text, another entry
+    new_process()
+    other = fingerprint.fingerprint_in_file(str(path), "A.f")
+    assert other == real("    def f(self):\n        return 2\n") != want and len(made) == 2
+    assert len(list((tmp_path / "c").glob("*.spans.json"))) == 2
+    path.write_text("class A:\n    def f(self):\n        return 1\n")
+    for bad in ([2, 3, 7], [2, 3, "short"], [2, "3", want]):  # not an entry: fingerprinted again
+        entry.write_text(json.dumps({"A.f": bad}))
+        new_process()
+        assert fingerprint.fingerprint_in_file(str(path), "A.f") == want and made[-1].endswith("return 1\n")
+    assert len(made) == 5 and json.loads(entry.read_text()) == {"A.f": [2, 3, want]}
+    entry.write_text(json.dumps({"A.f": [2, 99]}))  # a span that does not fit: located again, then fingerprinted
+    new_process()
+    assert fingerprint.fingerprint_in_file(str(path), "A.f") == want and len(made) == 6
+    assert json.loads(entry.read_text()) == {"A.f": [2, 3, want]}

@@ -306,15 +306,27 @@ def test_compiled_functions_are_kept_and_reused_by_source(pkg, tmp_path, monkeyp
     entry.write_bytes(b"not marshal data")
     patchfile.build(pf, root)
     assert len(compiled) == 3 and entry.read_bytes() != b"not marshal data"
-    other = patchfile._compile_cached("x = 1\n", "other.py")
+    fp, other = patchfile._compile_cached("x = 1\n", "other.py")
     assert len(compiled) == 4 and len(codes()) == 3 and other.co_filename == "other.py"
+    assert fp == fingerprint_source("x = 1\n") and patchfile._compile_cached("x = 1\n", "other.py") == (fp, other)
+    assert len(compiled) == 4  # the fingerprint came from the entry too
+    # a source whose fingerprint is not the one expected is not compiled, nor kept
+    bad = patchfile._compile_cached("x = (\n", "other.py", 1, "0123456789abcdef")
+    assert bad == (fingerprint_source("x = (\n"), None) and len(compiled) == 4 and len(codes()) == 3
+    # the entry is named by the first line too: the same source elsewhere in the file is other code
+    at = {}
+    for first in (1, 7):
+        ns: dict = {}
+        exec(patchfile._compile_cached("def f():\n    return 1\n", "other.py", first)[1], ns)
+        at[first] = ns["f"].__code__.co_firstlineno
+    assert at == {1: 1, 7: 7} and len(compiled) == 6 and len(codes()) == 5
     for off in ({"SGLANG_SPECV2_FIXES_CODE_CACHE": "0"}, {"dont_write_bytecode": True}):
         folder = tmp_path / f"none-{len(compiled)}"
         monkeypatch.setenv("SGLANG_SPECV2_FIXES_CODE_CACHE", off.get("SGLANG_SPECV2_FIXES_CODE_CACHE", str(folder)))
         monkeypatch.setattr(sys, "dont_write_bytecode", off.get("dont_write_bytecode", False))
         patchfile._compile_cached("y = 2\n", "other.py")
         assert not folder.exists()
-    assert len(compiled) == 6
+    assert len(compiled) == 8
 
 
 def test_after_fingerprint_mismatch_is_an_error(pkg):
