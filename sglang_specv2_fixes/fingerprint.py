@@ -119,7 +119,7 @@ def _block_end(lines, start: int) -> int:
     return start + len(inspect.getblock(lines[start:])) - 1
 
 
-# The per-text caches below hold as many texts as read_source's (64): a release's targets sit in about 20 module files,
+# The per-text caches below hold as many texts as read_source's (64): a release's targets sit in about 18 module files,
 # and plan() visits them fix by fix, so 16 entries were evicted and re-split within one start (start cost).
 @functools.lru_cache(maxsize=64)
 def _lines(text: str):
@@ -367,12 +367,13 @@ def fingerprint_in_file(path: str, qualname: str) -> Optional[str]:
     function must have the file's ``after=`` fingerprint (patchfile.compile_target)."""
     try:
         text = read_source(path)
-        known = _known_spans(_digest(text)).get(qualname)
+        digest = _digest(text)
+        known = _known_spans(digest).get(qualname)
         if known is not None and len(known) == 3:
             return known[2]
         src, first, last = function_source(text, qualname)
     except (OSError, SyntaxError, SourceNotFound, IndentationError):
         return None
     fp = fingerprint_source(src)
-    _remember_span(_digest(text), qualname, (first, last), fp)
+    _remember_span(digest, qualname, (first, last), fp)
     return fp

@@ -327,7 +327,6 @@ def test_function_spans_are_kept_between_processes(monkeypatch, tmp_path):
     assert not (tmp_path / "d").exists() and not (tmp_path / "0").exists()
 
 
-
 def test_fingerprints_are_kept_with_their_spans(monkeypatch, tmp_path):
     """Start cost: fingerprint_in_file keeps the fingerprint beside the span, and a later process (the in-process
     caches cleared) takes it from there without slicing or normalising; a changed file is another text and is
