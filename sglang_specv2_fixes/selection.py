@@ -31,6 +31,9 @@ ENV_FLASHINFER_GRAPH = "SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH"
 ENV_FLASHINFER_FAST_PLAN = "SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN"
 # fa3's spec-v2 draft-extend CUDA graph for chains (fa3-draft-extend-graph, #40762): off until a GPU has run it
 ENV_FA3_GRAPH = "SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH"
+# spec-v2 tree drafting on fa3 (tree-drafting, 0.5.11 / 0.5.12.x), and the default invocation left on the fa3 that
+# those releases and upstream 0.5.13 - 0.5.17 pick: off until the fa3 tree rows have run on a GPU
+ENV_FA3_TREES = "SGLANG_SPECV2_FIXES_FA3_TREES"
 # the spec-v2 decode preparation without the host wait on the previous verify (verify-handoff, #25879): on unless
 # set to an off value
 ENV_VERIFY_HANDOFF = "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF"
@@ -222,3 +225,10 @@ def fa3_draft_graph_enabled() -> bool:
     unless SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH is set to an on value (1 / true / yes / on), until the fa3 chain row
     has run with it on a GPU."""
     return _flag(ENV_FA3_GRAPH)
+
+
+def fa3_trees_enabled() -> bool:
+    """Spec-v2 tree drafting on fa3 (tree-drafting, 0.5.11 / 0.5.12.x): off unless SGLANG_SPECV2_FIXES_FA3_TREES is set
+    to an on value, until the fa3 tree rows have run on a GPU. With it on, the default invocation on Hopper stays on
+    the fa3 that upstream 0.5.13 - 0.5.17 run it on (seen on 0.5.17, 2026-11-29: fa3, topk 4, spec v2)."""
+    return _flag(ENV_FA3_TREES)

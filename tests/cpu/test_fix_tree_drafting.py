@@ -229,3 +229,68 @@ def plugin_mod():
     from sglang_specv2_fixes import plugin as mod
 
     return mod
+
+
+@pytest.mark.parametrize("switch", [None, "1"], ids=["fa3-trees-off", "fa3-trees-on"])
+def test_explicit_fa3_tree_needs_its_switch(launch, caplog, monkeypatch, switch):
+    """fa3 trees are opt-in (SGLANG_SPECV2_FIXES_FA3_TREES=1) until their rows have met on a GPU: without the switch an
+    explicit fa3 tree runs spec v1 and the reason names the switch; with it, spec v2 tree drafting. Stock: spec v1."""
+    from sglang_specv2_fixes.selection import ENV_FA3_TREES
+
+    if switch is None:
+        monkeypatch.delenv(ENV_FA3_TREES, raising=False)
+    else:
+        monkeypatch.setenv(ENV_FA3_TREES, switch)
+    (s, s_msgs, s_err), (p, p_msgs, p_err) = both(launch, caplog, attention_backend="fa3", page_size=1, **EXPLICIT_TOPK4)
+    assert s_err is None and p_err is None
+    assert s == dict(disable_overlap_schedule=True, **EXPLICIT_TOPK4) and s_msgs == [STOCK_V1]
+    assert len(p_msgs) == 1, p_msgs
+    if switch is None:
+        assert p == s
+        assert p_msgs[0] == (
+            "Spec v1 is used for eagle/eagle3/standalone speculative decoding because spec v2 tree drafting (topk > 1) "
+            f"is only enabled for the flashinfer and triton attention backends (the ones it was run on; fa3 with "
+            f"{ENV_FA3_TREES}=1), got fa3.")
+    else:
+        assert p == dict(disable_overlap_schedule=False, **EXPLICIT_TOPK4)
+        assert "tree drafting (topk=4, page_size=1)" in p_msgs[0]
+
+
+@pytest.mark.parametrize("switch", [None, "1"], ids=["fa3-trees-off", "fa3-trees-on"])
+def test_default_rule_keeps_fa3_only_with_fa3_trees(monkeypatch, switch):
+    """The default invocation on Hopper: 0.5.11 / 0.5.12.x choose fa3 before the auto-chosen topk 4. Without fa3 trees
+    the plugin re-runs upstream's rule on the final topk (flashinfer on Hopper); with them it keeps fa3, as upstream
+    0.5.13 - 0.5.17 do. The rule's own answer is what this release's _get_default_attn_backend says on a Hopper GPU
+    for topk 4 (its hardware probes replaced); a backend the user chose is never changed."""
+    from types import SimpleNamespace
+
+    import sglang.srt.server_args as sa
+
+    from sglang_specv2_fixes.selection import ENV_FA3_TREES
+
+    if switch is None:
+        monkeypatch.delenv(ENV_FA3_TREES, raising=False)
+    else:
+        monkeypatch.setenv(ENV_FA3_TREES, switch)
+    for name in ("is_hopper_with_cuda_12_3", "is_flashinfer_available"):
+        monkeypatch.setattr(sa, name, lambda: True)
+    monkeypatch.setattr(sa, "is_sm100_supported", lambda *a: False)
+
+    def args(user):
+        a = object.__new__(sa.ServerArgs)
+        a.__dict__.update(attention_backend="fa3", speculative_eagle_topk=4, page_size=1, speculative_algorithm="EAGLE3",
+                          prefill_attention_backend=None, decode_attention_backend=None)
+        a.__dict__[tree_drafting.USER_BACKENDS] = user
+        a.use_mla_backend = lambda: False
+        a.get_model_config = lambda: SimpleNamespace(
+            hf_config=SimpleNamespace(architectures=["LlamaForCausalLM"]), has_attention_sinks=False)
+        return a
+
+    nobody = args((None, None, None))
+    changed = tree_drafting.follow_default_backend_rule(nobody)
+    if switch is None:
+        assert changed == ("fa3", "flashinfer") and nobody.attention_backend == "flashinfer"
+    else:
+        assert changed is None and nobody.attention_backend == "fa3"
+    chosen = args(("fa3", None, None))
+    assert tree_drafting.follow_default_backend_rule(chosen) is None and chosen.attention_backend == "fa3"
