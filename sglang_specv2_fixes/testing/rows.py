@@ -1,5 +1,6 @@
 """Test mixins of the registered speculative rows: ``SpecChecks`` (assertions shared by every speculative row),
-``TreeRow`` (tree drafting at a width) and ``RetractRow`` (retraction with chunked prefill at a page size). Mixed
+``TreeRow`` (tree drafting at a width), ``DefaultInvocationRow`` (no spec-shape or backend flags) and ``RetractRow``
+(retraction with chunked prefill at a page size). Mixed
 in *before* ``CustomTestCase`` (``class T(TreeRow, CustomTestCase)``) so their setUpClass wins."""
 
 import concurrent.futures
@@ -8,7 +9,7 @@ import requests
 
 from .client import (concurrent_generate, flush_cache, generate, health_ok, rescore_logprobs, server_info,
                      specv2_state)
-from .config import prompts
+from .config import common_without_backend, prompts
 from .reference import prefetch_reference, reference_outputs
 from .server import TIMEOUT, URL, eagle3_args, launch, stop
 
@@ -166,6 +167,48 @@ class TreeRow(SpecChecks):
         self.check_alive()
 
     def test_5_concurrent_abort(self):
+        self.check_concurrent_abort()
+        self.check_greedy_equals_target_only()
+        self.check_alive()
+
+
+class DefaultInvocationRow(SpecChecks):
+    """The default invocation on Hopper, mixed in before CustomTestCase like ``TreeRow``: EAGLE3 with no step / topk /
+    token flags and no --attention-backend, forced retraction. The server must run the auto-chosen tree (topk > 1) on
+    spec v2 tree drafting on BACKEND (``/server_info``); 2 x 32 concurrent requests, greedy = a BACKEND target-only
+    server, a concurrent abort, healthy afterwards."""
+
+    BACKEND = None  # the attention backend the server must end up on; also the target-only reference's
+    ENV = {}  # extra server environment
+
+    @classmethod
+    def setUpClass(cls):
+        cls.BACKEND_ARGS = ("--attention-backend", cls.BACKEND)  # the reference only: the server gets no backend flag
+        cls.prefetch_target_only()
+        cls.process = launch(eagle3_args(steps=None), env={"SGLANG_TEST_RETRACT": "1", **cls.ENV},
+                             common=common_without_backend())
+
+    @classmethod
+    def tearDownClass(cls):
+        stop(cls.process)
+
+    def test_1_backend_and_spec_path(self):
+        info = server_info()
+        serving = specv2_state(info).get("serving") or {}
+        print("serving:", serving, "attention_backend:", info.get("attention_backend"))
+        self.assertEqual(info["attention_backend"], self.BACKEND)
+        self.assertEqual(serving.get("spec_path"), "v2 tree")
+        self.assertGreater(info["speculative_eagle_topk"], 1)
+
+    def test_2_concurrent_load_survives(self):
+        self.check_concurrent_load(32)
+        self.check_concurrent_load(32)
+        self.check_alive()
+
+    def test_3_greedy_equals_target_only(self):
+        self.check_greedy_equals_target_only()
+
+    def test_4_concurrent_abort(self):
         self.check_concurrent_abort()
         self.check_greedy_equals_target_only()
         self.check_alive()

@@ -9,49 +9,16 @@ fa3 is not in the device bundle: carry it in parts (``ci/make_fa3_parts.sh``, ``
 import unittest
 
 from sglang_specv2_fixes.selection import ENV_FA3_TREES
-from sglang_specv2_fixes.testing.client import server_info, specv2_state
-from sglang_specv2_fixes.testing.config import common_without_backend
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
-from sglang_specv2_fixes.testing.rows import SpecChecks
-from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
+from sglang_specv2_fixes.testing.rows import DefaultInvocationRow
 from sglang.test.test_utils import CustomTestCase
 
 register_specv2_ci(est_time=240, suite="specv2-gpu", releases="fix:tree-drafting", bug_in="fix:tree-drafting")
 
 
-class TestDefaultBackendRuleFa3(SpecChecks, CustomTestCase):
-    BACKEND_ARGS = ("--attention-backend", "fa3")  # the target-only reference
-
-    @classmethod
-    def setUpClass(cls):
-        cls.prefetch_target_only()
-        cls.process = launch(eagle3_args(steps=None), env={"SGLANG_TEST_RETRACT": "1", ENV_FA3_TREES: "1"},
-                             common=common_without_backend())
-
-    @classmethod
-    def tearDownClass(cls):
-        stop(cls.process)
-
-    def test_1_backend_and_spec_path(self):
-        info = server_info()
-        serving = specv2_state(info).get("serving") or {}
-        print("serving:", serving, "attention_backend:", info.get("attention_backend"))
-        self.assertEqual(info["attention_backend"], "fa3")
-        self.assertEqual(serving.get("spec_path"), "v2 tree")
-        self.assertGreater(info["speculative_eagle_topk"], 1)
-
-    def test_2_concurrent_load_survives(self):
-        self.check_concurrent_load(32)
-        self.check_concurrent_load(32)
-        self.check_alive()
-
-    def test_3_greedy_equals_target_only(self):
-        self.check_greedy_equals_target_only()
-
-    def test_4_concurrent_abort(self):
-        self.check_concurrent_abort()
-        self.check_greedy_equals_target_only()
-        self.check_alive()
+class TestDefaultBackendRuleFa3(DefaultInvocationRow, CustomTestCase):
+    BACKEND = "fa3"
+    ENV = {ENV_FA3_TREES: "1"}
 
 
 if __name__ == "__main__":
