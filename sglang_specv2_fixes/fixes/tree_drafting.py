@@ -45,7 +45,7 @@ import os
 import sys
 
 from ..catalog import Fix
-from ..selection import ENV_FA3_TREES
+from ..selection import ENV_FA3_TREES, fa3_trees_enabled
 
 logger = logging.getLogger("sglang_specv2_fixes")
 
@@ -127,9 +127,7 @@ def follow_default_backend_rule(server_args):
 def tree_backends() -> tuple:
     """The attention backends spec-v2 tree drafting runs on: TREE_BACKENDS, and fa3 with
     SGLANG_SPECV2_FIXES_FA3_TREES=1."""
-    from .. import selection
-
-    return TREE_BACKENDS + ((FA3_TREE_BACKEND,) if selection.fa3_trees_enabled() else ())
+    return TREE_BACKENDS + ((FA3_TREE_BACKEND,) if fa3_trees_enabled() else ())
 
 
 def spec_v2_tree_v1_reason(server_args):
@@ -214,8 +212,7 @@ def spec_v2_tree_v1_reason(server_args):
         enabled = tree_backends()
         unsupported = sorted(str(b) for b in backends if b not in enabled)
         if unsupported:
-            fa3 = (f"; fa3 with {ENV_FA3_TREES}=1" if FA3_TREE_BACKEND in unsupported
-                   and FA3_TREE_BACKEND not in enabled else "")
+            fa3 = f"; fa3 with {ENV_FA3_TREES}=1" if FA3_TREE_BACKEND in unsupported else ""
             return (
                 "spec v2 tree drafting (topk > 1) is only enabled for the "
                 f"{' and '.join(enabled)} attention backends (the ones it was run on{fa3}), "
