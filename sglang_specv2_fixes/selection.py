@@ -32,7 +32,7 @@ ENV_FLASHINFER_FAST_PLAN = "SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN"
 # fa3's spec-v2 draft-extend CUDA graph for chains (fa3-draft-extend-graph, #40762): off until a GPU has run it
 ENV_FA3_GRAPH = "SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH"
 # spec-v2 tree drafting on fa3 (tree-drafting, 0.5.11 / 0.5.12.x), and the default invocation left on the fa3 that
-# those releases and upstream 0.5.13 - 0.5.17 pick: off until the fa3 tree rows have run on a GPU
+# those releases and upstream 0.5.13 - 0.5.17 pick: on unless set to an off value (its rows met on a GPU, 2026-11-29)
 ENV_FA3_TREES = "SGLANG_SPECV2_FIXES_FA3_TREES"
 # the spec-v2 decode preparation without the host wait on the previous verify (verify-handoff, #25879): on unless
 # set to an off value
@@ -228,7 +228,8 @@ def fa3_draft_graph_enabled() -> bool:
 
 
 def fa3_trees_enabled() -> bool:
-    """Spec-v2 tree drafting on fa3 (tree-drafting, 0.5.11 / 0.5.12.x): off unless SGLANG_SPECV2_FIXES_FA3_TREES is set
-    to an on value, until the fa3 tree rows have run on a GPU. With it on, the default invocation on Hopper stays on
-    the fa3 that upstream 0.5.13 - 0.5.17 run it on (seen on 0.5.17, 2026-11-29: fa3, topk 4, spec v2)."""
-    return _flag(ENV_FA3_TREES)
+    """Spec-v2 tree drafting on fa3 (tree-drafting, 0.5.11 / 0.5.12.x): on unless SGLANG_SPECV2_FIXES_FA3_TREES is set
+    to an off value (0 / false / no / off). The default invocation on Hopper then stays on the fa3 that upstream
+    0.5.13 - 0.5.17 run it on (seen on 0.5.17, 2026-11-29: fa3, topk 4, spec v2). It was opt-in until the fa3 tree
+    rows had met on a GPU (2026-11-29: 0.5.11, 0.5.12, 0.5.12.post1; docs/gpu-runs/2026-11-29-s34/ and -s35/)."""
+    return _unless_off(ENV_FA3_TREES)

@@ -9,7 +9,8 @@ eager draft-extend forward per decode step while target verify and draft decode 
 ``FlashAttentionBackend`` to the list (CUDA only); the patch does the same on 0.5.11 - 0.5.22 through
 ``fa3_graph_backends``, with three limits of its own:
 
-* chains only (topk 1): fa3 trees have not run here (the plugin does not route trees to fa3);
+* chains only (topk 1): fa3 trees (tree-drafting) run their draft extend eagerly; the graph's metadata is not ported
+  to tree width for fa3;
 * fa3 only (``fa_impl_ver == 3``): fa4 (Blackwell) has not run here;
 * only where the backend keeps that metadata in the graph (``draft_extend_metadata_captured_in_graph``: a hybrid-SWA
   pool without a full-to-SWA index mapping, and from 0.5.19 a translating KV index, build it outside; the multi-layer
@@ -75,7 +76,7 @@ def fa3_graph_reason(worker, backend) -> str | None:
         return f"fa3's draft-extend graph is opt-in until it has run on a GPU here ({selection.ENV_FA3_GRAPH}=1)"
     topk = worker.server_args.speculative_eagle_topk or 1
     if topk > 1:
-        return f"tree drafting (topk {topk}): fa3 trees have not run here"
+        return f"tree drafting (topk {topk}): fa3's draft-extend graph is ported for chains only"
     if getattr(backend, "fa_impl_ver", 3) != 3:
         return f"fa{backend.fa_impl_ver}: only fa3 has run here"
     captured = getattr(backend, "draft_extend_metadata_captured_in_graph", None)

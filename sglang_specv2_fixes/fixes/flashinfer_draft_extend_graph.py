@@ -6,9 +6,10 @@ per layer, a ``paged_kernel_lens.sum().item()`` sync per step) while verify and 
 flashinfer's graph metadata has no DRAFT_EXTEND_V2 branch ("Invalid mode"). Upstream added both in 0.5.14 (#28782:
 "~10 % online median E2E latency, accept length unchanged"): flashinfer joins the draft-extend graph list, the graph
 metadata gets a DRAFT_EXTEND_V2 branch (a causal paged prefill over prefix + extend, no ragged part,
-``prefix_lens=None``), and the query layout is a constant ``num_draft_tokens`` rows per request. On Hopper the plugin
-routes spec-v2 trees (EAGLE topk > 1) to flashinfer on 0.5.11 / 0.5.12.x (upstream's default rule, see
-tree_drafting.follow_default_backend_rule); 0.5.13.x picks flashinfer for trees by itself.
+``prefix_lens=None``), and the query layout is a constant ``num_draft_tokens`` rows per request. Spec-v2 trees (EAGLE
+topk > 1) run on flashinfer where it is chosen; with fa3 trees off (SGLANG_SPECV2_FIXES_FA3_TREES=0) the plugin also
+routes the default invocation's tree there on Hopper, 0.5.11 / 0.5.12.x (upstream's default rule, see
+tree_drafting.follow_default_backend_rule).
 
 The backport, per code line (one patch file each):
 

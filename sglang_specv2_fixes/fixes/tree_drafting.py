@@ -15,9 +15,9 @@ the worker side is in 0.5.13.post1 as ``_finalize_accept_tree_path`` / ``_compac
 ``move_accept_tokens_to_target_kvcache``). This module backports it per code line:
 
 * routing on the final params (launcher): where the user chose no attention backend, upstream's default
-  rule is applied again with the final topk (Hopper: fa3 -> flashinfer; kept on fa3, as upstream 0.5.13 - 0.5.17
-  run it, with SGLANG_SPECV2_FIXES_FA3_TREES=1); dense model + topk > 1 + page_size == 1 (+ flashinfer / triton,
-  and fa3 with that switch: the backends whose tree path ran on a GPU here, no MLA, no MLP-sync padding, no
+  rule is applied again with the final topk (Hopper: kept on fa3, as upstream 0.5.13 - 0.5.17 run it; fa3 -> flashinfer
+  with SGLANG_SPECV2_FIXES_FA3_TREES=0); dense model + topk > 1 + page_size == 1 (+ flashinfer / triton / fa3,
+  the backends whose tree path ran on a GPU here, fa3 unless that switch is off; no MLA, no MLP-sync padding, no
   multi-layer EAGLE) -> spec v2 tree drafting;
   any other topk > 1 setup -> spec v1 with one warning naming the reason; an explicit
   ``--disable-overlap-schedule`` is always kept; topk == 1 unchanged;
@@ -65,7 +65,7 @@ FIX = Fix(
 USER_BACKENDS = "_specv2_user_attention_backends"  # set by plugin.py before ServerArgs.__post_init__
 TREE_ROUTE = "_specv2_tree_route"  # route_tree's decision on a topk > 1 setup, read by plugin.serving_facts
 TREE_BACKENDS = ("flashinfer", "triton")  # attention backends whose spec-v2 tree path ran on a GPU here
-FA3_TREE_BACKEND = "fa3"  # joins them with SGLANG_SPECV2_FIXES_FA3_TREES=1 (selection.fa3_trees_enabled)
+FA3_TREE_BACKEND = "fa3"  # joins them unless SGLANG_SPECV2_FIXES_FA3_TREES=0 (selection.fa3_trees_enabled)
 DRAFT_EXTEND_GRAPH = "_specv2_draft_extend_graph"  # how a tree's draft extend runs, read by plugin.serving_facts
 # the draft-extend graph metadata that must be at tree width before that graph is captured (draft-extend-kv-range)
 TRITON_DRAFT_EXTEND_METADATA = tuple(
@@ -98,7 +98,8 @@ def follow_default_backend_rule(server_args):
     speculative params are chosen, so the default invocation (no --speculative-eagle-topk) gets fa3 and
     then an auto-chosen topk of 4. Where the user set no attention backend at all, the rule is run again
     now that topk is known. Upstream 0.5.13 - 0.5.17 still choose before topk and run that tree on fa3 (0.5.17
-    on an H200, 2026-11-29): with SGLANG_SPECV2_FIXES_FA3_TREES=1 (fa3 trees on) fa3 is kept as they keep it.
+    on an H200, 2026-11-29): with fa3 trees on (the default; SGLANG_SPECV2_FIXES_FA3_TREES=0 turns them off) fa3 is
+    kept as they keep it.
     A user's explicit backend is never changed. ServerArgs built without this
     plugin's __post_init__ hook (e.g. a source tree patched from patches/) carries no record of what the
     user chose and is left alone. Returns (old, new) when it changed the backend, else None.
@@ -125,8 +126,8 @@ def follow_default_backend_rule(server_args):
 
 
 def tree_backends() -> tuple:
-    """The attention backends spec-v2 tree drafting runs on: TREE_BACKENDS, and fa3 with
-    SGLANG_SPECV2_FIXES_FA3_TREES=1."""
+    """The attention backends spec-v2 tree drafting runs on: TREE_BACKENDS, and fa3 unless
+    SGLANG_SPECV2_FIXES_FA3_TREES is off."""
     return TREE_BACKENDS + ((FA3_TREE_BACKEND,) if fa3_trees_enabled() else ())
 
 
@@ -212,7 +213,7 @@ def spec_v2_tree_v1_reason(server_args):
         enabled = tree_backends()
         unsupported = sorted(str(b) for b in backends if b not in enabled)
         if unsupported:
-            fa3 = f"; fa3 with {ENV_FA3_TREES}=1" if FA3_TREE_BACKEND in unsupported else ""
+            fa3 = f"; fa3 is off: {ENV_FA3_TREES}=0" if FA3_TREE_BACKEND in unsupported else ""
             return (
                 "spec v2 tree drafting (topk > 1) is only enabled for the "
                 f"{' and '.join(enabled)} attention backends (the ones it was run on{fa3}), "

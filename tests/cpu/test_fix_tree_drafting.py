@@ -231,39 +231,40 @@ def plugin_mod():
     return mod
 
 
-@pytest.fixture(params=[None, "1"], ids=["fa3-trees-off", "fa3-trees-on"])
+@pytest.fixture(params=[None, "1", "0"], ids=["fa3-trees-default", "fa3-trees-on", "fa3-trees-off"])
 def fa3_trees(request, monkeypatch):
-    """SGLANG_SPECV2_FIXES_FA3_TREES unset, then set to 1; the test gets the value (None: unset)."""
+    """SGLANG_SPECV2_FIXES_FA3_TREES unset (fa3 trees on, the default), set to 1, then to 0; the test gets whether fa3
+    trees are on."""
     from sglang_specv2_fixes.selection import ENV_FA3_TREES
 
     if request.param is None:
         monkeypatch.delenv(ENV_FA3_TREES, raising=False)
     else:
         monkeypatch.setenv(ENV_FA3_TREES, request.param)
-    return request.param
+    return request.param != "0"
 
 
-def test_explicit_fa3_tree_needs_its_switch(launch, caplog, fa3_trees):
-    """fa3 trees are opt-in (SGLANG_SPECV2_FIXES_FA3_TREES=1) until their rows have met on a GPU: without the switch an
-    explicit fa3 tree runs spec v1 and the reason names the switch; with it, spec v2 tree drafting. Stock: spec v1."""
+def test_explicit_fa3_tree_follows_its_switch(launch, caplog, fa3_trees):
+    """fa3 trees are on since their rows met on a GPU (opt-in before): an explicit fa3 tree runs spec v2 tree drafting;
+    with SGLANG_SPECV2_FIXES_FA3_TREES=0 it runs spec v1 and the reason names the switch. Stock: spec v1."""
     from sglang_specv2_fixes.selection import ENV_FA3_TREES
 
     (s, s_msgs, s_err), (p, p_msgs, p_err) = both(launch, caplog, attention_backend="fa3", page_size=1, **EXPLICIT_TOPK4)
     assert s_err is None and p_err is None
     assert s == dict(disable_overlap_schedule=True, **EXPLICIT_TOPK4) and s_msgs == [STOCK_V1]
     assert len(p_msgs) == 1, p_msgs
-    if fa3_trees is None:
+    if not fa3_trees:
         assert p == s
         assert p_msgs[0] == (
             "Spec v1 is used for eagle/eagle3/standalone speculative decoding because spec v2 tree drafting (topk > 1) "
-            f"is only enabled for the flashinfer and triton attention backends (the ones it was run on; fa3 with "
-            f"{ENV_FA3_TREES}=1), got fa3.")
+            f"is only enabled for the flashinfer and triton attention backends (the ones it was run on; fa3 is off: "
+            f"{ENV_FA3_TREES}=0), got fa3.")
     else:
         assert p == dict(disable_overlap_schedule=False, **EXPLICIT_TOPK4)
         assert "tree drafting (topk=4, page_size=1)" in p_msgs[0]
 
 
-def test_default_rule_keeps_fa3_only_with_fa3_trees(monkeypatch, fa3_trees):
+def test_default_rule_keeps_fa3_with_fa3_trees(monkeypatch, fa3_trees):
     """The default invocation on Hopper: 0.5.11 / 0.5.12.x choose fa3 before the auto-chosen topk 4. Without fa3 trees
     the plugin re-runs upstream's rule on the final topk (flashinfer on Hopper); with them it keeps fa3, as upstream
     0.5.13 - 0.5.17 do. The rule's own answer is what this release's _get_default_attn_backend says on a Hopper GPU
@@ -288,7 +289,7 @@ def test_default_rule_keeps_fa3_only_with_fa3_trees(monkeypatch, fa3_trees):
 
     nobody = args((None, None, None))
     changed = tree_drafting.follow_default_backend_rule(nobody)
-    if fa3_trees is None:
+    if not fa3_trees:
         assert changed == ("fa3", "flashinfer") and nobody.attention_backend == "flashinfer"
     else:
         assert changed is None and nobody.attention_backend == "fa3"

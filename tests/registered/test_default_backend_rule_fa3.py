@@ -1,5 +1,6 @@
 """The default invocation on Hopper (EAGLE3 with no step/topk/token flags and no --attention-backend) with fa3 trees
-on (SGLANG_SPECV2_FIXES_FA3_TREES=1, opt-in until this row and test_tree_fa3_topk4.py have met): the plugin keeps the
+on (the default since this row and the fa3 tree rows met on 0.5.11 / 0.5.12 / 0.5.12.post1 with
+SGLANG_SPECV2_FIXES_FA3_TREES=1, 2026-11-29; the row sets nothing now): the plugin keeps the
 fa3 that 0.5.11 / 0.5.12.x choose before topk is known, as upstream 0.5.13 - 0.5.17 keep it (0.5.17 on an H200,
 2026-11-29: fa3, steps 5 / topk 4 / 8 draft tokens, spec v2), and runs the auto-chosen tree on spec v2 tree drafting.
 Greedy output equals an fa3 target-only server; concurrent load with retraction, a concurrent abort and strict busy
@@ -8,7 +9,6 @@ fa3 is not in the device bundle: carry it in parts (``ci/make_fa3_parts.sh``, ``
 
 import unittest
 
-from sglang_specv2_fixes.selection import ENV_FA3_TREES
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import DefaultInvocationRow
 from sglang.test.test_utils import CustomTestCase
@@ -18,7 +18,6 @@ register_specv2_ci(est_time=240, suite="specv2-gpu", releases="fix:tree-drafting
 
 class TestDefaultBackendRuleFa3(DefaultInvocationRow, CustomTestCase):
     BACKEND = "fa3"
-    ENV = {ENV_FA3_TREES: "1"}
 
 
 if __name__ == "__main__":

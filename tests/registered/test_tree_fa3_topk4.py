@@ -1,15 +1,15 @@
-"""Tree drafting on fa3 (SGLANG_SPECV2_FIXES_FA3_TREES=1, opt-in until this row has met): EAGLE3 3 steps / topk 4 /
+"""Tree drafting on fa3 (on by default since this row met on 0.5.11 / 0.5.12 / 0.5.12.post1, 2026-11-29, with
+SGLANG_SPECV2_FIXES_FA3_TREES=1 while it was opt-in; =0 turns fa3 trees off): EAGLE3 3 steps / topk 4 /
 8 draft tokens on an explicit ``--attention-backend fa3``, overlap on, page_size 1, forced retraction, strict busy
 leak checks, greedy equal to an fa3 target-only server, decode logprobs equal to the prefill's, a concurrent abort
 (``testing.rows.TreeRow``). fa3 runs a topk > 1 target verify as cascade attention (a shared prefix, then the
 tree under its mask) and the tree's draft extend eagerly (its tree-width graph metadata is ported for triton and
-flashinfer only). Stock falls back to spec v1 for explicit topk > 1; the plugin without the switch too (and says
+flashinfer only). Stock falls back to spec v1 for explicit topk > 1; the plugin with the switch off too (and says
 why). Upstream 0.5.13 - 0.5.17 run the default invocation's tree on fa3 (0.5.17, 2026-11-29). fa3 is not in the
 device bundle: carry the release's own fa3 in parts (``ci/make_fa3_parts.sh``, ``ci/gpu_fa3.sh``). Hopper only."""
 
 import unittest
 
-from sglang_specv2_fixes.selection import ENV_FA3_TREES
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import TreeRow
 from sglang.test.test_utils import CustomTestCase
@@ -20,7 +20,6 @@ register_specv2_ci(est_time=240, suite="specv2-gpu", releases="fix:tree-drafting
 class TestTreeFa3Topk4(TreeRow, CustomTestCase):
     STEPS, TOPK, TOKENS, MIN_ACCEPT = 3, 4, 8, 1.5
     BACKEND_ARGS = ("--attention-backend", "fa3")
-    ENV = {ENV_FA3_TREES: "1"}
 
 
 if __name__ == "__main__":
