@@ -37,6 +37,9 @@ ENV_FA3_TREES = "SGLANG_SPECV2_FIXES_FA3_TREES"
 # the spec-v2 decode preparation without the host wait on the previous verify (verify-handoff, #25879): on unless
 # set to an off value
 ENV_VERIFY_HANDOFF = "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF"
+# verify-handoff on fa3 (its replay and eager draft-extend metadata bounded without the host mirror): off until its row
+# has run on a GPU
+ENV_VERIFY_HANDOFF_FA3 = "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3"
 FLAG = "--specv2-fixes"
 AUTO_VALUES = ("", "auto", "default")  # the selection's spellings of auto (empty: as unset), case-insensitive
 OFF_VALUES = ("off", "none", "0", "false")
@@ -207,6 +210,14 @@ def verify_handoff_enabled() -> bool:
     verify): on unless SGLANG_SPECV2_FIXES_VERIFY_HANDOFF is set to an off value (0 / false / no / off). It was opt-in
     until its row had run on a GPU (2026-11-27, 0.5.11 / 0.5.12 / 0.5.12.post1, docs/gpu-runs/2026-11-27-s23/)."""
     return _unless_off(ENV_VERIFY_HANDOFF)
+
+
+def verify_handoff_fa3_enabled() -> bool:
+    """verify-handoff on fa3 servers (0.5.11 / 0.5.12.x; fa3's replay and eager draft-extend metadata bound the KV length
+    by the page tables' static width where the host mirror is absent, as upstream 0.5.17 does): off unless
+    SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3 is set to an on value, until its row has run on a GPU. Proposed by the
+    profile of the default invocation on fa3 (docs/bench/default-fa3-tree-profile-2026-11-29.md)."""
+    return _flag(ENV_VERIFY_HANDOFF_FA3)
 
 
 def flashinfer_fast_plan_enabled() -> bool:

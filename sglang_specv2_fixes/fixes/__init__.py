@@ -405,9 +405,10 @@ verify-handoff  [#25879]  decode preparation without the host wait on the verify
         seq_lens_sum the allocated-length bound, pinned non-blocking H2D), the draft extend takes
         its prefix lengths from the device seq_lens (ForwardBatch.init_new accepts them), and
         EAGLEWorkerV2.forward_batch_generation restores the exact host mirror where a CUDA graph
-        cannot run; only for triton with CUDA graphs, chains and trees (a tree wider than steps + 1
-        only with its tree-width draft-extend graph, by default on 0.5.11 where the row's tree class
-        ran on a GPU, with SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=1 on 0.5.12.x); =0 turns it off
+        cannot run; for triton with CUDA graphs, chains and trees (a tree wider than steps + 1 only
+        with its tree-width draft-extend graph), and with SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=1
+        for fa3 (its replay and eager draft-extend metadata bound the KV length by the page tables'
+        width, as 0.5.17, and a target-verify replay passes no stale mirror); =0 turns it off
     Why: 0.5.11 / 0.5.12.x block the scheduler thread until the previous verify ends
         (verify_done.synchronize, seq_lens.cpu()) to build the draft extend's positions on the host,
         so the next batch is prepared only during the draft extend and the GPU idles 0.5 - 0.9 ms

@@ -74,6 +74,29 @@ Trees (topk > 1, tree-drafting's spec-v2 path) add no consumer of the host mirro
 Upstream 0.5.17 serves trees on triton the same way: ``needs_cpu_seq_lens = False``, no ``seq_lens`` D2H, the tree
 mask written into the backend's buffer with ``seq_lens_sum`` an upper bound or unused.
 
+fa3 (opt-in, ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=1``, until its row has run on a GPU; the profile of the default
+invocation on fa3, docs/bench/default-fa3-tree-profile-2026-11-29.md, shows the host wait there). fa3's metadata reads
+the host mirror for one value, ``max_seq_len_k``: the width of the page table it gathers (``req_to_token[...,
+:max_seq_pages]``) and a split heuristic; the kernels read ``cache_seqlens`` from the device. Where the mirror is absent
+upstream 0.5.17 takes the static bound ``max_context_len`` (the page tables' own width: "over-wide page table,
+slightly suboptimal split heuristic, but no D2H sync"), and so does the patch (``fa3_max_seq_len_k``), in:
+
+* ``FlashAttentionBackend.init_forward_metadata_replay_cuda_graph``: the draft decode (topk 1 and topk > 1), target
+  verify (topk 1 and the cascade of topk > 1) and draft-extend branches; ``seq_lens_cpu`` may be None. The bound is
+  never above the page-table buffers' width (``max_num_pages``: the fused triton gather writes ``max_seq_pages``
+  columns unchecked), and a request's KV length never exceeds it (the release's own invariant). The topk > 1 target
+  verify's mask extraction already runs on the device ``seq_lens``.
+* ``FlashAttentionBackend.init_forward_metadata``, the extend branch: fa3's draft extend runs eagerly (no fa3
+  draft-extend graph before 0.5.23; tree-drafting ports the tree-width one for triton and flashinfer), so its eager
+  metadata takes the bound too, and decides "draft extend" before reading ``extend_prefix_lens_cpu`` (None for a
+  handoff draft extend, see ``ForwardBatch.init_new``). So on fa3 the graphs a step needs are the draft and target
+  verify ones (``graphs_run``), chains and trees alike.
+* ``CudaGraphRunner.replay_prepare``: a target verify without the mirror passes ``seq_lens_cpu=None`` instead of the
+  runner's buffer, which holds an earlier batch's lengths (fa3 would size its page tables from them; triton reads
+  neither). The draft runner already passes the batch's own None.
+
+Not with fa3-draft-extend-graph (opt-in): its runner's replay passes its buffer the same way and is not patched.
+
 ``applies(batch)`` (every other batch keeps the release's synchronous path, byte for byte): a spec-v2 batch whose draft
 input carries a ``verify_done`` event (steady decode; the first decode after a prefill still syncs), no logprob or
 hidden-state return, no grammar, no encoder-decoder model, the plain request and token pools (no mamba / hybrid-GDN,
@@ -107,7 +130,7 @@ import threading
 
 from ..catalog import Fix
 from .. import selection
-from ..selection import ENV_VERIFY_HANDOFF
+from ..selection import ENV_VERIFY_HANDOFF, ENV_VERIFY_HANDOFF_FA3
 
 logger = logging.getLogger("sglang_specv2_fixes")
 
@@ -120,9 +143,11 @@ FIX = Fix(
         "filter_batch / merge_batch / EagleDraftInputV2Mixin.prepare_for_decode drop the seq_lens D2H (seq_lens_cpu "
         "None, seq_lens_sum the allocated-length bound, pinned non-blocking H2D), the draft extend takes its prefix "
         "lengths from the device seq_lens (ForwardBatch.init_new accepts them), and EAGLEWorkerV2.forward_batch_generation "
-        "restores the exact host mirror where a CUDA graph cannot run; only for triton with CUDA graphs, chains and "
-        "trees (a tree wider than steps + 1 only with its tree-width draft-extend graph, by default on 0.5.11 where the "
-        "row's tree class ran on a GPU, with SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=1 on 0.5.12.x); =0 turns it off"
+        "restores the exact host mirror where a CUDA graph cannot run; for triton with CUDA graphs, chains and "
+        "trees (a tree wider than steps + 1 only with its tree-width draft-extend graph), and with "
+        "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=1 for fa3 (its replay and eager draft-extend metadata bound the KV "
+        "length by the page tables' width, as 0.5.17, and a target-verify replay passes no stale mirror); =0 turns "
+        "it off"
     ),
     why=(
         "0.5.11 / 0.5.12.x block the scheduler thread until the previous verify ends (verify_done.synchronize, "
@@ -137,6 +162,7 @@ FIX = Fix(
 _lock = threading.Lock()
 COUNTS = {"stream_waits": 0, "host_waits": 0, "materialized": 0}
 _SERVER = {}  # id(server_args) -> reason or None
+FA3 = "fa3"
 
 
 def _count(key: str) -> None:
@@ -150,7 +176,8 @@ def server_reason(args) -> str | None:
     key = id(args)
     if key not in _SERVER:
         _SERVER[key] = _server_reason(args)
-        logger.info("sglang-specv2-fixes: verify handoff: %s", _SERVER[key] or "on (triton, CUDA graphs)")
+        on = f"on ({getattr(args, 'attention_backend', None)}, CUDA graphs)"
+        logger.info("sglang-specv2-fixes: verify handoff: %s", _SERVER[key] or on)
     return _SERVER[key]
 
 
@@ -163,8 +190,13 @@ def _server_reason(args) -> str | None:
     names = ("attention_backend", "decode_attention_backend", "prefill_attention_backend",
              "speculative_draft_attention_backend")
     backends = {g(n) for n in names} - {None}
-    if backends != {"triton"}:
-        return f"attention backends {sorted(map(str, backends))}: only triton's graph metadata was read for it"
+    fa3 = backends == {FA3}
+    if fa3 and not selection.verify_handoff_fa3_enabled():
+        return f"attention backend fa3: opt-in until its row has run on a GPU ({ENV_VERIFY_HANDOFF_FA3}=1)"
+    if fa3 and selection.fa3_draft_graph_enabled():
+        return "fa3's draft-extend graph (fa3-draft-extend-graph): its replay was not read for the handoff"
+    if not fa3 and backends != {"triton"}:
+        return f"attention backends {sorted(map(str, backends))}: only triton's and fa3's graph metadata were read for it"
     if g("disable_cuda_graph") or g("disable_cuda_graph_padding"):
         return "CUDA graphs off or without padding"
     if (g("page_size") or 1) != 1:
@@ -175,7 +207,7 @@ def _server_reason(args) -> str | None:
             return flag.replace("_", "-")
     if g("disaggregation_mode", "null") != "null":
         return f"PD disaggregation ({g('disaggregation_mode')})"
-    return _tree_reason(args)
+    return None if fa3 else _tree_reason(args)  # fa3's draft extend is eager and needs no mirror (fa3_max_seq_len_k)
 
 
 def _tree_reason(args) -> str | None:
@@ -240,12 +272,25 @@ def _fits(runner, bs: int) -> bool:
 
 
 def graphs_run(worker, batch) -> bool:
-    """Every CUDA graph of the decode step (draft, target verify, draft extend) can run this batch."""
+    """Every CUDA graph of the decode step (draft, target verify, draft extend) can run this batch. On fa3 the draft
+    extend runs eagerly and needs no mirror (``fa3_max_seq_len_k``): the draft and target-verify graphs."""
+    from sglang.srt.server_args import get_global_server_args
+
     bs = len(batch.seq_lens)
     draft = worker.draft_worker
-    runners = (draft.cuda_graph_runner, draft.cuda_graph_runner_for_draft_extend,
-               worker.target_worker.model_runner.graph_runner)
+    runners = [draft.cuda_graph_runner, worker.target_worker.model_runner.graph_runner]
+    if get_global_server_args().attention_backend != FA3:
+        runners.append(draft.cuda_graph_runner_for_draft_extend)
     return getattr(batch, "replace_embeds", None) is None and all(_fits(r, bs) for r in runners)
+
+
+def fa3_max_seq_len_k(backend, seq_lens_cpu, delta: int = 0) -> int:
+    """fa3's host bound of the KV length (``max_seq_len_k``: the page table's gathered width, a split heuristic; the
+    kernels read ``cache_seqlens``): the release's ``seq_lens_cpu.max() + delta`` where the mirror is given, else
+    (a handoff decode step) the page tables' static width ``max_context_len``, as upstream 0.5.17 bounds it."""
+    if seq_lens_cpu is None:
+        return backend.max_context_len
+    return seq_lens_cpu.max().item() + delta
 
 
 def materialize(worker, batch) -> None:

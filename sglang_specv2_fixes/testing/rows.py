@@ -1,6 +1,6 @@
 """Test mixins of the registered speculative rows: ``SpecChecks`` (assertions shared by every speculative row),
 ``TreeRow`` (tree drafting at a width), ``DefaultInvocationRow`` (no spec-shape or backend flags) and ``RetractRow``
-(retraction with chunked prefill at a page size). Mixed
+(retraction with chunked prefill at a page size), ``HandoffRow`` (verify-handoff's checks). Mixed
 in *before* ``CustomTestCase`` (``class T(TreeRow, CustomTestCase)``) so their setUpClass wins."""
 
 import concurrent.futures
@@ -12,6 +12,7 @@ from .client import (concurrent_generate, flush_cache, generate, health_ok, resc
 from .config import common_without_backend, prompts
 from .reference import prefetch_reference, reference_outputs
 from .server import TIMEOUT, URL, eagle3_args, launch, stop
+from ..selection import ENV_PROBE
 
 
 class SpecChecks:
@@ -259,3 +260,54 @@ class RetractRow(SpecChecks):
         self.check_concurrent_load(64)
         self.check_accept_length(1.5)
         self.check_alive()
+
+
+class HandoffRow(SpecChecks):
+    """One server of a verify-handoff row (test_verify_handoff.py, test_verify_handoff_fa3.py), mixed in before
+    CustomTestCase: EAGLE3 STEPS / TOPK / TOKENS on BACKEND_ARGS' backend with CUDA graphs, page size 1, forced
+    retraction, the probe on, ENV in the server's environment. test_7: the probe counts no host wait on a verify."""
+
+    STEPS = TOPK = TOKENS = None
+    MIN_ACCEPT = 2.0  # the walk model's draft: 4.0 (the most 3 steps give) for the chain and the 3 / 4 / 8 tree
+    BACKEND_ARGS = ("--attention-backend", "triton")
+    LAUNCH_ARGS = ()  # the server under test only
+    ENV = {}  # extra server environment
+
+    @classmethod
+    def setUpClass(cls):
+        cls.prefetch_target_only()
+        cls.process = launch(eagle3_args(cls.STEPS, cls.TOPK, cls.TOKENS) + list(cls.BACKEND_ARGS)
+                             + list(cls.LAUNCH_ARGS), env={"SGLANG_TEST_RETRACT": "1", ENV_PROBE: "1", **cls.ENV})
+
+    @classmethod
+    def tearDownClass(cls):
+        stop(cls.process)
+
+    def test_1_greedy_equals_target_only(self):
+        self.check_greedy_equals_target_only()
+
+    def test_2_decode_logprobs_match_prefill(self):
+        self.check_decode_logprobs_match_prefill()
+
+    def test_3_concurrent_load(self):
+        self.check_concurrent_load(32)
+
+    def test_4_concurrent_abort(self):
+        self.check_concurrent_abort()
+
+    def test_5_acceptance_kept(self):
+        self.check_accept_length(self.MIN_ACCEPT)
+
+    def test_6_alive(self):
+        self.check_alive()
+
+    def test_7_no_host_wait_on_verify(self):
+        before = specv2_state(server_info())["probe"]["verify_host_waits"]
+        outs = concurrent_generate(16, lambda i: 64 + 8 * i, seed=3)
+        for i, o in enumerate(outs):
+            self.assertEqual(o["meta_info"]["completion_tokens"], 64 + 8 * i)
+        probe = specv2_state(server_info())["probe"]
+        print("verify_host_waits:", before, "->", probe["verify_host_waits"], "spec_v2_results:", probe["spec_v2_results"])
+        self.assertGreater(probe["spec_v2_results"], 0)
+        self.assertEqual(probe["verify_host_waits"] - before, 0,
+                         "the decode preparation still waited on the host for a verify")

@@ -38,6 +38,8 @@ import pytest
 from conftest import LINE, ROOT, VERSION, child_env, patched_here, run_script_json, where_patched
 from sglang_specv2_fixes import core, patchfile, releases
 from sglang_specv2_fixes.selection import ENV_FA3_GRAPH
+from sglang_specv2_fixes.testing import fa3_cpu
+from sglang_specv2_fixes.testing.fa3_cpu import D, H, KVH
 from sglang_specv2_fixes.fixes.tree_drafting import DRAFT_EXTEND_GRAPH
 
 FIX = "fa3-draft-extend-graph"
@@ -252,63 +254,16 @@ def test_load_plugins_installs_the_composed_function():
 
 
 # ------------------------------------------------------------------ the graph's metadata (child interpreter)
-H, D, KVH = 2, 16, 2
 W = STEPS + 1  # a chain: num_draft_tokens = steps + 1
 PREFIX = [5, 9]
 MAX_BS, CTX, CAPTURE_BS = 4, 64, 3
 
 
-def _paged_attention(q, k_cache, v_cache, page_table, cache_seqlens, cu_seqlens_q, max_seqlen_q, softmax_scale,
-                     causal=True, **kwargs):
-    """fa3's ``flash_attn_with_kvcache`` as forward_extend uses it here: paged KV (page_table in pages of
-    k_cache.shape[1] slots), each request's queries aligned to the end of its cache_seqlens KV (causal), at most
-    max_seqlen_q of them (the value the graph keeps)."""
-    import torch
-
-    page = k_cache.shape[1]
-    kf, vf = k_cache.reshape(-1, *k_cache.shape[2:]), v_cache.reshape(-1, *v_cache.shape[2:])
-    out = torch.zeros(q.shape[0], q.shape[1], v_cache.shape[-1])
-    for b in range(cache_seqlens.shape[0]):
-        q0, q1, n = int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1]), int(cache_seqlens[b])
-        assert q1 - q0 <= max_seqlen_q, (q1 - q0, max_seqlen_q)
-        slots = torch.tensor([int(page_table[b, i // page]) * page + i % page for i in range(n)], dtype=torch.long)
-        keys, vals = kf[slots], vf[slots]
-        for j in range(q0, q1):
-            upto = n - (q1 - j) + 1
-            att = torch.softmax((q[j][:, None, :] * keys[:upto].transpose(0, 1)).sum(-1) * softmax_scale, -1)
-            out[j] = (att[:, :, None] * vals[:upto].transpose(0, 1)).sum(1)
-    return out
-
-
 def _fa3_backend(page_size):
     """The draft-extend backend DraftBackendFactory._create_fa3_prefill_backend builds (FlashAttentionBackend(draft
     runner, skip_prefill=False)), on CPU, with its graph state for MAX_BS."""
-    import torch
-
-    import sglang.srt.layers.attention.flashattention_backend as fa
-    from sglang.srt.configs.model_config import AttentionArch
-    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool
-
-    pool = MHATokenToKVPool(size=512, page_size=page_size, dtype=torch.float32, head_num=KVH, head_dim=D,
-                            layer_num=1, device="cpu", enable_memory_saver=False)
-    req_pool = ReqToTokenPool(size=MAX_BS + 1, max_context_len=CTX, device="cpu", enable_memory_saver=False)
-    server_args = types.SimpleNamespace(
-        speculative_eagle_topk=1, speculative_num_draft_tokens=W, speculative_num_steps=STEPS, kv_cache_dtype="auto",
-        enable_deterministic_inference=False, disable_cuda_graph=False, is_embedding=False, chunked_prefill_size=8192,
-        disable_radix_cache=False, speculative_algorithm="EAGLE3", enable_dp_attention=False, enable_prefill_cp=False)
-    runner = types.SimpleNamespace(  # the ModelRunner attributes FlashAttentionBackend.__init__ reads (to 0.5.16)
-        server_args=server_args, req_to_token_pool=req_pool, token_to_kv_pool=pool, device="cpu",
-        kv_cache_dtype=torch.float32, kv_cache_dtype_str="auto", page_size=page_size, sliding_window_size=None,
-        attn_cp_size=1, tp_size=1, attention_chunk_size=None, is_draft_worker=True,
-        ps=types.SimpleNamespace(attn_cp_size=1, tp_size=1, attn_tp_size=1, attn_dp_size=1),
-        model_config=types.SimpleNamespace(
-            attention_arch=AttentionArch.MHA, context_len=CTX, get_num_kv_heads=lambda tp: KVH, head_dim=D,
-            hf_text_config=types.SimpleNamespace(num_attention_heads=H), is_encoder_decoder=False,
-            is_local_attention_model=False))
-    backend = fa.FlashAttentionBackend(runner, skip_prefill=False)
-    backend.init_cuda_graph_state(MAX_BS, MAX_BS * W)
-    fa.flash_attn_with_kvcache = backend.flash_attn_with_kvcache = _paged_attention
-    return backend, pool, req_pool
+    return fa3_cpu.fa3_backend(page_size=page_size, max_bs=MAX_BS, ctx=CTX, topk=1, steps=STEPS, draft_tokens=W,
+                               is_draft_worker=True)
 
 
 def _scenario(page_size, replay):
@@ -405,14 +360,7 @@ def _scenario(page_size, replay):
     fb = types.SimpleNamespace(token_to_kv_pool=pool, out_cache_loc=out_cache_loc[:n_cap], forward_mode=mode,
                                batch_size=CAPTURE_BS, attn_cp_metadata=None, attn_attend_prefix_cache=None)
     o = backend.forward_extend(q, k, v, layer, fb).view(n_cap, H, D)
-    errs = []
-    for i, (r, p) in enumerate(zip(rows, PREFIX)):
-        slots = req_pool.req_to_token[r, : p + W].long()
-        keys, vals = k_buf[slots], v_buf[slots]
-        for j in range(W):
-            qj = q[i * W + j].view(H, D)
-            att = torch.softmax((qj[:, None, :] * keys[: p + j + 1].transpose(0, 1)).sum(-1) * D**-0.5, dim=-1)
-            errs.append(float((o[i * W + j] - (att[:, :, None] * vals[: p + j + 1].transpose(0, 1)).sum(1)).abs().max()))
+    errs = fa3_cpu.causal_errors(o, q, pool, req_pool, rows, PREFIX, W)
     return dict(legacy=legacy, refilled_in_place=refilled_in_place, kept_width=kept_width, errs=errs)
 
 

@@ -20,68 +20,18 @@ after that and passed on 0.5.11 (2026-11-27, docs/gpu-runs/2026-11-27-s24/), the
 default since. Stock (``--specv2-fixes off``) routes
 explicit topk > 1 to spec v1, so it fails the tree class's first test; the tree with the host wait is the plugin side with
 SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0 (tree-drafting without the handoff), which should fail only
-``test_7_no_host_wait_on_verify``, in both classes."""
+``test_7_no_host_wait_on_verify``, in both classes. The checks are ``testing.rows.HandoffRow``; fa3's row is
+test_verify_handoff_fa3.py."""
 
 import unittest
 
-from sglang_specv2_fixes.selection import ENV_PROBE
-from sglang_specv2_fixes.testing.client import concurrent_generate, server_info, specv2_state
+from sglang_specv2_fixes.testing.client import server_info, specv2_state
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
-from sglang_specv2_fixes.testing.rows import SpecChecks
-from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
+from sglang_specv2_fixes.testing.rows import HandoffRow
 from sglang.test.test_utils import CustomTestCase
 
 # two servers (chain, tree) in one file: the chain class alone ran 180 s on an H200 (2026-11-27)
 register_specv2_ci(est_time=420, suite="specv2-gpu", releases="fix:verify-handoff&gpu", bug_in="fix:verify-handoff&gpu")
-
-
-class HandoffRow(SpecChecks):
-    """One server of the row, mixed in before CustomTestCase (its setUpClass wins): EAGLE3 STEPS / TOPK / TOKENS on
-    triton with CUDA graphs, page size 1, forced retraction, the probe on."""
-
-    STEPS = TOPK = TOKENS = None
-    MIN_ACCEPT = 2.0  # the walk model's draft: 4.0 (the most 3 steps give) for the chain and the 3 / 4 / 8 tree
-    BACKEND_ARGS = ("--attention-backend", "triton")
-    LAUNCH_ARGS = ()  # the server under test only
-
-    @classmethod
-    def setUpClass(cls):
-        cls.prefetch_target_only()
-        cls.process = launch(eagle3_args(cls.STEPS, cls.TOPK, cls.TOKENS) + list(cls.BACKEND_ARGS)
-                             + list(cls.LAUNCH_ARGS), env={"SGLANG_TEST_RETRACT": "1", ENV_PROBE: "1"})
-
-    @classmethod
-    def tearDownClass(cls):
-        stop(cls.process)
-
-    def test_1_greedy_equals_target_only(self):
-        self.check_greedy_equals_target_only()
-
-    def test_2_decode_logprobs_match_prefill(self):
-        self.check_decode_logprobs_match_prefill()
-
-    def test_3_concurrent_load(self):
-        self.check_concurrent_load(32)
-
-    def test_4_concurrent_abort(self):
-        self.check_concurrent_abort()
-
-    def test_5_acceptance_kept(self):
-        self.check_accept_length(self.MIN_ACCEPT)
-
-    def test_6_alive(self):
-        self.check_alive()
-
-    def test_7_no_host_wait_on_verify(self):
-        before = specv2_state(server_info())["probe"]["verify_host_waits"]
-        outs = concurrent_generate(16, lambda i: 64 + 8 * i, seed=3)
-        for i, o in enumerate(outs):
-            self.assertEqual(o["meta_info"]["completion_tokens"], 64 + 8 * i)
-        probe = specv2_state(server_info())["probe"]
-        print("verify_host_waits:", before, "->", probe["verify_host_waits"], "spec_v2_results:", probe["spec_v2_results"])
-        self.assertGreater(probe["spec_v2_results"], 0)
-        self.assertEqual(probe["verify_host_waits"] - before, 0,
-                         "the decode preparation still waited on the host for a verify")
 
 
 class TestVerifyHandoff(HandoffRow, CustomTestCase):
