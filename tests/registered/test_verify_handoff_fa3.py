@@ -33,6 +33,11 @@ class TestVerifyHandoffFa3(HandoffRow, CustomTestCase):
     BACKEND_ARGS = ("--attention-backend", "fa3")
     ENV = {ENV_VERIFY_HANDOFF_FA3: "1"}
 
+    def test_0_spec_v2_chain_on_fa3(self):
+        info = server_info()
+        self.assertEqual(info["attention_backend"], "fa3")  # the launch's common args say triton; the row's fa3 wins
+        self.assertEqual(specv2_state(info)["serving"]["spec_path"], "v2")
+
 
 class TestVerifyHandoffFa3Tree(HandoffRow, CustomTestCase):
     STEPS, TOPK, TOKENS = 3, 4, 8
