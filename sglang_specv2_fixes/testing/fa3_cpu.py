@@ -1,12 +1,12 @@
 """fa3's real ``FlashAttentionBackend`` on CPU, for the CPU tests that drive its metadata as SGLang does
 (tests/cpu/test_fix_fa3_draft_extend_graph.py, tests/cpu/test_fix_verify_handoff_fa3.py): a model-runner stand-in over
 a real ``ReqToTokenPool`` / ``MHATokenToKVPool``, fa3's kernel replaced by its reference semantics (``paged_attention``)
-and the forward's rows compared with causal attention over each request's KV (``causal_errors``). Up to 0.5.16 (the
-ModelRunner attributes ``FlashAttentionBackend.__init__`` reads there)."""
+and the forward's rows compared with causal attention over each request's KV (``causal_ref.causal_errors``). Up to
+0.5.16 (the ModelRunner attributes ``FlashAttentionBackend.__init__`` reads there)."""
 
 import types
 
-H, D, KVH = 2, 16, 2  # query heads, head dim, KV heads
+from .causal_ref import D, H, KVH
 
 
 def paged_attention(q, k_cache, v_cache, page_table, cache_seqlens, cu_seqlens_q, max_seqlen_q, softmax_scale,
@@ -68,20 +68,3 @@ def fa3_backend(*, page_size, max_bs, ctx, topk, steps, draft_tokens, draft_step
     backend.init_cuda_graph_state(max_bs, max_bs * draft_tokens)
     fa.flash_attn_with_kvcache = backend.flash_attn_with_kvcache = paged_attention
     return backend, pool, req_pool
-
-
-def causal_errors(o, q, pool, req_pool, rows, prefix, w):
-    """Per query row of the first ``len(rows)`` requests (``w`` each, the last ``w`` of ``prefix + w`` KV): the largest
-    difference between ``o`` (rows x heads x dim) and causal attention over that request's KV."""
-    import torch
-
-    k_buf, v_buf = pool.get_key_buffer(0), pool.get_value_buffer(0)
-    errs = []
-    for i, (r, p) in enumerate(zip(rows, prefix)):
-        slots = req_pool.req_to_token[r, : p + w].long()
-        keys, vals = k_buf[slots], v_buf[slots]
-        for j in range(w):
-            qj = q[i * w + j].view(H, D)
-            att = torch.softmax((qj[:, None, :] * keys[: p + j + 1].transpose(0, 1)).sum(-1) * D**-0.5, dim=-1)
-            errs.append(float((o[i * w + j] - (att[:, :, None] * vals[: p + j + 1].transpose(0, 1)).sum(1)).abs().max()))
-    return errs

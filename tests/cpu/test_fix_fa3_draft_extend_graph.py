@@ -39,7 +39,7 @@ from conftest import LINE, ROOT, VERSION, child_env, patched_here, run_script_js
 from sglang_specv2_fixes import core, patchfile, releases
 from sglang_specv2_fixes.selection import ENV_FA3_GRAPH
 from sglang_specv2_fixes.testing import fa3_cpu
-from sglang_specv2_fixes.testing.fa3_cpu import D, H, KVH
+from sglang_specv2_fixes.testing.causal_ref import D, H, KVH, causal_errors
 from sglang_specv2_fixes.fixes.tree_drafting import DRAFT_EXTEND_GRAPH
 
 FIX = "fa3-draft-extend-graph"
@@ -360,7 +360,7 @@ def _scenario(page_size, replay):
     fb = types.SimpleNamespace(token_to_kv_pool=pool, out_cache_loc=out_cache_loc[:n_cap], forward_mode=mode,
                                batch_size=CAPTURE_BS, attn_cp_metadata=None, attn_attend_prefix_cache=None)
     o = backend.forward_extend(q, k, v, layer, fb).view(n_cap, H, D)
-    errs = fa3_cpu.causal_errors(o, q, pool, req_pool, rows, PREFIX, W)
+    errs = causal_errors(o, q, pool, req_pool, rows, PREFIX, W)
     return dict(legacy=legacy, refilled_in_place=refilled_in_place, kept_width=kept_width, errs=errs)
 
 

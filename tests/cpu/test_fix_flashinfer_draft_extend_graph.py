@@ -53,6 +53,7 @@ import pytest
 from conftest import LINE, ROOT, check_fast_plan_replay, child_env, patched_here, requires_sglang, where_patched
 
 from sglang_specv2_fixes import releases
+from sglang_specv2_fixes.testing.causal_ref import D, H, KVH, causal_errors
 
 FIX_NAME = "flashinfer-draft-extend-graph"
 
@@ -62,7 +63,6 @@ pytestmark = [requires_sglang, where_patched(FIX_NAME, "flashinfer's DRAFT_EXTEN
                                         "test_fix_flashinfer_draft_extend_graph_0513.py"),
               pytest.mark.release_scoped]
 
-H, D, KVH = 2, 16, 2
 # the host layouts the fix built in this process (track_host_layout), kept alive: a freed storage's address can come
 # back for a later, unrelated tensor
 HOST_LAYOUTS = []
@@ -287,15 +287,7 @@ def _scenario(which):
     fb_ns = types.SimpleNamespace(token_to_kv_pool=pool, out_cache_loc=out_cache_loc, forward_mode=mode)
     backend.forward_metadata = meta
     o = backend.forward_extend(q, k, v, layer, fb_ns).view(n, H, D)
-    errs = []
-    for i, (r, p) in enumerate(zip(rows, PREFIX)):
-        slots = req_pool.req_to_token[r, : p + nd].long()
-        keys, vals = k_buf[slots], v_buf[slots]
-        for j in range(nd):
-            qj = q[i * nd + j].view(H, D)
-            att = torch.softmax((qj[:, None, :] * keys[: p + j + 1].transpose(0, 1)).sum(-1) * D**-0.5, dim=-1)
-            ref = (att[:, :, None] * vals[: p + j + 1].transpose(0, 1)).sum(1)
-            errs.append(float((o[i * nd + j] - ref).abs().max()))
+    errs = causal_errors(o, q, pool, req_pool, rows, PREFIX, nd)
     return dict(capture=wrapper.plans[0], replay=wrapper.plans[-1], errs=errs, caller_untouched=caller_untouched,
                 plans=dict(fix.PLANS))
 

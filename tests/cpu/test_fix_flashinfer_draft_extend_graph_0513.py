@@ -62,6 +62,7 @@ import torch
 from conftest import LINE, ROOT, check_fast_plan_replay, child_env, patched_here, requires_sglang
 
 from sglang_specv2_fixes import core, plugin, releases, selection
+from sglang_specv2_fixes.testing.causal_ref import D, H, KVH, causal_errors
 
 FIX_NAME = "flashinfer-draft-extend-graph"
 
@@ -74,7 +75,7 @@ pytestmark = [requires_sglang, pytest.mark.release_scoped, pytest.mark.skipif(
     not _on_out_graph_line(), reason=f"{FIX_NAME}'s 0.5.13 patch (the init_forward_metadata_out_graph API) is not the "
                                      f"one the table applies on this release")]
 
-H, D, KVH, VOCAB = 2, 16, 2, 24
+VOCAB = 24
 STEPS = 3
 PREFIX = [5, 9]
 CAPTURE_BS = [1, 3]
@@ -270,15 +271,7 @@ def _scenario(which, width):
 
     # reference: causal attention of each row over its request's prefix and extend rows up to itself
     q, k, v = runner.model_runner.model.qkv(input_ids, positions)
-    errs = []
-    for i, (r, p) in enumerate(zip(ROWS, PREFIX)):
-        slots = req_pool.req_to_token[r, : p + width].long()
-        keys, vals = k_buf[slots], v_buf[slots]
-        for j in range(width):
-            qj = q[i * width + j].view(H, D)
-            att = torch.softmax((qj[:, None, :] * keys[: p + j + 1].transpose(0, 1)).sum(-1) * D**-0.5, dim=-1)
-            ref = (att[:, :, None] * vals[: p + j + 1].transpose(0, 1)).sum(1)
-            errs.append(float((out.hidden_states[i * width + j].view(H, D) - ref).abs().max()))
+    errs = causal_errors(out.hidden_states.view(-1, H, D), q, pool, req_pool, ROWS, PREFIX, width)
     keep = [float((out.next_token_logits[i] - out.hidden_states[i] @ runner.model_runner.model.w).abs().max())
             for i in range(n)]
     return dict(capture=capture_plan, replay=replay_plan, errs=errs, rows=out.hidden_states.shape[0],

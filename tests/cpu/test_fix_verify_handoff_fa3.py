@@ -34,7 +34,7 @@ from sglang_specv2_fixes import core
 from sglang_specv2_fixes.fixes import verify_handoff
 from sglang_specv2_fixes.selection import ENV_FA3_GRAPH, ENV_VERIFY_HANDOFF_FA3
 from sglang_specv2_fixes.testing import fa3_cpu
-from sglang_specv2_fixes.testing.fa3_cpu import D, H, KVH
+from sglang_specv2_fixes.testing.causal_ref import D, H, KVH, causal_errors
 
 pytestmark = [requires_sglang, pytest.mark.release_scoped]
 
@@ -202,7 +202,7 @@ def _errors(backend, pool, req_pool, w, mode, rows=(1, 2), bs=2):
     fb = types.SimpleNamespace(token_to_kv_pool=pool, out_cache_loc=out_cache_loc, forward_mode=mode,
                                batch_size=bs, attn_cp_metadata=None, attn_attend_prefix_cache=None)
     o = backend.forward_extend(q, k, v, layer, fb).view(n, H, D)
-    return max(fa3_cpu.causal_errors(o, q, pool, req_pool, rows, PREFIX, w))
+    return max(causal_errors(o, q, pool, req_pool, rows, PREFIX, w))
 
 
 def _try(fn):
