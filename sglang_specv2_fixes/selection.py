@@ -214,10 +214,11 @@ def verify_handoff_enabled() -> bool:
 
 def verify_handoff_fa3_enabled() -> bool:
     """verify-handoff on fa3 servers (0.5.11 / 0.5.12.x; fa3's replay and eager draft-extend metadata bound the KV length
-    by the page tables' static width where the host mirror is absent, as upstream 0.5.17 does): off unless
-    SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3 is set to an on value, until its row has run on a GPU. Proposed by the
-    profile of the default invocation on fa3 (docs/bench/default-fa3-tree-profile-2026-11-29.md)."""
-    return _flag(ENV_VERIFY_HANDOFF_FA3)
+    by the page tables' static width where the host mirror is absent, as upstream 0.5.17 does): on unless
+    SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3 is set to an off value (0 / false / no / off). It was opt-in until its row
+    had met on a GPU (2026-11-29: 0.5.11, 0.5.12, 0.5.12.post1; docs/gpu-runs/2026-11-29-s36/), where the default
+    invocation on fa3 went from 0.90 - 0.93 to 1.00 - 1.10 of upstream 0.5.17 at c = 8."""
+    return _unless_off(ENV_VERIFY_HANDOFF_FA3)
 
 
 def flashinfer_fast_plan_enabled() -> bool:

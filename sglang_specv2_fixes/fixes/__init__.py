@@ -398,7 +398,7 @@ flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA gr
     - upstream (0.5.14 … 0.5.23)
     Removal: delete when 0.5.13.post1 leaves the supported releases (upstream from 0.5.14)
 
-verify-handoff  [#25879]  decode preparation without the host wait on the verify (triton, CUDA graphs)
+verify-handoff  [#25879]  decode preparation without the host wait on the verify (triton and fa3, CUDA graphs)
     What: ScheduleBatch.maybe_wait_verify_done makes the schedule stream wait for verify_done
         instead of the host, and filter_batch / merge_batch /
         EagleDraftInputV2Mixin.prepare_for_decode drop the seq_lens D2H (seq_lens_cpu None,
@@ -406,9 +406,10 @@ verify-handoff  [#25879]  decode preparation without the host wait on the verify
         its prefix lengths from the device seq_lens (ForwardBatch.init_new accepts them), and
         EAGLEWorkerV2.forward_batch_generation restores the exact host mirror where a CUDA graph
         cannot run; for triton with CUDA graphs, chains and trees (a tree wider than steps + 1 only
-        with its tree-width draft-extend graph), and with SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=1
-        for fa3 (its replay and eager draft-extend metadata bound the KV length by the page tables'
-        width, as 0.5.17, and a target-verify replay passes no stale mirror); =0 turns it off
+        with its tree-width draft-extend graph), and for fa3 (its replay and eager draft-extend
+        metadata bound the KV length by the page tables' width, as 0.5.17, and a target-verify
+        replay passes no stale mirror; SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0 leaves fa3 out); =0
+        turns it off
     Why: 0.5.11 / 0.5.12.x block the scheduler thread until the previous verify ends
         (verify_done.synchronize, seq_lens.cpu()) to build the draft extend's positions on the host,
         so the next batch is prepared only during the draft extend and the GPU idles 0.5 - 0.9 ms

@@ -74,12 +74,13 @@ Trees (topk > 1, tree-drafting's spec-v2 path) add no consumer of the host mirro
 Upstream 0.5.17 serves trees on triton the same way: ``needs_cpu_seq_lens = False``, no ``seq_lens`` D2H, the tree
 mask written into the backend's buffer with ``seq_lens_sum`` an upper bound or unused.
 
-fa3 (opt-in, ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=1``, until its row has run on a GPU; the profile of the default
-invocation on fa3, docs/bench/default-fa3-tree-profile-2026-11-29.md, shows the host wait there). fa3's metadata reads
-the host mirror for one value, ``max_seq_len_k``: the width of the page table it gathers (``req_to_token[...,
-:max_seq_pages]``) and a split heuristic; the kernels read ``cache_seqlens`` from the device. Where the mirror is absent
-upstream 0.5.17 takes the static bound ``max_context_len`` (the page tables' own width: "over-wide page table,
-slightly suboptimal split heuristic, but no D2H sync"), and so does the patch (``fa3_max_seq_len_k``), in:
+fa3 (on by default since its row met, below; ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0`` leaves fa3 out; the profile
+of the default invocation on fa3, docs/bench/default-fa3-tree-profile-2026-11-29.md, showed the host wait there). fa3's
+metadata reads the host mirror for one value, ``max_seq_len_k``: the width of the page table it gathers
+(``req_to_token[..., :max_seq_pages]``) and a split heuristic; the kernels read ``cache_seqlens`` from the device.
+Where the mirror is absent upstream 0.5.17 takes the static bound ``max_context_len`` (the page tables' own width:
+"over-wide page table, slightly suboptimal split heuristic, but no D2H sync"), and so does the patch
+(``fa3_max_seq_len_k``), in:
 
 * ``FlashAttentionBackend.init_forward_metadata_replay_cuda_graph``: the draft decode (topk 1 and topk > 1), target
   verify (topk 1 and the cascade of topk > 1) and draft-extend branches; ``seq_lens_cpu`` may be None. The bound is
@@ -99,11 +100,11 @@ Not with fa3-draft-extend-graph (opt-in): its runner's replay passes its buffer 
 
 ``applies(batch)`` (every other batch keeps the release's synchronous path, byte for byte): a spec-v2 batch whose draft
 input carries a ``verify_done`` event (steady decode; the first decode after a prefill still syncs), no logprob or
-hidden-state return, no grammar, no encoder-decoder model, the plain request and token pools (no mamba / hybrid-GDN,
-no hybrid-SWA, no paged or hisparse allocator), and a server (``server_reason``) with triton for every attention
+hidden-state return, no grammar, no encoder-decoder model, the plain request and token pools (no mamba / hybrid-GDN, no
+hybrid-SWA, no paged or hisparse allocator), and a server (``server_reason``) with triton (or fa3) for every attention
 backend, CUDA graphs on with padding, page size 1, no DP attention, no two-batch overlap, no LoRA, no mixed chunk, no
 multi-layer EAGLE, no PD disaggregation, no pdmux; chains and trees (a tree wider than steps + 1 only with its
-draft-extend graph at tree width).
+draft-extend graph at tree width on triton; fa3's eager draft extend reads no mirror).
 
 On by default since its row met A/B on 0.5.11, 0.5.12 and 0.5.12.post1 (2026-11-27, docs/gpu-runs/2026-11-27-s23/,
 tests/registered/test_verify_handoff.py: greedy identity of a triton chain against the target served alone, the strict
@@ -112,12 +113,16 @@ on ``verify_done``, 229 in a 16-request chain load, the plugin 0). At real size 
 1.06x output tok/s at c = 1 / 8 / 32, and the chain reaches 0.98 - 1.02x upstream 0.5.17 (docs/bench/upstream-parity.md).
 Trees were added after that (2026-11-27, session 24): the row's tree class (EAGLE3 3 steps / topk 4 / 8 tokens, the
 same seven checks after a check that the spec-v2 tree and its tree-width draft-extend graph are in use) passed on
-0.5.11 (docs/gpu-runs/2026-11-27-s24/; stock has no spec-v2 tree to compare: it falls back to spec v1), and at real size
-0.5.11's triton tree topk 8 went from 0.88 / 0.92 to **1.00 / 0.97** of upstream 0.5.17's own at c = 1 / 8
+0.5.11 (docs/gpu-runs/2026-11-27-s24/; stock has no spec-v2 tree to compare: it falls back to spec v1), and at real
+size 0.5.11's triton tree topk 8 went from 0.88 / 0.92 to **1.00 / 0.97** of upstream 0.5.17's own at c = 1 / 8
 (docs/bench/tree-gap-profile-2026-11-27.md). The tree class then passed on 0.5.12 and 0.5.12.post1 (session 25,
-docs/gpu-runs/2026-11-27-s25/), and 0.5.12.post1's tree topk 8 reached 1.00 / 1.00 / 0.99 of upstream 0.5.17's at
-c = 1 / 8 / 32, so trees take the handoff by default wherever the fix applies. ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0``
-turns the fix off (``server_reason``).
+docs/gpu-runs/2026-11-27-s25/), and 0.5.12.post1's tree topk 8 reached 1.00 / 1.00 / 0.99 of upstream 0.5.17's at c = 1
+/ 8 / 32, so trees take the handoff by default wherever the fix applies. fa3 (chains and trees) followed on 2026-11-29
+(docs/gpu-runs/2026-11-29-s36/, tests/registered/test_verify_handoff_fa3.py on 0.5.11, 0.5.12 and 0.5.12.post1: the
+same checks against an fa3 target-only server; stock failed only the host-wait count and, for an explicit fa3 tree, its
+spec-v1 fallback): the default invocation on Hopper (fa3, topk 4 tree) went from 0.90 / 0.93 to 1.10 / 1.00 of upstream
+0.5.17 at c = 8 on 0.5.11 / 0.5.12.post1 (docs/bench/upstream-parity.md). ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0``
+turns the fix off, ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0`` only on fa3 (``server_reason``).
 
 Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13).
 """
@@ -137,17 +142,16 @@ logger = logging.getLogger("sglang_specv2_fixes")
 FIX = Fix(
     name="verify-handoff",
     upstream=("#25879",),
-    title="decode preparation without the host wait on the verify (triton, CUDA graphs)",
+    title="decode preparation without the host wait on the verify (triton and fa3, CUDA graphs)",
     what=(
         "ScheduleBatch.maybe_wait_verify_done makes the schedule stream wait for verify_done instead of the host, and "
         "filter_batch / merge_batch / EagleDraftInputV2Mixin.prepare_for_decode drop the seq_lens D2H (seq_lens_cpu "
         "None, seq_lens_sum the allocated-length bound, pinned non-blocking H2D), the draft extend takes its prefix "
         "lengths from the device seq_lens (ForwardBatch.init_new accepts them), and EAGLEWorkerV2.forward_batch_generation "
         "restores the exact host mirror where a CUDA graph cannot run; for triton with CUDA graphs, chains and "
-        "trees (a tree wider than steps + 1 only with its tree-width draft-extend graph), and with "
-        "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=1 for fa3 (its replay and eager draft-extend metadata bound the KV "
-        "length by the page tables' width, as 0.5.17, and a target-verify replay passes no stale mirror); =0 turns "
-        "it off"
+        "trees (a tree wider than steps + 1 only with its tree-width draft-extend graph), and for fa3 (its replay "
+        "and eager draft-extend metadata bound the KV length by the page tables' width, as 0.5.17, and a target-verify "
+        "replay passes no stale mirror; SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0 leaves fa3 out); =0 turns it off"
     ),
     why=(
         "0.5.11 / 0.5.12.x block the scheduler thread until the previous verify ends (verify_done.synchronize, "
@@ -192,7 +196,7 @@ def _server_reason(args) -> str | None:
     backends = {g(n) for n in names} - {None}
     fa3 = backends == {FA3}
     if fa3 and not selection.verify_handoff_fa3_enabled():
-        return f"attention backend fa3: opt-in until its row has run on a GPU ({ENV_VERIFY_HANDOFF_FA3}=1)"
+        return f"attention backend fa3: turned off by {ENV_VERIFY_HANDOFF_FA3}={os.environ.get(ENV_VERIFY_HANDOFF_FA3)}"
     if fa3 and selection.fa3_draft_graph_enabled():
         return "fa3's draft-extend graph (fa3-draft-extend-graph): its replay was not read for the handoff"
     if not fa3 and backends != {"triton"}:

@@ -1,8 +1,9 @@
-"""verify-handoff on fa3 (opt-in, SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=1), on the releases' real functions (0.5.11 /
-0.5.12.x, where the fix patches).
+"""verify-handoff on fa3 (on unless SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0; opt-in until its GPU row met on
+2026-11-29), on the releases' real functions (0.5.11 / 0.5.12.x, where the fix patches).
 
-* The server rule (``server_reason``): an fa3 server takes the handoff only with the switch, chains and trees alike (fa3's
-  draft extend runs eagerly and needs no mirror), never beside fa3-draft-extend-graph or mixed with another backend.
+* The server rule (``server_reason``): an fa3 server takes the handoff unless the switch is off, chains and trees alike
+  (fa3's draft extend runs eagerly and needs no mirror), never beside fa3-draft-extend-graph or mixed with another
+  backend.
   ``graphs_run`` asks an fa3 server's batch for the draft and target-verify graphs only.
 * The metadata (a child interpreter per release): the release's real ``FlashAttentionBackend`` on CPU (a model-runner
   stand-in holding a real ``ReqToTokenPool`` / ``MHATokenToKVPool``; fa3's kernel replaced by its reference semantics,
@@ -50,14 +51,17 @@ def _server(**kw):
 
 @FIXED_HERE
 @pytest.mark.parametrize("switch, graph, server, on", [
-    (None, None, {}, False),
+    (None, None, {}, True),
+    (None, None, TREE, True),
     ("1", None, {}, True),
     ("1", None, TREE, True),
-    ("1", "1", {}, False),
-    ("1", None, dict(decode_attention_backend="triton"), False),
-    ("0", None, TREE, False),
-], ids=["chain-default", "chain-switch", "tree-switch", "with-fa3-draft-graph", "mixed-backends", "switch-off"])
-def test_fa3_takes_the_handoff_only_with_its_switch(monkeypatch, switch, graph, server, on):
+    (None, "1", {}, False),
+    (None, None, dict(decode_attention_backend="triton"), False),
+    ("0", None, {}, False),
+    ("off", None, TREE, False),
+], ids=["chain-default", "tree-default", "chain-switch", "tree-switch", "with-fa3-draft-graph", "mixed-backends",
+        "switch-off", "tree-switch-off"])
+def test_fa3_takes_the_handoff_unless_its_switch_is_off(monkeypatch, switch, graph, server, on):
     for name, value in ((ENV_VERIFY_HANDOFF_FA3, switch), (ENV_FA3_GRAPH, graph)):
         monkeypatch.delenv(name, raising=False) if value is None else monkeypatch.setenv(name, value)
     verify_handoff._SERVER.clear()
@@ -65,8 +69,8 @@ def test_fa3_takes_the_handoff_only_with_its_switch(monkeypatch, switch, graph, 
     verify_handoff._SERVER.clear()
     if on:
         assert reason is None
-    elif switch in (None, "0"):
-        assert reason == f"attention backend fa3: opt-in until its row has run on a GPU ({ENV_VERIFY_HANDOFF_FA3}=1)"
+    elif switch in ("0", "off"):
+        assert reason == f"attention backend fa3: turned off by {ENV_VERIFY_HANDOFF_FA3}={switch}"
     elif graph:
         assert reason.startswith("fa3's draft-extend graph")
     else:

@@ -1,25 +1,24 @@
-"""verify-handoff on **fa3** (opt-in, SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=1, which this row sets): the spec-v2 decode
-preparation without the host wait on the previous verify, with fa3's replay and eager draft-extend metadata bounded by
-the page tables' static width where the host mirror is absent (as upstream 0.5.17). The checks of
-test_verify_handoff.py (``testing.rows.HandoffRow``: greedy equal to an fa3 target-only server, decode logprobs equal
-to the prefill's, 32 concurrent requests, aborts, the walk model's acceptance, strict idle / busy memory checks, no
-host wait on a verify in the probe's count), two servers:
+"""verify-handoff on **fa3** (on by default since this row met on 0.5.11, 0.5.12 and 0.5.12.post1, 2026-11-29;
+SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0 turns it off): the spec-v2 decode preparation without the host wait on the
+previous verify, with fa3's replay and eager draft-extend metadata bounded by the page tables' static width where the
+host mirror is absent (as upstream 0.5.17). The checks of test_verify_handoff.py (``testing.rows.HandoffRow``: greedy
+equal to an fa3 target-only server, decode logprobs equal to the prefill's, 32 concurrent requests, aborts, the walk
+model's acceptance, strict idle / busy memory checks, no host wait on a verify in the probe's count), two servers:
 
 * ``TestVerifyHandoffFa3``: an EAGLE3 chain, 3 steps / topk 1 / 4 tokens (fa3's draft extend eager: fa3 has no
   draft-extend graph before 0.5.23, fa3-draft-extend-graph is opt-in and not combined with the handoff);
 * ``TestVerifyHandoffFa3Tree``: an EAGLE3 tree, 3 steps / topk 4 / 8 tokens on tree-drafting's spec-v2 path (fa3
   trees, the default), its draft extend eager (asserted first from /server_info).
 
-Stock waits on the host at every steady decode step: it should fail only the chain class's test 7; it routes an
-explicit fa3 tree to spec v1 (the tree class's test 0). The plugin without the switch (fa3 trees, no handoff) fails
-test 7 in both classes. Why (docs/bench/default-fa3-tree-profile-2026-11-29.md): on fa3 the default invocation's
-c = 8 point is 0.90 - 0.93 of upstream 0.5.17, the plugin's scheduler blocked in ``maybe_wait_verify_done``. Not run
-on a GPU yet (docs/proof.md). fa3 is not in the device bundle: carry it in parts (``ci/make_fa3_parts.sh``,
-``ci/gpu_fa3.sh``). Hopper only."""
+Stock waits on the host at every steady decode step: it fails the chain class's test 7; it routes an explicit fa3 tree
+to spec v1 (the tree class's test 0, and test 7, which needs spec-v2 steps to count). The plugin with the switch off
+(fa3 trees, no handoff) fails test 7 in both classes. Why (docs/bench/default-fa3-tree-profile-2026-11-29.md): on fa3
+the default invocation's c = 8 point was 0.90 - 0.93 of upstream 0.5.17, the plugin's scheduler blocked in
+``maybe_wait_verify_done``; with the handoff 1.10 / 1.00 (docs/gpu-runs/2026-11-29-s36/). fa3 is not in the device
+bundle: carry it in parts (``ci/make_fa3_parts.sh``, ``ci/gpu_fa3.sh``). Hopper only."""
 
 import unittest
 
-from sglang_specv2_fixes.selection import ENV_VERIFY_HANDOFF_FA3
 from sglang_specv2_fixes.testing.client import server_info, specv2_state
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import HandoffRow
@@ -31,7 +30,6 @@ register_specv2_ci(est_time=420, suite="specv2-gpu", releases="fix:verify-handof
 class TestVerifyHandoffFa3(HandoffRow, CustomTestCase):
     STEPS, TOPK, TOKENS = 3, 1, 4
     BACKEND_ARGS = ("--attention-backend", "fa3")
-    ENV = {ENV_VERIFY_HANDOFF_FA3: "1"}
 
     def test_0_spec_v2_chain_on_fa3(self):
         info = server_info()
@@ -43,7 +41,6 @@ class TestVerifyHandoffFa3Tree(HandoffRow, CustomTestCase):
     STEPS, TOPK, TOKENS = 3, 4, 8
     BACKEND_ARGS = ("--attention-backend", "fa3")
     LAUNCH_ARGS = ("--page-size", "1")  # tree-drafting's spec-v2 route needs it (as TreeRow passes it)
-    ENV = {ENV_VERIFY_HANDOFF_FA3: "1"}
 
     def test_0_spec_v2_tree_on_fa3(self):
         info = server_info()
