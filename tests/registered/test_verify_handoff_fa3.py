@@ -12,10 +12,11 @@ model's acceptance, strict idle / busy memory checks, no host wait on a verify i
 
 Stock waits on the host at every steady decode step: it fails the chain class's test 7; it routes an explicit fa3 tree
 to spec v1 (the tree class's test 0, and test 7, which needs spec-v2 steps to count). The plugin with the switch off
-(fa3 trees, no handoff) fails test 7 in both classes. Why (docs/bench/default-fa3-tree-profile-2026-11-29.md): on fa3
-the default invocation's c = 8 point was 0.90 - 0.93 of upstream 0.5.17, the plugin's scheduler blocked in
-``maybe_wait_verify_done``; with the handoff 1.10 / 1.00 (docs/gpu-runs/2026-11-29-s36/). fa3 is not in the device
-bundle: carry it in parts (``ci/make_fa3_parts.sh``, ``ci/gpu_fa3.sh``). Hopper only."""
+(fa3 trees, no handoff) should fail test 7 in both classes (not run on a GPU). Why
+(docs/bench/default-fa3-tree-profile-2026-11-29.md): on fa3 the default invocation's c = 8 point was 0.90 - 0.93 of
+upstream 0.5.17, the plugin's scheduler blocked in ``maybe_wait_verify_done``; with the handoff 1.10 / 1.00
+(docs/gpu-runs/2026-11-29-s36/). fa3 is not in the device bundle: carry it in parts (``ci/make_fa3_parts.sh``,
+``ci/gpu_fa3.sh``). Hopper only."""
 
 import unittest
 
