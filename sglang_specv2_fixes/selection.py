@@ -165,6 +165,11 @@ def _unless_off(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() not in _OFF
 
 
+def turned_off(name: str) -> str:
+    """The reason a default-on switch gives when its variable turned it off (logged and in /server_info)."""
+    return f"turned off by {name}={os.environ.get(name)}"
+
+
 def opted_in(fix) -> bool:
     """A fix with an ``opt_in`` switch is planned only with that switch on (core.plan, survey.plan_unknown); every
     other fix is."""

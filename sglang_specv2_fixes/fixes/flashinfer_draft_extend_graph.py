@@ -101,7 +101,6 @@ Removal: delete when 0.5.13.post1 leaves the supported releases (upstream from 0
 from __future__ import annotations
 
 import logging
-import os
 import sys
 
 from ..catalog import Fix
@@ -212,10 +211,10 @@ def flashinfer_graph_reason(worker, backend):
     from .. import core, selection
 
     if not selection.flashinfer_draft_graph_enabled():
-        return f"turned off by {selection.ENV_FLASHINFER_GRAPH}={os.environ.get(selection.ENV_FLASHINFER_GRAPH)}"
+        return selection.turned_off(selection.ENV_FLASHINFER_GRAPH)
     tree = worker.speculative_num_draft_tokens > worker.speculative_num_steps + 1
     if tree and not selection.tree_draft_graph_enabled():
-        return f"turned off by {selection.ENV_TREE_GRAPH}={os.environ.get(selection.ENV_TREE_GRAPH)}"
+        return selection.turned_off(selection.ENV_TREE_GRAPH)
     if not all(core.is_patched(t) for t in metadata_targets()):
         return "flashinfer-draft-extend-graph is not applied: it carries flashinfer's DRAFT_EXTEND_V2 graph metadata"
     if getattr(backend, "num_wrappers", 1) != 1 or getattr(backend, "use_sliding_window_kv_pool", False):

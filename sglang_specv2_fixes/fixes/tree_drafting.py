@@ -41,7 +41,6 @@ See docs/tree_drafting_notes.md for the per-release details and open risks.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 
 from ..catalog import Fix
@@ -266,7 +265,7 @@ def tree_draft_extend_graph_reason(worker):
     from .. import core, selection
 
     if not selection.tree_draft_graph_enabled():
-        return f"turned off by {selection.ENV_TREE_GRAPH}={os.environ.get(selection.ENV_TREE_GRAPH)}"
+        return selection.turned_off(selection.ENV_TREE_GRAPH)
     backend = worker.draft_extend_attn_backend
     if isinstance(backend, TritonAttnBackend):
         if not all(core.is_patched(t) for t in TRITON_DRAFT_EXTEND_METADATA):

@@ -135,7 +135,7 @@ import threading
 
 from ..catalog import Fix
 from .. import selection
-from ..selection import ENV_VERIFY_HANDOFF, ENV_VERIFY_HANDOFF_FA3
+from ..selection import ENV_VERIFY_HANDOFF, ENV_VERIFY_HANDOFF_FA3, turned_off
 
 logger = logging.getLogger("sglang_specv2_fixes")
 
@@ -187,7 +187,7 @@ def server_reason(args) -> str | None:
 
 def _server_reason(args) -> str | None:
     if not selection.verify_handoff_enabled():
-        return f"turned off by {ENV_VERIFY_HANDOFF}={os.environ.get(ENV_VERIFY_HANDOFF)}"
+        return turned_off(ENV_VERIFY_HANDOFF)
     g = lambda name, default=None: getattr(args, name, default)  # noqa: E731
     if (g("speculative_algorithm") or "").upper() not in ("EAGLE", "EAGLE3"):
         return f"speculative algorithm {g('speculative_algorithm')}: only EAGLE / EAGLE3 were read for it"
@@ -196,7 +196,7 @@ def _server_reason(args) -> str | None:
     backends = {g(n) for n in names} - {None}
     fa3 = backends == {FA3}
     if fa3 and not selection.verify_handoff_fa3_enabled():
-        return f"attention backend fa3: turned off by {ENV_VERIFY_HANDOFF_FA3}={os.environ.get(ENV_VERIFY_HANDOFF_FA3)}"
+        return "attention backend fa3: " + turned_off(ENV_VERIFY_HANDOFF_FA3)
     if fa3 and selection.fa3_draft_graph_enabled():
         return "fa3's draft-extend graph (fa3-draft-extend-graph): its replay was not read for the handoff"
     if not fa3 and backends != {"triton"}:
