@@ -7,7 +7,7 @@ model's draft must keep its acceptance (a draft-extend graph replayed with wrong
 acceptance drops while the text stays right), and the plugin must report the graph captured
 (``serving.draft_extend_graph``). Stock runs that draft extend eagerly and reports no such graph: it fails only the
 last test. Runs on every torch-2.11 release the fix patches (0.5.11 - 0.5.17: the release set below follows the
-table; met on 0.5.16 only, docs/gpu-plan.md). fa3 is not in the device bundle: carry the release's own fa3 in parts
+table; met on 0.5.11, 0.5.12.post1, 0.5.13.post1, 0.5.16 and 0.5.17, docs/proof.md). fa3 is not in the device bundle: carry the release's own fa3 in parts
 first (``ci/make_fa3_parts.sh``, ``ci/gpu_fa3.sh``; docs/design/device-bundles.md). Needs a Hopper GPU."""
 
 import unittest
