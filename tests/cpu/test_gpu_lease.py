@@ -1,0 +1,60 @@
+"""ci/gpu_lease.sh, the steps of a GPU lease (one device call each): it refuses to run without the commit it records,
+names its steps on a wrong one, returns from ``poll`` as soon as the benchmark's log says it ended, and ``collect``
+brings a benchmark back with its oversized logs cut (a device call returns limited files)."""
+
+import os
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.release_independent  # ci/run_cpu_tests.sh: on the first anchor release only
+
+SCRIPT = os.path.join(ROOT, "ci", "gpu_lease.sh")
+STEPS = ("unpack", "add", "inst", "rows", "arows", "models", "bench", "wait", "poll", "collect", "status")
+
+
+def lease(*args, env=None, timeout=120):
+    full = {**os.environ, "SPECV2_COMMIT": "abc1234", **(env or {})}
+    return subprocess.run(["bash", SCRIPT, *args], cwd=ROOT, env=full, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_the_commit_is_required():
+    env = {k: v for k, v in os.environ.items() if k != "SPECV2_COMMIT"}
+    p = subprocess.run(["bash", SCRIPT, "status"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    assert "SPECV2_COMMIT" in p.stderr
+
+
+def test_an_unknown_step_lists_every_step():
+    p = lease("no-such-step")
+    assert p.returncode == 2
+    listed = [line.split()[1] for line in p.stderr.splitlines() if line.startswith("#   ")]
+    assert tuple(listed) == STEPS, p.stderr
+
+
+def test_poll_returns_once_the_benchmark_ended(tmp_path):
+    bench = tmp_path / "bench-x"
+    bench.mkdir()
+    (bench / "run.log").write_text("[real_size_report] 0.5.11 TP1 default c=8: b/a 1.123 over 3 pairs\nexit 0\n")
+    # 600 s to wait unless the log's "exit" line ends it: the subprocess's own limit is far below that
+    p = lease("poll", "600", "x", env={"BENCH_ROOT": str(tmp_path)}, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "1.123 over 3 pairs" in p.stdout and "exit 0" in p.stdout
+
+
+def test_collect_cuts_oversized_logs(tmp_path):
+    root, out = tmp_path / "root", tmp_path / "out"
+    (root / "bench-x" / "parts").mkdir(parents=True)
+    out.mkdir()
+    long_line = "y" * 5000
+    (root / "bench-x" / "parts" / "server.log").write_text((long_line + "\n") * 600)  # 3 MB
+    (root / "bench-x" / "results.json").write_text('{"points": []}')
+    p = lease("collect", "x", "missing", env={"BENCH_ROOT": str(root), "OUT": str(out)})
+    assert p.returncode == 0, p.stderr
+    lines = (out / "bench-x" / "parts" / "server.log").read_text().splitlines()
+    assert len(lines) == 600 and {len(line) for line in lines} == {2000}
+    assert (out / "bench-x" / "results.json").read_text() == '{"points": []}'
+    assert not (out / "bench-missing").exists()
