@@ -407,9 +407,9 @@ verify-handoff  [#25879]  decode preparation without the host wait on the verify
         EAGLEWorkerV2.forward_batch_generation restores the exact host mirror where a CUDA graph
         cannot run; for triton with CUDA graphs, chains and trees (a tree wider than steps + 1 only
         with its tree-width draft-extend graph), and for fa3 (its replay and eager draft-extend
-        metadata bound the KV length by the page tables' width, as 0.5.17, and a target-verify
-        replay passes no stale mirror; SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0 leaves fa3 out); =0
-        turns it off
+        metadata bound the KV length by the page tables' width, as 0.5.17, and the target-verify and
+        draft-extend graph replays pass no stale mirror; SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0
+        leaves fa3 out); =0 turns it off
     Why: 0.5.11 / 0.5.12.x block the scheduler thread until the previous verify ends
         (verify_done.synchronize, seq_lens.cpu()) to build the draft extend's positions on the host,
         so the next batch is prepared only during the draft extend and the GPU idles 0.5 - 0.9 ms

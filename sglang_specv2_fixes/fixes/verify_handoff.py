@@ -88,15 +88,16 @@ Where the mirror is absent upstream 0.5.17 takes the static bound ``max_context_
   columns unchecked), and a request's KV length never exceeds it (the release's own invariant). The topk > 1 target
   verify's mask extraction already runs on the device ``seq_lens``.
 * ``FlashAttentionBackend.init_forward_metadata``, the extend branch: fa3's draft extend runs eagerly (no fa3
-  draft-extend graph before 0.5.23; tree-drafting ports the tree-width one for triton and flashinfer), so its eager
-  metadata takes the bound too, and decides "draft extend" before reading ``extend_prefix_lens_cpu`` (None for a
-  handoff draft extend, see ``ForwardBatch.init_new``). So on fa3 the graphs a step needs are the draft and target
-  verify ones (``graphs_run``), chains and trees alike.
+  draft-extend graph before 0.5.23 unless fa3-draft-extend-graph, opt-in, captures a chain's; a batch that does not
+  fit that graph runs eagerly too), so its eager metadata takes the bound too, and decides "draft extend" before
+  reading ``extend_prefix_lens_cpu`` (None for a handoff draft extend, see ``ForwardBatch.init_new``). So on fa3 the
+  graphs a step needs are the draft and target verify ones (``graphs_run``), chains and trees alike.
 * ``CudaGraphRunner.replay_prepare``: a target verify without the mirror passes ``seq_lens_cpu=None`` instead of the
   runner's buffer, which holds an earlier batch's lengths (fa3 would size its page tables from them; triton reads
-  neither). The draft runner already passes the batch's own None.
-
-Not with fa3-draft-extend-graph (opt-in): its runner's replay passes its buffer the same way and is not patched.
+  neither). The draft runner already passes the batch's own None. ``EAGLEDraftExtendCudaGraphRunner.replay`` (the
+  graph of fa3-draft-extend-graph) does the same for a draft extend: it copies ``seq_lens_cpu`` into its buffer only
+  where the batch has one. Before 2026-11-29 (session 37) a server with that graph switched on kept the synchronous
+  path instead (not run together on a GPU yet).
 
 ``applies(batch)`` (every other batch keeps the release's synchronous path, byte for byte): a spec-v2 batch whose draft
 input carries a ``verify_done`` event (steady decode; the first decode after a prefill still syncs), no logprob or
@@ -150,8 +151,9 @@ FIX = Fix(
         "lengths from the device seq_lens (ForwardBatch.init_new accepts them), and EAGLEWorkerV2.forward_batch_generation "
         "restores the exact host mirror where a CUDA graph cannot run; for triton with CUDA graphs, chains and "
         "trees (a tree wider than steps + 1 only with its tree-width draft-extend graph), and for fa3 (its replay "
-        "and eager draft-extend metadata bound the KV length by the page tables' width, as 0.5.17, and a target-verify "
-        "replay passes no stale mirror; SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0 leaves fa3 out); =0 turns it off"
+        "and eager draft-extend metadata bound the KV length by the page tables' width, as 0.5.17, and the target-verify "
+        "and draft-extend graph replays pass no stale mirror; SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0 leaves fa3 out); "
+        "=0 turns it off"
     ),
     why=(
         "0.5.11 / 0.5.12.x block the scheduler thread until the previous verify ends (verify_done.synchronize, "
@@ -197,8 +199,6 @@ def _server_reason(args) -> str | None:
     fa3 = backends == {FA3}
     if fa3 and not selection.verify_handoff_fa3_enabled():
         return "attention backend fa3: " + turned_off(ENV_VERIFY_HANDOFF_FA3)
-    if fa3 and selection.fa3_draft_graph_enabled():
-        return "fa3's draft-extend graph (fa3-draft-extend-graph): its replay was not read for the handoff"
     if not fa3 and backends != {"triton"}:
         return f"attention backends {sorted(map(str, backends))}: only triton's and fa3's graph metadata were read for it"
     if g("disable_cuda_graph") or g("disable_cuda_graph_padding"):

@@ -135,7 +135,7 @@ def test_triton_chain_waits_on_the_stream(patched, monkeypatch):
 
 @FIXED_HERE
 @pytest.mark.parametrize("server, batch", [
-    (dict(attention_backend="fa3"), {}),
+    (dict(attention_backend="flashinfer"), {}),  # fa3 takes the handoff too: test_fix_verify_handoff_fa3.py
     (dict(disable_cuda_graph=True), {}),
     (dict(enable_two_batch_overlap=True), {}),
     (dict(disaggregation_mode="decode"), {}),
@@ -531,11 +531,11 @@ def test_real_prepare_for_decode_same_kv_no_host_read(patched, real, monkeypatch
 
 @FIXED_HERE
 @pytest.mark.parametrize("server, fields", [
-    (dict(attention_backend="fa3"), {}),
+    (dict(attention_backend="flashinfer"), {}),
     (dict(disable_cuda_graph=True), {}),
     ({}, dict(return_logprob=True)),
     ({}, dict(has_grammar=True)),
-], ids=["fa3", "no-graphs", "logprob", "grammar"])
+], ids=["flashinfer", "no-graphs", "logprob", "grammar"])
 def test_real_prepare_for_decode_elsewhere_is_stock(patched, real, monkeypatch, server, fields):
     """Where ``applies`` is False the plugin's decode preparation is the release's: same KV, same exact mirror and
     sum, the same host wait on verify N, nothing pinned."""
@@ -743,8 +743,8 @@ def test_real_worker_keeps_the_handoff_where_the_graphs_run(patched, real, monke
 
 @FIXED_HERE
 def test_real_worker_leaves_a_mirror_alone(patched, real, monkeypatch):
-    """A batch prepared with the mirror (fa3: no handoff) keeps it, the same object, even where no graph runs."""
-    real.server(attention_backend="fa3")
+    """A batch prepared with the mirror (flashinfer: no handoff) keeps it, the same object, even where no graph runs."""
+    real.server(attention_backend="flashinfer")
     _install(monkeypatch, patched)
     worker, seen = _eagle_worker(draft_bs=2)
     true, mwb = _forward(real, worker, on_device=False)

@@ -55,7 +55,7 @@ def _server(**kw):
     (None, None, TREE, True),
     ("1", None, {}, True),
     ("1", None, TREE, True),
-    (None, "1", {}, False),
+    (None, "1", {}, True),  # the draft-extend graph's replay passes no stale mirror either (since session 37)
     (None, None, dict(decode_attention_backend="triton"), False),
     ("0", None, {}, False),
     ("off", None, TREE, False),
@@ -71,8 +71,6 @@ def test_fa3_takes_the_handoff_unless_its_switch_is_off(monkeypatch, switch, gra
         assert reason is None
     elif switch in ("0", "off"):
         assert reason == f"attention backend fa3: turned off by {ENV_VERIFY_HANDOFF_FA3}={switch}"
-    elif graph:
-        assert reason.startswith("fa3's draft-extend graph")
     else:
         assert reason == "attention backends ['fa3', 'triton']: only triton's and fa3's graph metadata were read for it"
 
@@ -146,6 +144,67 @@ def test_replay_prepare_passes_no_stale_mirror(mirror):
     assert torch.equal(stock, stale)  # stock: the buffer's earlier lengths either way
     got, stale = _replay_prepare(patched, mirror, ForwardMode.DECODE)  # not a target verify: as stock
     assert torch.equal(got, stale)
+
+
+# ------------------------------------------------ EAGLEDraftExtendCudaGraphRunner.replay (real function)
+class _Stop(Exception):
+    """Raised by the stand-in's graph replay: everything after it needs a captured CUDA graph."""
+
+
+def _draft_extend_replay(fn, mirror):
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+    from sglang.srt.speculative import eagle_info
+
+    bs, width = 4, 4
+    stale = torch.tensor([3, 3, 3, 3], dtype=torch.int32)  # an earlier batch's lengths, kept by the buffer
+    fields = eagle_info.EagleDraftInput.__dataclass_fields__
+    drafts = next(f for f in ("num_accepted_drafts", "num_correct_drafts") if f in fields)
+    tokens = next(f for f in ("num_accepted_tokens", "num_accept_tokens") if f in fields)
+    buffers = types.SimpleNamespace(
+        seq_lens=torch.zeros(bs, dtype=torch.int32), seq_lens_cpu=stale.clone(), out_cache_loc=torch.zeros(bs * width),
+        positions=torch.zeros(bs * width), input_ids=torch.zeros(bs * width), hidden_states=torch.zeros(bs * width, 2),
+        extend_seq_lens=torch.zeros(bs, dtype=torch.int32), req_pool_indices=torch.zeros(bs, dtype=torch.int64),
+        **{drafts: torch.zeros(bs, dtype=torch.int32), tokens: torch.zeros(bs, dtype=torch.int32)})
+    backend = _Backend()
+
+    def _replay(fb):
+        raise _Stop
+
+    runner = types.SimpleNamespace(
+        buffers=buffers, deepep_adapter=types.SimpleNamespace(replay=lambda: None), require_mlp_tp_gather=False,
+        capture_bs=[bs], num_tokens_per_bs=width, seq_len_fill_value=1, require_gathered_buffer=False,
+        extend_seq_lens_cpu=[width] * bs, forward_mode=ForwardMode.DRAFT_EXTEND_V2,
+        draft_extend_attn_backend=backend, _replay=_replay)
+    n = 3 * width  # raw bs 3, padded to the captured 4
+    spec = types.SimpleNamespace(hidden_states=torch.zeros(n, 2), **{drafts: None, tokens: None})
+    fb = types.SimpleNamespace(
+        out_cache_loc=torch.zeros(n), batch_size=3, input_ids=torch.zeros(n), seq_lens=torch.tensor([9, 10, 11]),
+        extend_seq_lens=None, positions=torch.zeros(n), req_pool_indices=torch.zeros(3, dtype=torch.int64),
+        seq_lens_cpu=torch.tensor([9, 10, 11], dtype=torch.int32) if mirror else None, extend_seq_lens_cpu=None,
+        seq_lens_sum=30, spec_info=spec)
+    with pytest.raises(_Stop):
+        fn(runner, fb)
+    (got,) = backend.got
+    return got, buffers.seq_lens_cpu
+
+
+@FIXED_HERE
+@pytest.mark.parametrize("mirror", [False, True])
+def test_draft_extend_replay_passes_no_stale_mirror(mirror):
+    """fa3-draft-extend-graph's graph with the handoff: the replay hands fa3 None for a draft extend without the
+    mirror (fa3 then takes the static bound), not the buffer's earlier lengths; with the mirror, the buffer refreshed
+    from it. Stock hands the buffer either way."""
+    from sglang.srt.speculative.eagle_draft_extend_cuda_graph_runner import EAGLEDraftExtendCudaGraphRunner
+
+    target = "sglang.srt.speculative.eagle_draft_extend_cuda_graph_runner.EAGLEDraftExtendCudaGraphRunner.replay"
+    got, buf = _draft_extend_replay(core.build_fix(FIX)[target], mirror)
+    if mirror:
+        assert got is buf and got[:3].tolist() == [9, 10, 11] and got[3].item() == 1, got  # refreshed, padded
+    else:
+        assert got is None
+    stock, buf = _draft_extend_replay(EAGLEDraftExtendCudaGraphRunner.replay, mirror)
+    assert stock is buf  # stock: the buffer, holding [3, 3, 3, 3] without the mirror
+    assert stock.tolist() == ([9, 10, 11, 1] if mirror else [3, 3, 3, 3])
 
 
 # ----------------------------------------------------------------- fa3's metadata (child interpreter)

@@ -6,12 +6,16 @@ equal to an fa3 target-only server, decode logprobs equal to the prefill's, 32 c
 model's acceptance, strict idle / busy memory checks, no host wait on a verify in the probe's count), two servers:
 
 * ``TestVerifyHandoffFa3``: an EAGLE3 chain, 3 steps / topk 1 / 4 tokens (fa3's draft extend eager: fa3 has no
-  draft-extend graph before 0.5.23, fa3-draft-extend-graph is opt-in and not combined with the handoff);
+  draft-extend graph before 0.5.23, and fa3-draft-extend-graph is opt-in);
 * ``TestVerifyHandoffFa3Tree``: an EAGLE3 tree, 3 steps / topk 4 / 8 tokens on tree-drafting's spec-v2 path (fa3
-  trees, the default), its draft extend eager (asserted first from /server_info).
+  trees, the default), its draft extend eager (asserted first from /server_info);
+* ``TestVerifyHandoffFa3Graph``: the chain with SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1, its draft extend in
+  fa3-draft-extend-graph's CUDA graph (asserted first), whose replay then runs without the host mirror (added
+  2026-11-29, session 37: before, such a server kept the host wait; not run on a GPU yet).
 
-Stock waits on the host at every steady decode step: it fails the chain class's test 7; it routes an explicit fa3 tree
-to spec v1 (the tree class's test 0, and test 7, which needs spec-v2 steps to count). The plugin with the switch off
+Stock waits on the host at every steady decode step: it fails the chain classes' test 7; it routes an explicit fa3 tree
+to spec v1 (the tree class's test 0, and test 7, which needs spec-v2 steps to count) and has no fa3 draft-extend graph
+(the graph class's test 0). The plugin with the switch off
 (fa3 trees, no handoff) should fail test 7 in both classes (not run on a GPU). Why
 (docs/bench/default-fa3-tree-profile-2026-11-29.md): on fa3 the default invocation's c = 8 point was 0.90 - 0.93 of
 upstream 0.5.17, the plugin's scheduler blocked in ``maybe_wait_verify_done``; with the handoff 1.10 / 1.00
@@ -20,12 +24,13 @@ upstream 0.5.17, the plugin's scheduler blocked in ``maybe_wait_verify_done``; w
 
 import unittest
 
+from sglang_specv2_fixes.selection import ENV_FA3_GRAPH
 from sglang_specv2_fixes.testing.client import server_info, specv2_state
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import HandoffRow
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=420, suite="specv2-gpu", releases="fix:verify-handoff&gpu", bug_in="fix:verify-handoff&gpu")
+register_specv2_ci(est_time=600, suite="specv2-gpu", releases="fix:verify-handoff&gpu", bug_in="fix:verify-handoff&gpu")
 
 
 class TestVerifyHandoffFa3(HandoffRow, CustomTestCase):
@@ -49,6 +54,17 @@ class TestVerifyHandoffFa3Tree(HandoffRow, CustomTestCase):
         self.assertEqual(info["attention_backend"], "fa3")
         self.assertEqual(serving["spec_path"], "v2 tree")
         self.assertTrue(str(serving["draft_extend_graph"]).startswith("eager"), serving["draft_extend_graph"])
+
+
+class TestVerifyHandoffFa3Graph(HandoffRow, CustomTestCase):
+    STEPS, TOPK, TOKENS = 3, 1, 4
+    BACKEND_ARGS = ("--attention-backend", "fa3")
+    ENV = {ENV_FA3_GRAPH: "1"}
+
+    def test_0_draft_extend_graph_on_fa3(self):
+        serving = specv2_state(server_info())["serving"]
+        self.assertEqual(serving["spec_path"], "v2")
+        self.assertEqual(serving["draft_extend_graph"], f"cuda graph (fa3), {self.TOKENS} tokens per request")
 
 
 if __name__ == "__main__":
