@@ -2,8 +2,8 @@
 2026-11-29), on the releases' real functions (0.5.11 / 0.5.12.x, where the fix patches).
 
 * The server rule (``server_reason``): an fa3 server takes the handoff unless the switch is off, chains and trees alike
-  (fa3's draft extend runs eagerly and needs no mirror), never beside fa3-draft-extend-graph or mixed with another
-  backend.
+  (fa3's draft extend runs eagerly and needs no mirror, or in fa3-draft-extend-graph's graph, whose replay gets
+  None), never mixed with another backend.
   ``graphs_run`` asks an fa3 server's batch for the draft and target-verify graphs only.
 * The metadata (a child interpreter per release): the release's real ``FlashAttentionBackend`` on CPU (a model-runner
   stand-in holding a real ``ReqToTokenPool`` / ``MHATokenToKVPool``; fa3's kernel replaced by its reference semantics,
@@ -19,8 +19,12 @@
     gathered width never exceeds the page-table buffer) and the draft decode and cascade target verify of a topk 4
     tree: the metadata equals the mirror's on every column a request's KV reaches, ``max_seq_len_k`` is the static
     bound (``max_context_len``), never wider than the page tables.
-* ``CudaGraphRunner.replay_prepare`` (real, with a stand-in runner): a target verify without the mirror hands the
-  backend None, not the runner buffer's lengths; with the mirror, the buffer; stock hands the buffer either way.
+  - fa3-draft-extend-graph's DRAFT_EXTEND_V2 graph (capture at bs 3, a replay of raw bs 2) then ``forward_extend``:
+    without the mirror, every row equals causal attention; with a stale buffer's lengths the rows differ; stock
+    raises on None.
+* ``CudaGraphRunner.replay_prepare`` and ``EAGLEDraftExtendCudaGraphRunner.replay`` (real, with stand-in runners): a
+  target verify or draft extend without the mirror hands the backend None, not the runner buffer's lengths; with
+  the mirror, the buffer; stock hands the buffer either way.
 """
 
 import json
@@ -356,6 +360,37 @@ def _replays(topk, mode_name):
     return out
 
 
+def _draft_extend_graph(kind, topk=1):
+    """fa3-draft-extend-graph's graph: DRAFT_EXTEND_V2 captured at bs 3, replayed for raw bs 2 at prefix + width with
+    the mirror (``mirror``), without it (``none``: the handoff) or with a stale buffer's lengths (``stale``), then the
+    graph body's ``forward_extend`` on the metadata the capture bound, with the query width it kept."""
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+    from sglang.srt.speculative.eagle_info import EagleDraftInput
+
+    torch.manual_seed(0)
+    mode = ForwardMode.DRAFT_EXTEND_V2
+    backend, pool, req_pool, w = _backend(topk)
+    _fill(req_pool, pool, w)
+    fill = backend.get_cuda_graph_seq_len_fill_value()
+    backend.init_forward_metadata_capture_cuda_graph(
+        bs=CAPTURE_BS, num_tokens=CAPTURE_BS * w, req_pool_indices=torch.zeros(CAPTURE_BS, dtype=torch.int64),
+        seq_lens=torch.full((CAPTURE_BS,), fill, dtype=torch.int32), encoder_lens=None, forward_mode=mode,
+        spec_info=EagleDraftInput.__new__(EagleDraftInput))
+    captured = backend.forward_metadata
+    kept = captured.max_seq_len_q
+    ri = torch.tensor([1, 2, 0])
+    lens = torch.tensor([p + w for p in PREFIX] + [fill], dtype=torch.int32)
+    spec = types.SimpleNamespace(extend_seq_lens_tensor=torch.full((CAPTURE_BS,), w, dtype=torch.int32),
+                                 extend_seq_lens_cpu=[w] * CAPTURE_BS, num_tokens_per_req=w)
+    cpu = {"mirror": lens.clone(), "none": None, "stale": torch.tensor([3, 3, 3], dtype=torch.int32)}[kind]
+    backend.init_forward_metadata_replay_cuda_graph(CAPTURE_BS, ri, lens, int(lens.sum()), None, mode, spec,
+                                                    seq_lens_cpu=cpu)
+    backend.forward_metadata = captured
+    captured.max_seq_len_q = kept
+    return dict(err=_errors(backend, pool, req_pool, w, mode, bs=CAPTURE_BS), max_k=captured.max_seq_len_k,
+                width=captured.page_table.shape[1], kept=kept)
+
+
 def _child(patched):
     import sglang.srt.layers.attention.flashattention_backend as fa
 
@@ -364,6 +399,8 @@ def _child(patched):
     out = {"draft-extend": _try(lambda: _draft_extend(False)), "draft-extend-mirror": _try(lambda: _draft_extend(True))}
     for topk, mode in ((1, "TARGET_VERIFY"), (1, "DECODE"), (4, "TARGET_VERIFY"), (4, "DECODE")):
         out[f"{mode}-{topk}"] = _try(lambda: _replays(topk, mode))
+    for kind in ("mirror", "none", "stale"):
+        out[f"draft-extend-graph-{kind}"] = _try(lambda: _draft_extend_graph(kind))
     return out
 
 
@@ -401,6 +438,20 @@ def test_other_replays_without_the_mirror(metadata, key):
     assert got["none"] is True and got["equal"] and got["max_k"] == CTX <= got["width"], got
     assert got["exact_k"] < CTX
     assert metadata["stock"][key]["none"].startswith("raised")
+
+
+@LEGACY
+def test_draft_extend_graph_replay_without_the_mirror(metadata):
+    """fa3-draft-extend-graph's graph with the handoff: the replay without the mirror (what the patched runner passes)
+    takes the static bound and every row equals causal attention; the stale buffer it replaces cuts the page table
+    short; stock raises on None."""
+    got = {k: metadata["plugin"][f"draft-extend-graph-{k}"] for k in ("mirror", "none", "stale")}
+    assert got["none"]["err"] < 1e-5 and got["none"]["max_k"] == CTX <= got["none"]["width"], got
+    assert got["mirror"]["err"] < 1e-5 and got["mirror"]["max_k"] == max(PREFIX) + STEPS + 1, got
+    assert got["none"]["kept"] == got["mirror"]["kept"] == STEPS + 1, got  # the chain's query width, captured
+    assert got["stale"]["err"] > 0.1, got
+    assert metadata["stock"]["draft-extend-graph-none"].startswith("raised")
+    assert metadata["stock"]["draft-extend-graph-mirror"]["err"] < 1e-5  # with the mirror: stock's own
 
 
 if __name__ == "__main__":  # the metadata fixture's child interpreter: stock first, then the plugin's functions
