@@ -395,14 +395,16 @@ BUGS: Tuple[Bug, ...] = (
     Bug(
         id="fa3-draft-extend-graph", title="fa3 missing from the spec-v2 draft-extend CUDA graph's backend list",
         refs=("#40762", "#36324"), found="survey section 2 (P5 draft-extend CUDA graph coverage)",
-        symptom="EAGLE / EAGLE3 chains on fa3 (Hopper's default for topk 1) run the draft extend eagerly every decode "
-        "step while verify and draft decode replay graphs: slower than the other backends (text unaffected)",
+        symptom="EAGLE / EAGLE3 on fa3 (Hopper's default for a chain and for the default invocation's tree) run the "
+        "draft extend eagerly every decode step while verify and draft decode replay graphs: slower than the other "
+        "backends (text unaffected)",
         affected=span("0.5.11", "0.5.22"), fixed_in="0.5.23", answer="fa3-draft-extend-graph",
         reason="patched on 0.5.11 … 0.5.22 as 0.5.23 has it (FlashAttentionBackend appended to the draft-extend "
         "graph's backend list: _capture_cuda_graphs', init_cuda_graphs' before 0.5.14, after tree-drafting's change "
-        "on 0.5.11 / 0.5.12.x), CUDA only, for chains on fa3 whose draft-extend metadata lives in the graph; opt-in "
-        "(SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1) until its fa3 chain row has met on every torch-2.11 release (met on "
-        "0.5.11, 0.5.12.post1, 0.5.13.post1, 0.5.16, 0.5.17; side by side: up to 1.29x on 0.5.16). Before 0.5.16 fa3's DRAFT_EXTEND_V2 graph metadata is the same out-of-graph rebuild before each "
+        "on 0.5.11 / 0.5.12.x), CUDA only, for fa3 chains and trees (at their width; trees CPU-proven only) whose "
+        "draft-extend metadata lives in the graph; opt-in (SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1) until its fa3 rows "
+        "have met on every torch-2.11 release (the chain's met on 0.5.11, 0.5.12.post1, 0.5.13.post1, 0.5.16, "
+        "0.5.17; side by side: up to 1.29x on 0.5.16). Before 0.5.16 fa3's DRAFT_EXTEND_V2 graph metadata is the same out-of-graph rebuild before each "
         "replay that 0.5.16 runs (0.5.16 adds an in-graph copy of it): tests/cpu/test_fix_fa3_draft_extend_graph.py",
         verified="regex: `graph_supported_backend_types.append(FlashAttentionBackend)` in speculative/eagle_worker_v2.py "
         "(absent up to 0.5.22, present in 0.5.23)",

@@ -7,10 +7,8 @@ capture / replay branches; the multi-layer EAGLE runner replays it already) but 
 Hopper ``--attention-backend`` defaults to fa3 for a chain (topk 1), so the most common EAGLE / EAGLE3 setup runs one
 eager draft-extend forward per decode step while target verify and draft decode replay graphs. 0.5.23 appends
 ``FlashAttentionBackend`` to the list (CUDA only); the patch does the same on 0.5.11 - 0.5.22 through
-``fa3_graph_backends``, with three limits of its own:
+``fa3_graph_backends``, with two limits of its own:
 
-* chains only (topk 1): fa3 trees (tree-drafting) run their draft extend eagerly; the graph's metadata is not ported
-  to tree width for fa3;
 * fa3 only (``fa_impl_ver == 3``): fa4 (Blackwell) has not run here;
 * only where the backend keeps that metadata in the graph (``draft_extend_metadata_captured_in_graph``: a hybrid-SWA
   pool without a full-to-SWA index mapping, and from 0.5.19 a translating KV index, build it outside; the multi-layer
@@ -26,12 +24,20 @@ rebuild (``init_forward_metadata_in_graph``), which its runner runs after the sa
 comes from the CPU mirror, which fa3 keeps published there (``needs_cpu_seq_lens``, True for EAGLE before 0.5.16).
 On 0.5.11 / 0.5.12.x tree-drafting also replaces ``init_cuda_graphs``: this file composes after its file.
 
+Trees (topk > 1; since 2026-11-29, session 37, CPU-proven only): the metadata is width-generic, so a tree's draft
+extend is captured at its tree width (``speculative_num_draft_tokens`` per request) as 0.5.23 captures it (no topk
+condition there): the query width the graph keeps is the captured one, the rest is rebuilt before each replay from the
+runner's ``extend_seq_lens``; fa3's ``forward_extend`` is causal for a draft extend at any topk (its cascade is the
+target verify's). On 0.5.13+ upstream's runner is already tree-wide; on 0.5.11 / 0.5.12.x tree-drafting's runner and
+rule decide the width, and its rule takes fa3 through ``fa3_tree_reason`` where this fix's list ran.
+
 **Off by default** until a GPU has run it: ``SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1`` turns it on. The decision goes
 to the log once and to ``/server_info`` (``serving.draft_extend_graph``, as tree-drafting's triton graph does).
 GPU proof so far (``tests/registered/test_fa3_draft_extend_graph.py``, stock fails only its graph check): met on
-0.5.11, 0.5.12.post1, 0.5.13.post1, 0.5.16 and 0.5.17; side by side with it off, an fa3 chain at real size: 0.5.16
-1.21 / 1.29 / 1.08, 0.5.13.post1 1.07 / 1.00 / 1.02 at c = 1 / 8 / 32. Owed before it becomes the default: the row on
-0.5.12, 0.5.13, 0.5.14, 0.5.15 and 0.5.15.post1.
+0.5.11, 0.5.12.post1, 0.5.13.post1, 0.5.16 and 0.5.17 (chains); side by side with it off, an fa3 chain at real size:
+0.5.16 1.21 / 1.29 / 1.08, 0.5.13.post1 1.07 / 1.00 / 1.02 at c = 1 / 8 / 32. Owed before it becomes the default: the
+chain row on 0.5.12, 0.5.13, 0.5.14, 0.5.15 and 0.5.15.post1, its tree class (``TestFa3DraftExtendGraphTree``) on every
+torch-2.11 release, and on 0.5.11 / 0.5.12.x the handoff beside it (``test_verify_handoff_fa3.py``'s graph class).
 
 Removal: delete when 0.5.22 leaves the supported releases (upstream from 0.5.23).
 """
@@ -49,16 +55,17 @@ logger = logging.getLogger("sglang_specv2_fixes")
 FIX = Fix(
     name="fa3-draft-extend-graph",
     upstream=("#40762", "#36324"),
-    title="the spec-v2 draft-extend CUDA graph on fa3 (chains; opt-in until run on a GPU)",
+    title="the spec-v2 draft-extend CUDA graph on fa3 (opt-in until run on a GPU)",
     what=(
         "EagleDraftWorker._capture_cuda_graphs (init_cuda_graphs before 0.5.14) also lists FlashAttentionBackend "
-        "among the backends whose draft-extend graph it captures (0.5.23's line), for chains (topk 1) on fa3 whose "
-        "draft-extend metadata lives in the graph; off unless SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1 until it has run "
+        "among the backends whose draft-extend graph it captures (0.5.23's line), for chains and trees on fa3 whose "
+        "draft-extend metadata lives in the graph (trees on 0.5.11 / 0.5.12.x through tree-drafting's tree-width rule); "
+        "off unless SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1 until it has run "
         "on a GPU"
     ),
     why=(
         "fa3 implements the spec-v2 draft-extend graph metadata but is missing from the capture list before 0.5.23: "
-        "Hopper's default chain setup runs its draft extend eagerly every decode step"
+        "Hopper's default setups (a chain, the default invocation's tree) run their draft extend eagerly every decode step"
     ),
     removal="delete when 0.5.22 leaves the supported releases (upstream from 0.5.23)",
     # on_import: the launcher never imports eagle_worker_v2; a scheduler does before it builds the draft worker
@@ -67,6 +74,21 @@ FIX = Fix(
 )
 
 FA3_MODULE = "sglang.srt.layers.attention.flashattention_backend"
+LISTED = "_specv2_fa3_draft_extend_graph_listed"  # set on a draft worker by fa3_graph_backends
+
+
+def is_fa3(backend) -> bool:
+    cls = getattr(sys.modules.get(FA3_MODULE), "FlashAttentionBackend", None)  # imported where fa3 is the backend
+    return cls is not None and isinstance(backend, cls)
+
+
+def fa3_tree_reason(worker) -> str | None:
+    """tree-drafting's tree-width rule for an fa3 draft worker (0.5.11 / 0.5.12.x, where tree-drafting decides a
+    tree's draft-extend graph): this fix's rule, where its list ran in the same ``init_cuda_graphs`` (the function
+    both files build); without this fix, fa3 trees keep their eager draft extend."""
+    if not getattr(worker, LISTED, False):
+        return "fa3-draft-extend-graph is not applied (fa3's draft-extend graph, opt-in)"
+    return fa3_graph_reason(worker, worker.draft_extend_attn_backend)
 
 
 def fa3_graph_reason(worker, backend) -> str | None:
@@ -75,9 +97,6 @@ def fa3_graph_reason(worker, backend) -> str | None:
 
     if not selection.fa3_draft_graph_enabled():
         return f"fa3's draft-extend graph is opt-in until it has run on a GPU here ({selection.ENV_FA3_GRAPH}=1)"
-    topk = worker.server_args.speculative_eagle_topk or 1
-    if topk > 1:
-        return f"tree drafting (topk {topk}): fa3's draft-extend graph is ported for chains only"
     if getattr(backend, "fa_impl_ver", 3) != 3:
         return f"fa{backend.fa_impl_ver}: only fa3 has run here"
     captured = getattr(backend, "draft_extend_metadata_captured_in_graph", None)
@@ -104,14 +123,14 @@ def fa3_graph_backends(worker, is_cuda) -> list:
     on CUDA and fa3_graph_reason allows, else none. For an fa3 worker the decision is logged once and kept for
     /server_info."""
     backend = worker.draft_extend_attn_backend
-    cls = getattr(sys.modules.get(FA3_MODULE), "FlashAttentionBackend", None)  # imported where fa3 is the backend
-    if not is_cuda or cls is None or not isinstance(backend, cls):
+    if not is_cuda or not is_fa3(backend):
         return []
     from .tree_drafting import record_draft_extend_graph
 
+    setattr(worker, LISTED, True)  # this fix's list ran: tree-drafting's tree-width rule may take fa3 (fa3_tree_reason)
     reason = fa3_graph_reason(worker, backend)
     width = worker.speculative_num_draft_tokens
     decision = f"cuda graph (fa3), {width} tokens per request" if reason is None else f"eager: {reason}"
     record_draft_extend_graph(worker, decision)
     logger.info("sglang-specv2-fixes: spec v2 draft extend: %s", decision)
-    return [] if reason else [cls]
+    return [] if reason else [sys.modules[FA3_MODULE].FlashAttentionBackend]

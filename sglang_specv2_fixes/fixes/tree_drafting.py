@@ -257,6 +257,10 @@ def tree_draft_extend_graph_reason(worker):
     * flashinfer: flashinfer-draft-extend-graph (the DRAFT_EXTEND_V2 branches of its graph metadata, upstream
       #28782 / 0.5.14), whose rule is ``flashinfer_draft_extend_graph.flashinfer_graph_reason``. The default since its
       rows met on a GPU (2026-11-27); SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0 turns it off.
+    * fa3: fa3-draft-extend-graph (fa3's DRAFT_EXTEND_V2 graph metadata is width-generic: the query width it keeps is
+      the captured tokens per request, the rest is rebuilt before each replay; upstream 0.5.23 captures it for trees
+      too), whose rule is ``fa3_draft_extend_graph.fa3_tree_reason``: opt-in (SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1),
+      trees not run on a GPU yet.
 
     Any other backend runs a tree's draft extend eagerly.
     """
@@ -271,11 +275,15 @@ def tree_draft_extend_graph_reason(worker):
         if not all(core.is_patched(t) for t in TRITON_DRAFT_EXTEND_METADATA):
             return "draft-extend-kv-range is not applied: it carries the tree-width query stride of the triton metadata"
         return None
+    from .fa3_draft_extend_graph import fa3_tree_reason, is_fa3
+
+    if is_fa3(backend):
+        return fa3_tree_reason(worker)
     from .flashinfer_draft_extend_graph import FLASHINFER_MODULE, flashinfer_graph_reason
 
     flashinfer = getattr(sys.modules.get(FLASHINFER_MODULE), "FlashInferAttnBackend", None)  # imported if in use
     if flashinfer is None or not isinstance(backend, flashinfer):
-        return "only the triton and flashinfer draft-extend graph metadata is ported to tree width"
+        return "only the triton, flashinfer and fa3 draft-extend graph metadata is ported to tree width"
     return flashinfer_graph_reason(worker, backend)
 
 
@@ -291,16 +299,18 @@ def record_draft_extend_graph(worker, decision: str) -> None:
 
 def draft_extend_graph_at_tree_width(worker) -> bool:
     """Called by the patched ``EagleDraftWorker.init_cuda_graphs`` for a tree (num_draft_tokens > steps + 1) on CUDA:
-    True captures the draft-extend graph at tree width (triton or flashinfer), False runs the tree's
+    True captures the draft-extend graph at tree width (triton, flashinfer or fa3), False runs the tree's
     draft extend eagerly. The decision goes to the log once and to /server_info (``serving.draft_extend_graph``)."""
     reason = tree_draft_extend_graph_reason(worker)
     width = worker.speculative_num_draft_tokens
     decision = f"cuda graph, {width} tokens per request" if reason is None else f"eager: {reason}"
-    if reason is None and not _is_triton(worker.draft_extend_attn_backend):
+    backend = worker.draft_extend_attn_backend
+    if reason is None and not _is_triton(backend):
+        from .fa3_draft_extend_graph import is_fa3
         from .flashinfer_draft_extend_graph import plan_decision
 
-        backend = worker.draft_extend_attn_backend
-        decision = f"cuda graph (flashinfer), {width} tokens per request{plan_decision(worker, backend)}"
+        decision = (f"cuda graph (fa3), {width} tokens per request" if is_fa3(backend)
+                    else f"cuda graph (flashinfer), {width} tokens per request{plan_decision(worker, backend)}")
     record_draft_extend_graph(worker, decision)
     logger.info("sglang-specv2-fixes: spec v2 tree draft extend: %s", decision)
     return reason is None

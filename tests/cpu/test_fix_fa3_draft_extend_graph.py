@@ -6,13 +6,15 @@ draft-extend backend is a real ``FlashAttentionBackend`` (its CUDA state left ou
 on a GPU machine and the graph runners replaced by recorders (they capture CUDA graphs).
 * stock builds no draft-extend runner for fa3 (the draft extend runs eagerly every decode step) while it builds one
   for triton;
-* the plugin builds it for an fa3 chain only with SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1 (opt-in until it has run on a
-  GPU), never for a tree, fa4, or a hybrid-SWA pool without a full-to-SWA mapping (0.5.16's
+* the plugin builds it for an fa3 chain or tree (at its width, since session 37) only with
+  SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1 (opt-in until it has run on a GPU), never for fa4 or a hybrid-SWA pool
+  without a full-to-SWA mapping (0.5.16's
   draft_extend_metadata_captured_in_graph; before 0.5.16, which lacks it, the same test on the pool), and never off
   CUDA; the decision reaches /server_info (``serving.draft_extend_graph``);
 * a triton worker gets exactly stock's runners, and no decision is written for it;
 * 0.5.11 / 0.5.12.x: tree-drafting replaces the same init_cuda_graphs; the composed function (this file after tree-
-  drafting's) decides fa3 chains as fa3's alone and every tree as tree-drafting's alone, and SGLang's load_plugins()
+  drafting's) decides fa3 chains as fa3's alone and every tree as tree-drafting's alone, whose rule takes an fa3 tree
+  only where this file's list ran (tree-drafting alone keeps it eager), and SGLang's load_plugins()
   installs that composed function even where eagle_worker_v2 is imported only by the plugin's own build (an
   on_import fix deferred there was built alone and replaced tree-drafting's: core.register).
 
@@ -23,8 +25,8 @@ EAGLEDraftExtendCudaGraphRunner drives it (its buffers; capture for bs 3, then a
 init_forward_metadata_out_graph), then the graph body's ``forward_extend`` on the metadata object the capture bound,
 with fa3's kernel replaced by its reference semantics (paged KV, queries aligned to the end of each request's KV).
 The replay refills the very tensors the capture bound, the query width the graph keeps (max_seq_len_q) is the
-chain's, and every row equals causal attention over its request's KV (page size 1 and 4); without the replay the
-rows differ (the check is not vacuous). 0.5.16 is the release whose row met on a GPU: the same result there.
+captured one (a chain's 4, a topk 4 tree's 8), and every row equals causal attention over its request's KV (page size
+1 and 4); without the replay the rows differ (the check is not vacuous). 0.5.16 is the release whose row met on a GPU: the same result there.
 """
 
 import importlib
@@ -50,6 +52,7 @@ pytestmark = [
 
 WORKER_MOD = "sglang.srt.speculative.eagle_worker_v2"
 STEPS = 3
+TREE_W = 8  # a tree's draft tokens per request (topk 4)
 
 
 def _target():
@@ -115,7 +118,7 @@ def _run(monkeypatch, fn, backend, topk=1, cuda=True):
     monkeypatch.setattr(mod, "get_available_gpu_memory", lambda *a, **k: 0.0)
     monkeypatch.setattr(mod, "EAGLEDraftCudaGraphRunner", recorder("draft"))
     monkeypatch.setattr(mod, "EAGLEDraftExtendCudaGraphRunner", recorder("draft_extend"))
-    nd = STEPS + 1 if topk == 1 else 8
+    nd = STEPS + 1 if topk == 1 else TREE_W
     server_args = types.SimpleNamespace(
         speculative_eagle_topk=topk, speculative_num_steps=STEPS, speculative_num_draft_tokens=nd,
         model_impl="auto", disable_cuda_graph=False,  # up to 0.5.13: init_cuda_graphs reads disable_cuda_graph
@@ -158,7 +161,7 @@ def test_stock_runs_fa3_draft_extend_eagerly(monkeypatch):
     ("0", 1, {}, True, False, "opt-in until it has run on a GPU"),
     ("1", 1, {}, True, True, None),
     ("on", 1, {}, True, True, None),
-    ("1", 4, {}, True, False, "tree drafting (topk 4)"),
+    ("1", 4, {}, True, True, None),  # a tree, at its width (since session 37, as 0.5.23)
     ("1", 1, {"fa_impl_ver": 4}, True, False, "fa4: only fa3 has run here"),
     ("1", 1, {"swa": "unmapped"}, True, False, "without a full-to-SWA mapping"),
     ("1", 1, {"swa": "mapped"}, True, True, None),
@@ -175,7 +178,7 @@ def test_plugin_fa3_graph_decision(monkeypatch, env, topk, kw, cuda, captured, w
     if not cuda:
         assert decision is None
     elif captured:
-        assert decision == f"cuda graph (fa3), {STEPS + 1} tokens per request"
+        assert decision == f"cuda graph (fa3), {STEPS + 1 if topk == 1 else TREE_W} tokens per request"
     else:
         assert decision.startswith("eager: ") and why in decision, decision
 
@@ -209,14 +212,23 @@ COMPOSED = pytest.mark.skipif(not _composes(), reason=f"sglang {VERSION}: tree-d
 @pytest.mark.parametrize("kind,topk", [("fa3", 1), ("triton", 1), ("fa3", 4), ("triton", 4)])
 def test_composed_function_keeps_both_fixes(monkeypatch, kind, topk):
     """The function both files build (register's stack): an fa3 chain as fa3-draft-extend-graph alone decides it,
-    every tree as tree-drafting alone does (its tree-width decision, written last), triton chains as stock."""
+    every tree as tree-drafting alone does (its tree-width decision, written last), triton chains as stock; an fa3
+    tree only there: tree-drafting's rule takes fa3 where this fix's list ran (fa3_tree_reason), so the composed
+    function captures it at tree width and tree-drafting alone keeps it eager."""
     monkeypatch.setenv(ENV_FA3_GRAPH, "1")
     both = core.build_fixes(["tree-drafting", FIX])[_target().dotted]
     tree_only = core.build_fix("tree-drafting")[_target().dotted]
     got = _run(monkeypatch, both, _backend(kind), topk=topk)
-    expected = _run(monkeypatch, _patched() if (kind, topk) == ("fa3", 1) else tree_only, _backend(kind), topk=topk)
-    assert got[0] == expected[0]
-    assert got[1].__dict__.get(DRAFT_EXTEND_GRAPH) == expected[1].__dict__.get(DRAFT_EXTEND_GRAPH)
+    alone = _run(monkeypatch, _patched() if (kind, topk) == ("fa3", 1) else tree_only, _backend(kind), topk=topk)
+    if (kind, topk) == ("fa3", 4):
+        assert got[0] == ["draft", "draft_extend"]
+        assert got[1].__dict__[DRAFT_EXTEND_GRAPH] == f"cuda graph (fa3), {TREE_W} tokens per request"
+        assert alone[0] == ["draft"]
+        assert alone[1].__dict__[DRAFT_EXTEND_GRAPH] == (
+            "eager: fa3-draft-extend-graph is not applied (fa3's draft-extend graph, opt-in)")
+        return
+    assert got[0] == alone[0]
+    assert got[1].__dict__.get(DRAFT_EXTEND_GRAPH) == alone[1].__dict__.get(DRAFT_EXTEND_GRAPH)
     if (kind, topk) == ("fa3", 1):
         assert got[0] == ["draft", "draft_extend"]
 
@@ -259,14 +271,14 @@ PREFIX = [5, 9]
 MAX_BS, CTX, CAPTURE_BS = 4, 64, 3
 
 
-def _fa3_backend(page_size):
+def _fa3_backend(page_size, topk, w):
     """The draft-extend backend DraftBackendFactory._create_fa3_prefill_backend builds (FlashAttentionBackend(draft
     runner, skip_prefill=False)), on CPU, with its graph state for MAX_BS."""
-    return fa3_cpu.fa3_backend(page_size=page_size, max_bs=MAX_BS, ctx=CTX, topk=1, steps=STEPS, draft_tokens=W,
+    return fa3_cpu.fa3_backend(page_size=page_size, max_bs=MAX_BS, ctx=CTX, topk=topk, steps=STEPS, draft_tokens=w,
                                is_draft_worker=True)
 
 
-def _scenario(page_size, replay):
+def _scenario(page_size, replay, topk=1):
     import inspect
 
     import torch
@@ -277,7 +289,8 @@ def _scenario(page_size, replay):
     from sglang.srt.speculative import eagle_info
 
     torch.manual_seed(0)
-    backend, pool, req_pool = _fa3_backend(page_size)
+    W = STEPS + 1 if topk == 1 else TREE_W  # noqa: N806 - the draft tokens per request, as the runner captures them
+    backend, pool, req_pool = _fa3_backend(page_size, topk, W)
     mode = ForwardMode.DRAFT_EXTEND_V2
     runner = runner_mod.EAGLEDraftExtendCudaGraphRunner
     capture_src = inspect.getsource(getattr(runner, "capture_one_shape", None) or runner.capture_one_batch_size)
@@ -387,7 +400,21 @@ def test_without_the_replay_the_rows_differ(metadata):
     assert max(metadata["no-replay-1"]["errs"]) > 0.1
 
 
+@METADATA
+@pytest.mark.parametrize("page_size", [1, 4])
+def test_tree_width_graph_metadata(metadata, page_size):
+    """A tree's draft extend (topk 4, 8 tokens per request): the same capture and replay at the tree width, the query
+    width the graph keeps is the tree's, every row equals causal attention (fa3's draft extend is causal at any
+    topk); without the replay the rows differ."""
+    r = metadata[f"tree-replay-{page_size}"]
+    assert r["refilled_in_place"] and r["kept_width"] == TREE_W, r
+    assert max(r["errs"]) < 1e-5, r["errs"]
+    assert max(metadata["tree-no-replay-1"]["errs"]) > 0.1
+
+
 if __name__ == "__main__":  # the metadata fixture's child interpreter
     out = {f"replay-{ps}": _scenario(ps, True) for ps in (1, 4)}
     out["no-replay-1"] = _scenario(1, False)
+    out.update({f"tree-replay-{ps}": _scenario(ps, True, topk=4) for ps in (1, 4)})
+    out["tree-no-replay-1"] = _scenario(1, False, topk=4)
     print(json.dumps(out))

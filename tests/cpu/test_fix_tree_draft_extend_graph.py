@@ -194,7 +194,7 @@ def test_stock_captures_a_draft_extend_graph_of_the_wrong_width(monkeypatch):
     ("0", True, True, False, "turned off by SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0"),
     ("off", True, True, False, "turned off by SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=off"),
     (None, False, True, False, "draft-extend-kv-range is not applied"),
-    (None, True, False, False, "only the triton and flashinfer draft-extend graph metadata"),  # another backend
+    (None, True, False, False, "only the triton, flashinfer and fa3 draft-extend graph metadata"),  # another backend
 ])
 def test_plugin_tree_width_graph_decision(monkeypatch, env, kv_range, triton, captured, why):
     if env is None:
