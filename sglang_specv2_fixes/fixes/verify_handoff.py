@@ -105,7 +105,8 @@ hidden-state return, no grammar, no encoder-decoder model, the plain request and
 hybrid-SWA, no paged or hisparse allocator), and a server (``server_reason``) with triton (or fa3) for every attention
 backend, CUDA graphs on with padding, page size 1, no DP attention, no two-batch overlap, no LoRA, no mixed chunk, no
 multi-layer EAGLE, no PD disaggregation, no pdmux; chains and trees (a tree wider than steps + 1 only with its
-draft-extend graph at tree width on triton; fa3's eager draft extend reads no mirror).
+draft-extend graph at tree width on triton; fa3's eager draft extend reads no mirror, and its graph's replay gets
+None).
 
 On by default since its row met A/B on 0.5.11, 0.5.12 and 0.5.12.post1 (2026-11-27, docs/gpu-runs/2026-11-27-s23/,
 tests/registered/test_verify_handoff.py: greedy identity of a triton chain against the target served alone, the strict
