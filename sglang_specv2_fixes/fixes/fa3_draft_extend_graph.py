@@ -74,7 +74,7 @@ FIX = Fix(
 )
 
 FA3_MODULE = "sglang.srt.layers.attention.flashattention_backend"
-LISTED = "_specv2_fa3_draft_extend_graph_listed"  # set on a draft worker by fa3_graph_backends
+LISTED = "_specv2_fa3_draft_extend_graph_reason"  # fa3_graph_backends' reason (None: captured), kept on the worker
 
 
 def is_fa3(backend) -> bool:
@@ -85,10 +85,11 @@ def is_fa3(backend) -> bool:
 def fa3_tree_reason(worker) -> str | None:
     """tree-drafting's tree-width rule for an fa3 draft worker (0.5.11 / 0.5.12.x, where tree-drafting decides a
     tree's draft-extend graph): this fix's rule, where its list ran in the same ``init_cuda_graphs`` (the function
-    both files build); without this fix, fa3 trees keep their eager draft extend."""
-    if not getattr(worker, LISTED, False):
+    both files build), whose decision it takes as made there; without this fix, fa3 trees keep their eager draft
+    extend."""
+    if LISTED not in vars(worker):
         return "fa3-draft-extend-graph is not applied (fa3's draft-extend graph, opt-in)"
-    return fa3_graph_reason(worker, worker.draft_extend_attn_backend)
+    return vars(worker)[LISTED]
 
 
 def fa3_graph_reason(worker, backend) -> str | None:
@@ -127,8 +128,8 @@ def fa3_graph_backends(worker, is_cuda) -> list:
         return []
     from .tree_drafting import record_draft_extend_graph
 
-    setattr(worker, LISTED, True)  # this fix's list ran: tree-drafting's tree-width rule may take fa3 (fa3_tree_reason)
     reason = fa3_graph_reason(worker, backend)
+    setattr(worker, LISTED, reason)  # this fix's list ran: tree-drafting's tree-width rule takes it (fa3_tree_reason)
     width = worker.speculative_num_draft_tokens
     decision = f"cuda graph (fa3), {width} tokens per request" if reason is None else f"eager: {reason}"
     record_draft_extend_graph(worker, decision)

@@ -88,8 +88,8 @@ Where the mirror is absent upstream 0.5.17 takes the static bound ``max_context_
   columns unchecked), and a request's KV length never exceeds it (the release's own invariant). The topk > 1 target
   verify's mask extraction already runs on the device ``seq_lens``.
 * ``FlashAttentionBackend.init_forward_metadata``, the extend branch: fa3's draft extend runs eagerly (no fa3
-  draft-extend graph before 0.5.23 unless fa3-draft-extend-graph, opt-in, captures a chain's; a batch that does not
-  fit that graph runs eagerly too), so its eager metadata takes the bound too, and decides "draft extend" before
+  draft-extend graph before 0.5.23 unless fa3-draft-extend-graph, opt-in, captures it; a batch that does not fit
+  that graph runs eagerly too), so its eager metadata takes the bound too, and decides "draft extend" before
   reading ``extend_prefix_lens_cpu`` (None for a handoff draft extend, see ``ForwardBatch.init_new``). So on fa3 the
   graphs a step needs are the draft and target verify ones (``graphs_run``), chains and trees alike.
 * ``CudaGraphRunner.replay_prepare``: a target verify without the mirror passes ``seq_lens_cpu=None`` instead of the
