@@ -10,6 +10,8 @@
 #   inst REL PARTS [REL PARTS ...]   install fa3 (PARTS' sglang-kernel) into unpacked releases
 #   rows REL FILE...           queue registered rows, both modes (ci/gpu_bg.py start --modes off, then auto)
 #   arows REL FILE...          the same, plugin side only
+#                              (ROWS_GPUS=1: on GPU 1, beside a benchmark on GPU 0 of a 2-GPU machine; ROWS_SLOTS=K:
+#                              rows at once on the machine, default 8, kept for rows queued earlier too)
 #   models REL                 write the real-size models with REL's environment (bench/real_size_models.py)
 #   bench NAME BUDGET "RELS" [gpu_real_size.sh args]   one real-size benchmark in the background into
 #                              $BENCH_ROOT/bench-NAME (nothing else should run on the GPU meanwhile)
@@ -26,6 +28,7 @@ STEP=${1:-}; shift || true
 export SPECV2_COMMIT=${SPECV2_COMMIT:?set SPECV2_COMMIT to the commit the tree is at}
 BENCH_ROOT=${BENCH_ROOT:-/tmp}
 SNAP=$BENCH_ROOT/specv2-snap
+ROWS=(--slots "${ROWS_SLOTS:-8}" --timeout 600 --gpus "${ROWS_GPUS:-0}")
 
 show() {  # the last lines of each benchmark's progress
   local d
@@ -49,11 +52,11 @@ case "$STEP" in
     done ;;
   rows)
     v=$1; shift
-    python3 ci/gpu_bg.py start "$v" "$@" --modes off --slots 8 --timeout 600 &&
-      python3 ci/gpu_bg.py start "$v" "$@" --modes auto --slots 8 --timeout 600 ;;
+    python3 ci/gpu_bg.py start "$v" "$@" --modes off "${ROWS[@]}" &&
+      python3 ci/gpu_bg.py start "$v" "$@" --modes auto "${ROWS[@]}" ;;
   arows)
     v=$1; shift
-    python3 ci/gpu_bg.py start "$v" "$@" --modes auto --slots 8 --timeout 600 ;;
+    python3 ci/gpu_bg.py start "$v" "$@" --modes auto "${ROWS[@]}" ;;
   models)
     (source ci/gpu_prepare.sh "$1" > /dev/null && python3 bench/real_size_models.py --model 8b 2>&1 | tail -1) ;;
   bench)

@@ -58,3 +58,20 @@ def test_collect_cuts_oversized_logs(tmp_path):
     assert len(lines) == 600 and {len(line) for line in lines} == {2000}
     assert (out / "bench-x" / "results.json").read_text() == '{"points": []}'
     assert not (out / "bench-missing").exists()
+
+
+@pytest.mark.parametrize("env, gpus, slots", [({}, "0", "8"), ({"ROWS_GPUS": "1", "ROWS_SLOTS": "6"}, "1", "6")])
+def test_rows_queue_both_modes_on_the_chosen_gpu(tmp_path, env, gpus, slots):
+    # a python3 on PATH that records its arguments stands in for ci/gpu_bg.py (which would unpack a bundle)
+    fake, log = tmp_path / "bin", tmp_path / "calls"
+    fake.mkdir()
+    (fake / "python3").write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    (fake / "python3").chmod(0o755)
+    p = lease("rows", "0.5.14", "test_a.py", "test_b.py",
+              env={**env, "PATH": f"{fake}:{os.environ['PATH']}"})
+    assert p.returncode == 0, p.stderr
+    calls = log.read_text().splitlines()
+    assert [c.split(" --modes ")[1].split()[0] for c in calls] == ["off", "auto"]
+    for c in calls:
+        assert c.startswith("ci/gpu_bg.py start 0.5.14 test_a.py test_b.py --modes ")
+        assert f"--gpus {gpus}" in c and f"--slots {slots}" in c and "--timeout 600" in c
