@@ -401,10 +401,10 @@ BUGS: Tuple[Bug, ...] = (
         affected=span("0.5.11", "0.5.22"), fixed_in="0.5.23", answer="fa3-draft-extend-graph",
         reason="patched on 0.5.11 … 0.5.22 as 0.5.23 has it (FlashAttentionBackend appended to the draft-extend "
         "graph's backend list: _capture_cuda_graphs', init_cuda_graphs' before 0.5.14, after tree-drafting's change "
-        "on 0.5.11 / 0.5.12.x), CUDA only, for fa3 chains and trees (at their width; trees CPU-proven only) whose "
-        "draft-extend metadata lives in the graph; opt-in (SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1) until its fa3 rows "
-        "have met on every torch-2.11 release (the chain's met on 0.5.11, 0.5.12.post1, 0.5.13.post1, 0.5.16, "
-        "0.5.17; side by side: up to 1.29x on 0.5.16). Before 0.5.16 fa3's DRAFT_EXTEND_V2 graph metadata is the same out-of-graph rebuild before each "
+        "on 0.5.11 / 0.5.12.x), CUDA only, for fa3 chains and trees (at their width) whose draft-extend metadata lives in "
+        "the graph: chains by default since their row met on every torch-2.11 release (0.5.11 - 0.5.17; side by side "
+        "up to 1.29x on 0.5.16), trees with SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1 until theirs has (passed so far on "
+        "0.5.11, 0.5.12, 0.5.12.post1, 0.5.14, 0.5.15, 0.5.15.post1). Before 0.5.16 fa3's DRAFT_EXTEND_V2 graph metadata is the same out-of-graph rebuild before each "
         "replay that 0.5.16 runs (0.5.16 adds an in-graph copy of it): tests/cpu/test_fix_fa3_draft_extend_graph.py",
         verified="regex: `graph_supported_backend_types.append(FlashAttentionBackend)` in speculative/eagle_worker_v2.py "
         "(absent up to 0.5.22, present in 0.5.23)",

@@ -149,7 +149,7 @@ _FIXES["0.5.11"] = {
     ),
     "overlap-war-barrier": patch("0.5.11"),
     "flashinfer-draft-extend-graph": patch("0.5.11"),  # the same flashinfer functions on 0.5.12.x
-    # opt-in (SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1); composes after tree-drafting on init_cuda_graphs
+    # chains by default, trees with SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1; composes after tree-drafting on init_cuda_graphs
     "fa3-draft-extend-graph": patch("0.5.11"),
     "verify-handoff": patch("0.5.11"),  # SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0 turns it off
     "draft-extend-read-done-order": note(

@@ -29,7 +29,8 @@ ENV_FLASHINFER_GRAPH = "SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH"
 # that graph's replays planned from host-known indptrs, without flashinfer's device-to-host copies
 # (flashinfer-draft-extend-graph, upstream 0.5.14's fast_prefill_plan): chains unless set to an off value, trees with =1
 ENV_FLASHINFER_FAST_PLAN = "SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN"
-# fa3's spec-v2 draft-extend CUDA graph for chains (fa3-draft-extend-graph, #40762): off until a GPU has run it
+# fa3's spec-v2 draft-extend CUDA graph (fa3-draft-extend-graph, #40762): chains unless set to an off value, trees
+# with =1 (until their GPU row has met on every torch-2.11 release)
 ENV_FA3_GRAPH = "SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH"
 # spec-v2 tree drafting on fa3 (tree-drafting, 0.5.11 / 0.5.12.x), and the default invocation left on the fa3 that
 # those releases and upstream 0.5.13 - 0.5.17 pick: on unless set to an off value (its rows met on a GPU, 2026-11-29)
@@ -37,8 +38,8 @@ ENV_FA3_TREES = "SGLANG_SPECV2_FIXES_FA3_TREES"
 # the spec-v2 decode preparation without the host wait on the previous verify (verify-handoff, #25879): on unless
 # set to an off value
 ENV_VERIFY_HANDOFF = "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF"
-# verify-handoff on fa3 (its replay and eager draft-extend metadata bounded without the host mirror): off until its row
-# has run on a GPU
+# verify-handoff on fa3 (its replay and eager draft-extend metadata bounded without the host mirror): on unless set to
+# an off value
 ENV_VERIFY_HANDOFF_FA3 = "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3"
 FLAG = "--specv2-fixes"
 AUTO_VALUES = ("", "auto", "default")  # the selection's spellings of auto (empty: as unset), case-insensitive
@@ -238,9 +239,18 @@ def flashinfer_fast_plan_enabled() -> bool:
 
 
 def fa3_draft_graph_enabled() -> bool:
-    """fa3's spec-v2 draft-extend CUDA graph for chains (upstream #40762 / 0.5.23, backported to 0.5.11 - 0.5.22): off
-    unless SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH is set to an on value (1 / true / yes / on), until the fa3 chain row
-    has run with it on a GPU."""
+    """fa3's spec-v2 draft-extend CUDA graph (upstream #40762 / 0.5.23, backported to 0.5.11 - 0.5.22): on unless
+    SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH is set to an off value (0 / false / no / off). It was opt-in until its chain
+    row had met on every torch-2.11 release (2026-11-29: 0.5.11 - 0.5.17, docs/gpu-runs/2026-11-29-s35/, -s37/,
+    -s38/). A tree's graph needs ``fa3_tree_draft_graph_opted_in`` besides."""
+    return _unless_off(ENV_FA3_GRAPH)
+
+
+def fa3_tree_draft_graph_opted_in() -> bool:
+    """fa3's draft-extend graph at a tree's width (topk > 1): only with SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH set to an
+    on value (1 / true / yes / on), until its row (test_fa3_draft_extend_graph.py's tree class) has met on every
+    torch-2.11 release; so far the plugin side passed on 0.5.11, 0.5.12, 0.5.12.post1, 0.5.14, 0.5.15 and
+    0.5.15.post1 (2026-11-29, docs/gpu-runs/2026-11-29-s38/)."""
     return _flag(ENV_FA3_GRAPH)
 
 

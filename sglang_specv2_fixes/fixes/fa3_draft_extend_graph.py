@@ -24,20 +24,22 @@ rebuild (``init_forward_metadata_in_graph``), which its runner runs after the sa
 comes from the CPU mirror, which fa3 keeps published there (``needs_cpu_seq_lens``, True for EAGLE before 0.5.16).
 On 0.5.11 / 0.5.12.x tree-drafting also replaces ``init_cuda_graphs``: this file composes after its file.
 
-Trees (topk > 1; since 2026-11-29, session 37, CPU-proven only): the metadata is width-generic, so a tree's draft
+Trees (topk > 1; since 2026-11-29, session 37; opt-in): the metadata is width-generic, so a tree's draft
 extend is captured at its tree width (``speculative_num_draft_tokens`` per request) as 0.5.23 captures it (no topk
 condition there): the query width the graph keeps is the captured one, the rest is rebuilt before each replay from the
 runner's ``extend_seq_lens``; fa3's ``forward_extend`` is causal for a draft extend at any topk (its cascade is the
 target verify's). On 0.5.13+ upstream's runner is already tree-wide; on 0.5.11 / 0.5.12.x tree-drafting's runner and
 rule decide the width, and its rule takes fa3 through ``fa3_tree_reason`` where this fix's list ran.
 
-**Off by default** until a GPU has run it: ``SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1`` turns it on. The decision goes
-to the log once and to ``/server_info`` (``serving.draft_extend_graph``, as tree-drafting's triton graph does).
-GPU proof so far (``tests/registered/test_fa3_draft_extend_graph.py``, stock fails only its graph check): met on
-0.5.11, 0.5.12.post1, 0.5.13.post1, 0.5.16 and 0.5.17 (chains); side by side with it off, an fa3 chain at real size:
-0.5.16 1.21 / 1.29 / 1.08, 0.5.13.post1 1.07 / 1.00 / 1.02 at c = 1 / 8 / 32. Owed before it becomes the default: the
-chain row on 0.5.12, 0.5.13, 0.5.14, 0.5.15 and 0.5.15.post1, its tree class (``TestFa3DraftExtendGraphTree``) on every
-torch-2.11 release, and on 0.5.11 / 0.5.12.x the handoff beside it (``test_verify_handoff_fa3.py``'s graph class).
+**On by default for chains; trees with ``SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1``** (``=0`` turns it off for both).
+The decision goes to the log once and to ``/server_info`` (``serving.draft_extend_graph``, as tree-drafting's triton
+graph does). GPU proof (``tests/registered/test_fa3_draft_extend_graph.py``, run with the switch at 1; stock fails only
+each class's graph check, and an explicit tree on 0.5.11 / 0.5.12.x falls back to spec v1): the chain class met on
+every torch-2.11 release, 0.5.11 - 0.5.17 (2026-11-29, sessions 35, 37, 38), which made it the default; side by side
+with it off, an fa3 chain at real size: 0.5.16 1.21 / 1.29 / 1.08, 0.5.13.post1 1.07 / 1.00 / 1.02 at c = 1 / 8 / 32.
+The tree class passed on 0.5.11, 0.5.12, 0.5.12.post1, 0.5.14, 0.5.15 and 0.5.15.post1 (session 38); trees stay opt-in
+until it has met on 0.5.13, 0.5.13.post1, 0.5.16 and 0.5.17 too. On 0.5.11 / 0.5.12.x the handoff runs beside the graph
+(``test_verify_handoff_fa3.py``'s graph class met there, session 38).
 
 Removal: delete when 0.5.22 leaves the supported releases (upstream from 0.5.23).
 """
@@ -48,20 +50,19 @@ import logging
 import sys
 
 from ..catalog import Fix
-from ..selection import ENV_FA3_GRAPH
 
 logger = logging.getLogger("sglang_specv2_fixes")
 
 FIX = Fix(
     name="fa3-draft-extend-graph",
     upstream=("#40762", "#36324"),
-    title="the spec-v2 draft-extend CUDA graph on fa3 (opt-in until run on a GPU)",
+    title="the spec-v2 draft-extend CUDA graph on fa3 (trees opt-in until run on a GPU)",
     what=(
         "EagleDraftWorker._capture_cuda_graphs (init_cuda_graphs before 0.5.14) also lists FlashAttentionBackend "
         "among the backends whose draft-extend graph it captures (0.5.23's line), for chains and trees on fa3 whose "
         "draft-extend metadata lives in the graph (trees on 0.5.11 / 0.5.12.x through tree-drafting's tree-width rule); "
-        "off unless SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1 until it has run "
-        "on a GPU"
+        "chains by default, trees with SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1 until their GPU row has met on every "
+        "release (=0: neither)"
     ),
     why=(
         "fa3 implements the spec-v2 draft-extend graph metadata but is missing from the capture list before 0.5.23: "
@@ -70,7 +71,6 @@ FIX = Fix(
     removal="delete when 0.5.22 leaves the supported releases (upstream from 0.5.23)",
     # on_import: the launcher never imports eagle_worker_v2; a scheduler does before it builds the draft worker
     on_import=True,
-    opt_in=ENV_FA3_GRAPH,  # planned only with the switch on, until the GPU row has run (docs/gpu-plan.md)
 )
 
 FA3_MODULE = "sglang.srt.layers.attention.flashattention_backend"
@@ -88,7 +88,7 @@ def fa3_tree_reason(worker) -> str | None:
     both files build), whose decision it takes as made there; without this fix, fa3 trees keep their eager draft
     extend."""
     if LISTED not in vars(worker):
-        return "fa3-draft-extend-graph is not applied (fa3's draft-extend graph, opt-in)"
+        return "fa3-draft-extend-graph is not applied (fa3's draft-extend graph)"
     return vars(worker)[LISTED]
 
 
@@ -97,7 +97,10 @@ def fa3_graph_reason(worker, backend) -> str | None:
     from .. import selection
 
     if not selection.fa3_draft_graph_enabled():
-        return f"fa3's draft-extend graph is opt-in until it has run on a GPU here ({selection.ENV_FA3_GRAPH}=1)"
+        return selection.turned_off(selection.ENV_FA3_GRAPH)
+    if worker.topk > 1 and not selection.fa3_tree_draft_graph_opted_in():
+        return (f"a tree's fa3 draft-extend graph is opt-in until its GPU row has met on every release "
+                f"({selection.ENV_FA3_GRAPH}=1)")
     if getattr(backend, "fa_impl_ver", 3) != 3:
         return f"fa{backend.fa_impl_ver}: only fa3 has run here"
     captured = getattr(backend, "draft_extend_metadata_captured_in_graph", None)

@@ -259,8 +259,8 @@ def tree_draft_extend_graph_reason(worker):
       rows met on a GPU (2026-11-27); SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0 turns it off.
     * fa3: fa3-draft-extend-graph (fa3's DRAFT_EXTEND_V2 graph metadata is width-generic: the query width it keeps is
       the captured tokens per request, the rest is rebuilt before each replay; upstream 0.5.23 captures it for trees
-      too), whose rule is ``fa3_draft_extend_graph.fa3_tree_reason``: opt-in (SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1),
-      trees not run on a GPU yet.
+      too), whose rule is ``fa3_draft_extend_graph.fa3_tree_reason``: for trees opt-in
+      (SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1) until their row has met on every torch-2.11 release.
 
     Any other backend runs a tree's draft extend eagerly.
     """

@@ -25,6 +25,17 @@ from sglang_specv2_fixes.fixes import ALL_FIXES as _ALL_FIXES  # noqa: E402
 OPT_IN_SWITCHES = tuple(f.opt_in for f in _ALL_FIXES if f.opt_in)
 for _switch in OPT_IN_SWITCHES:
     os.environ[_switch] = "1"
+# the mechanism's own tests need a subject when no fix is opt-in (every one has run on a GPU): they make this fix
+# opt-in behind a test switch, in this process (a replaced ALL_FIXES) or in a child (opt_in_code, run first)
+OPT_IN_SUBJECT, OPT_IN_TEST_SWITCH = "fa3-draft-extend-graph", "SGLANG_SPECV2_FIXES_TEST_OPT_IN"
+
+
+def opt_in_code(name=OPT_IN_SUBJECT, switch=OPT_IN_TEST_SWITCH):
+    """Python source that makes fix ``name`` opt-in behind ``switch`` in a fresh interpreter, before anything plans:
+    ALL_FIXES is replaced in place (core, survey and the plugin hold the same list)."""
+    return (f"import dataclasses\nfrom sglang_specv2_fixes import fixes as _fixes\n"
+            f"_fixes.ALL_FIXES[:] = [dataclasses.replace(f, opt_in={switch!r}) if f.name == {name!r} else f "
+            f"for f in _fixes.ALL_FIXES]\n")
 
 VERSION = installed.version()
 LINE = releases.code_line(VERSION)

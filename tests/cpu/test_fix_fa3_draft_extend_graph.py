@@ -6,9 +6,9 @@ draft-extend backend is a real ``FlashAttentionBackend`` (its CUDA state left ou
 on a GPU machine and the graph runners replaced by recorders (they capture CUDA graphs).
 * stock builds no draft-extend runner for fa3 (the draft extend runs eagerly every decode step) while it builds one
   for triton;
-* the plugin builds it for an fa3 chain or tree (at its width, since session 37) only with
-  SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1 (opt-in until it has run on a GPU), never for fa4 or a hybrid-SWA pool
-  without a full-to-SWA mapping (0.5.16's
+* the plugin builds it for an fa3 chain unless SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH is off (the default since its GPU
+  row met on every torch-2.11 release), for a tree (at its width, since session 37) only with that switch at 1 (opt-in
+  until the tree row has met everywhere), never for fa4 or a hybrid-SWA pool without a full-to-SWA mapping (0.5.16's
   draft_extend_metadata_captured_in_graph; before 0.5.16, which lacks it, the same test on the pool), and never off
   CUDA; the decision reaches /server_info (``serving.draft_extend_graph``);
 * a triton worker gets exactly stock's runners, and no decision is written for it;
@@ -157,11 +157,15 @@ def test_stock_runs_fa3_draft_extend_eagerly(monkeypatch):
 
 
 @pytest.mark.parametrize("env,topk,kw,cuda,captured,why", [
-    (None, 1, {}, True, False, "opt-in until it has run on a GPU"),  # the default until the GPU run
-    ("0", 1, {}, True, False, "opt-in until it has run on a GPU"),
+    (None, 1, {}, True, True, None),  # chains: the default since the GPU row met on every torch-2.11 release
+    ("", 1, {}, True, True, None),
+    ("0", 1, {}, True, False, "turned off by SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=0"),
+    ("off", 4, {}, True, False, "turned off by SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=off"),
     ("1", 1, {}, True, True, None),
     ("on", 1, {}, True, True, None),
     ("1", 4, {}, True, True, None),  # a tree, at its width (since session 37, as 0.5.23)
+    (None, 4, {}, True, False, "a tree's fa3 draft-extend graph is opt-in until its GPU row"),  # trees: opt-in
+    ("", 4, {}, True, False, "(SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1)"),
     ("1", 1, {"fa_impl_ver": 4}, True, False, "fa4: only fa3 has run here"),
     ("1", 1, {"swa": "unmapped"}, True, False, "without a full-to-SWA mapping"),
     ("1", 1, {"swa": "mapped"}, True, True, None),
@@ -225,12 +229,25 @@ def test_composed_function_keeps_both_fixes(monkeypatch, kind, topk):
         assert got[1].__dict__[DRAFT_EXTEND_GRAPH] == f"cuda graph (fa3), {TREE_W} tokens per request"
         assert alone[0] == ["draft"]
         assert alone[1].__dict__[DRAFT_EXTEND_GRAPH] == (
-            "eager: fa3-draft-extend-graph is not applied (fa3's draft-extend graph, opt-in)")
+            "eager: fa3-draft-extend-graph is not applied (fa3's draft-extend graph)")
         return
     assert got[0] == alone[0]
     assert got[1].__dict__.get(DRAFT_EXTEND_GRAPH) == alone[1].__dict__.get(DRAFT_EXTEND_GRAPH)
     if (kind, topk) == ("fa3", 1):
         assert got[0] == ["draft", "draft_extend"]
+
+
+@COMPOSED
+def test_composed_fa3_tree_stays_eager_without_the_switch(monkeypatch):
+    """Chains by default, trees opt-in: with the switch unset the composed function captures an fa3 chain and keeps
+    an fa3 tree eager, tree-drafting's rule reporting this fix's reason (the decision made where its list ran)."""
+    monkeypatch.delenv(ENV_FA3_GRAPH, raising=False)
+    both = core.build_fixes(["tree-drafting", FIX])[_target().dotted]
+    chain = _run(monkeypatch, both, _backend("fa3"), topk=1)
+    assert chain[0] == ["draft", "draft_extend"]
+    tree = _run(monkeypatch, both, _backend("fa3"), topk=4)
+    assert tree[0] == ["draft"]
+    assert tree[1].__dict__[DRAFT_EXTEND_GRAPH].startswith("eager: a tree's fa3 draft-extend graph is opt-in"), tree[1]
 
 
 LOAD_WITHOUT_WORKER = """

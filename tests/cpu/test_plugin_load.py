@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import LINE, OPT_IN_SWITCHES, VERSION, requires_sglang, run_py
+from conftest import LINE, OPT_IN_SUBJECT, OPT_IN_TEST_SWITCH, VERSION, opt_in_code, requires_sglang, run_py
 
 from sglang_specv2_fixes import patchfile, releases
 from sglang_specv2_fixes.catalog import Patched
@@ -17,8 +17,10 @@ PATCHED_HERE = {f.name: [t.dotted for t in patchfile.load(f.name, releases.entry
 ON_IMPORT = {f.name for f in ALL_FIXES if f.on_import and f.name in PATCHED_HERE}
 
 
-# the opt-in fixes (their switches are on in the tests: conftest; off: test_opt_in_fixes_stay_out_without_their_switch)
+# the opt-in fixes (their switches are on in the tests: conftest; off: test_opt_in_fixes_stay_out_without_their_switch),
+# with the mechanism's test subject (conftest.opt_in_code) where it is not one of them
 OPT_IN = {f.name: f.opt_in for f in ALL_FIXES if f.opt_in}
+OPT_IN.setdefault(OPT_IN_SUBJECT, OPT_IN_TEST_SWITCH)
 
 
 def loaded_states(fix):
@@ -400,7 +402,9 @@ print('RESULT ' + json.dumps([probe._around in hooks and probe._around_run_batch
 
 @pytest.mark.skipif(not any(f in PATCHED_HERE for f in OPT_IN), reason="no opt-in fix is patched on this release")
 def test_opt_in_fixes_stay_out_without_their_switch():
-    r = result_of(run_py(LOAD_AND_REPORT, **{v: "" for v in OPT_IN_SWITCHES}))  # switches off, as a server starts
+    subject = opt_in_code() if OPT_IN[OPT_IN_SUBJECT] == OPT_IN_TEST_SWITCH else ""
+    # the switches off, as a server starts
+    r = result_of(run_py(subject + LOAD_AND_REPORT, **{v: "" for v in OPT_IN.values()}))
     fixes = r["report"]["fixes"]
     on = {f for f in PATCHED_HERE if f not in OPT_IN}
     theirs = {t for f in on for t in PATCHED_HERE[f]}  # functions an applied fix also replaces (compose: lines)

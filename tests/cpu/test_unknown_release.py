@@ -3,13 +3,14 @@ SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE=fingerprint a fix is patched where every tar
 `before` exactly. Synthetic releases: 0.5.23's sources with only the version changed ("0.5.24"), and the same with
 one target edited."""
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, child_env, requires_sglang, run_py
+from conftest import OPT_IN_SUBJECT, OPT_IN_TEST_SWITCH, ROOT, child_env, requires_sglang, run_py
 from release_trees import LOCAL_EDIT, OPEN_UPSTREAM, matched_as, release_root, synthetic_release
 
 from sglang_specv2_fixes import catalog, core, installed, patchfile, releases, selection
@@ -98,8 +99,11 @@ def test_opt_in_present_and_disabled(tmp_path, monkeypatch):
 
 def test_opt_in_fix_needs_its_switch_on_an_unknown_release_too(tmp_path, monkeypatch):
     """An opt-in fix (Fix.opt_in) matched by fingerprint is planned only with its switch on, as on a known release:
-    0.5.22's sources as 0.5.24 match fa3-draft-extend-graph's 0.5.22 patch."""
-    fix = next(f for f in ALL_FIXES if f.name == "fa3-draft-extend-graph")
+    0.5.22's sources as 0.5.24 match fa3-draft-extend-graph's 0.5.22 patch (made opt-in for the test:
+    conftest.OPT_IN_SUBJECT)."""
+    assert OPT_IN_SUBJECT == "fa3-draft-extend-graph"
+    fix = dataclasses.replace(next(f for f in ALL_FIXES if f.name == OPT_IN_SUBJECT), opt_in=OPT_IN_TEST_SWITCH)
+    monkeypatch.setattr(core, "ALL_FIXES", [fix if f.name == fix.name else f for f in ALL_FIXES])
     tree = synthetic_release(tmp_path / "t", "0.5.24", base="0.5.22")
     monkeypatch.setenv(fix.opt_in, "1")
     st = {f.name: f for f in plan_on(tree, monkeypatch, "fingerprint").fixes}[fix.name]

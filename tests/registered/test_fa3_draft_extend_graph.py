@@ -1,16 +1,17 @@
 """The spec-v2 draft-extend CUDA graph on fa3 (fa3-draft-extend-graph, #40762; upstream 0.5.23): EAGLE3 chain 3 steps /
 topk 1 / 4 tokens on **fa3** (Hopper's default backend for a chain), overlap on, page size 1,
-SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1 on both sides (the fix is opt-in until this row has met), forced retraction,
-strict busy leak checks. With the graph on, greedy output must equal the same target served without speculation on
-fa3, decode logprobs must equal the prefill's, 32 concurrent requests must end at their lengths, the walk model's
-draft must keep its acceptance (a draft-extend graph replayed with wrong metadata writes wrong draft KV: acceptance
-drops while the text stays right), and the plugin must report the graph captured (``serving.draft_extend_graph``).
-Stock runs that draft extend eagerly and reports no such graph: it fails only the last test.
-``TestFa3DraftExtendGraphTree``: the same at tree width (3 steps / topk 4 / 8 tokens; not run on a GPU yet). Runs on
-every torch-2.11 release the fix patches (0.5.11 - 0.5.17: the release set below follows the table; met on 0.5.11,
-0.5.12.post1, 0.5.13.post1, 0.5.16 and 0.5.17, docs/proof.md). fa3 is not in the device bundle: carry the release's
-own fa3 in parts first (``ci/make_fa3_parts.sh``, ``ci/gpu_fa3.sh``; docs/design/device-bundles.md). Needs a Hopper
-GPU."""
+SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1 on both sides (chains by default since this row met, trees opt-in), forced
+retraction, strict busy leak checks. With the graph on, greedy output must equal the same target served without
+speculation on fa3, decode logprobs must equal the prefill's, 32 concurrent requests must end at their lengths, the walk
+model's draft must keep its acceptance (a draft-extend graph replayed with wrong metadata writes wrong draft KV:
+acceptance drops while the text stays right), and the plugin must report the graph captured
+(``serving.draft_extend_graph``). Stock runs that draft extend eagerly and reports no such graph: it fails only the last
+test. ``TestFa3DraftExtendGraphTree``: the same at tree width (3 steps / topk 4 / 8 tokens; stock also fails its test 1
+on 0.5.11 / 0.5.12.x, where an explicit tree is spec v1). Runs on every torch-2.11 release the fix patches (0.5.11 -
+0.5.17: the release set below follows the table). The chain class met on all of them (sessions 35, 37, 38), the tree
+class on 0.5.11, 0.5.12, 0.5.12.post1 and 0.5.15 (session 38; docs/proof.md). fa3 is not in the device bundle: carry the
+release's own fa3 in parts first (``ci/make_fa3_parts.sh``, ``ci/gpu_fa3.sh``; docs/design/device-bundles.md). Needs a
+Hopper GPU."""
 
 import unittest
 

@@ -5,13 +5,14 @@ host mirror is absent (as upstream 0.5.17). The checks of test_verify_handoff.py
 equal to an fa3 target-only server, decode logprobs equal to the prefill's, 32 concurrent requests, aborts, the walk
 model's acceptance, strict idle / busy memory checks, no host wait on a verify in the probe's count), two servers:
 
-* ``TestVerifyHandoffFa3``: an EAGLE3 chain, 3 steps / topk 1 / 4 tokens (fa3's draft extend eager: fa3 has no
-  draft-extend graph before 0.5.23, and fa3-draft-extend-graph is opt-in);
+* ``TestVerifyHandoffFa3``: an EAGLE3 chain, 3 steps / topk 1 / 4 tokens, its draft extend eager: fa3 has no
+  draft-extend graph before 0.5.23, and fa3-draft-extend-graph (the default for chains since session 38) is switched
+  off here (SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=0), so this class keeps the eager metadata's path;
 * ``TestVerifyHandoffFa3Tree``: an EAGLE3 tree, 3 steps / topk 4 / 8 tokens on tree-drafting's spec-v2 path (fa3
   trees, the default), its draft extend eager (asserted first from /server_info);
 * ``TestVerifyHandoffFa3Graph``: the chain with SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1, its draft extend in
   fa3-draft-extend-graph's CUDA graph (asserted first), whose replay then runs without the host mirror (added
-  2026-11-29, session 37: before, such a server kept the host wait; not run on a GPU yet).
+  2026-11-29, session 37: before, such a server kept the host wait; met on 0.5.11, 0.5.12, 0.5.12.post1 in session 38).
 
 Stock waits on the host at every steady decode step: it fails the chain classes' test 7; it routes an explicit fa3 tree
 to spec v1 (the tree class's test 0, and test 7, which needs spec-v2 steps to count) and has no fa3 draft-extend graph
@@ -36,11 +37,15 @@ register_specv2_ci(est_time=600, suite="specv2-gpu", releases="fix:verify-handof
 class TestVerifyHandoffFa3(HandoffRow, CustomTestCase):
     STEPS, TOPK, TOKENS = 3, 1, 4
     BACKEND_ARGS = ("--attention-backend", "fa3")
+    ENV = {ENV_FA3_GRAPH: "0"}  # the eager draft extend's metadata (the graph class below has the graph's)
 
     def test_0_spec_v2_chain_on_fa3(self):
         info = server_info()
         self.assertEqual(info["attention_backend"], "fa3")  # the launch's common args say triton; the row's fa3 wins
-        self.assertEqual(specv2_state(info)["serving"]["spec_path"], "v2")
+        serving = specv2_state(info)["serving"]
+        self.assertEqual(serving["spec_path"], "v2")
+        graph = serving.get("draft_extend_graph")  # stock records no decision; the plugin's says eager (switched off)
+        self.assertFalse(str(graph).startswith("cuda graph"), graph)
 
 
 class TestVerifyHandoffFa3Tree(HandoffRow, CustomTestCase):
