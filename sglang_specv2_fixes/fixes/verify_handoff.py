@@ -87,11 +87,12 @@ Where the mirror is absent upstream 0.5.17 takes the static bound ``max_context_
   never above the page-table buffers' width (``max_num_pages``: the fused triton gather writes ``max_seq_pages``
   columns unchecked), and a request's KV length never exceeds it (the release's own invariant). The topk > 1 target
   verify's mask extraction already runs on the device ``seq_lens``.
-* ``FlashAttentionBackend.init_forward_metadata``, the extend branch: fa3's draft extend runs eagerly (no fa3
-  draft-extend graph before 0.5.23 unless fa3-draft-extend-graph, opt-in, captures it; a batch that does not fit
-  that graph runs eagerly too), so its eager metadata takes the bound too, and decides "draft extend" before
-  reading ``extend_prefix_lens_cpu`` (None for a handoff draft extend, see ``ForwardBatch.init_new``). So on fa3 the
-  graphs a step needs are the draft and target verify ones (``graphs_run``), chains and trees alike.
+* ``FlashAttentionBackend.init_forward_metadata``, the extend branch: fa3's draft extend runs eagerly where
+  fa3-draft-extend-graph does not capture it (no fa3 draft-extend graph before 0.5.23; the fix captures chains by
+  default, trees with its switch; a batch that does not fit that graph runs eagerly too), so its eager metadata takes
+  the bound too, and decides "draft extend" before reading ``extend_prefix_lens_cpu`` (None for a handoff draft
+  extend, see ``ForwardBatch.init_new``). So on fa3 the graphs a step needs are the draft and target verify ones
+  (``graphs_run``), chains and trees alike.
 * ``CudaGraphRunner.replay_prepare``: a target verify without the mirror passes ``seq_lens_cpu=None`` instead of the
   runner's buffer, which holds an earlier batch's lengths (fa3 would size its page tables from them; triton reads
   neither). The draft runner already passes the batch's own None. ``EAGLEDraftExtendCudaGraphRunner.replay`` (the
