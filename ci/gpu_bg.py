@@ -7,7 +7,7 @@ unpacks the one bundle it carried and queues that release's rows, and one dispat
 global cap on rows at once, while the next calls bring the next bundles::
 
     python3 ci/gpu_bg.py start RELEASE FILE [FILE ...] [--slots K] [--timeout T] [--plugin-env KEY=VALUE ...]
-                                 [--gpus 0,1]
+                                 [--gpus 0,1] [--tests PATTERN]
         (this call) unpack .device-bundle/RELEASE (+ RELEASE-xgrammar) into /tmp/sglang-RELEASE
         (ci/gpu_env.sh), queue one task per FILE (basenames, as ci/run_registered.py --files), start the
         dispatcher if it is not running; returns at once
@@ -58,8 +58,15 @@ def dispatcher_alive():
 
 
 def unpack(release):
-    """Unpack the carried bundle in this call (the bundle may be gone from the next call's working tree)."""
-    p = subprocess.run(["bash", "-c", f"source ci/gpu_prepare.sh {release}"], cwd=ROOT, capture_output=True, text=True)
+    """Unpack the carried bundle in this call (the bundle may be gone from the next call's working tree). A release
+    unpacked before skips gpu_env.sh's import check (~20 s per start beside running rows: session 38 lost a call's
+    limit to twelve of them)."""
+    again = os.path.exists(f"/tmp/sglang-{release}/.ready")
+    p = subprocess.run(["bash", "-c", f"source ci/gpu_prepare.sh {release}"], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, **({"SPECV2_UNPACK_ONLY": "1"} if again else {})})
+    if again and p.returncode == 0:
+        say(f"{release}: unpacked before (rc 0)")
+        return
     say(f"{release}: {p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ''} (rc {p.returncode})")
     if p.returncode != 0 or not os.path.exists(f"/tmp/sglang-{release}/.ready"):
         sys.exit(f"unpacking {release} failed:\n{p.stderr[-2000:]}")
@@ -87,8 +94,8 @@ def start(a):
         if not os.path.exists(os.path.join(SNAP, "tests", "registered", f)):
             sys.exit(f"no such registered file in the snapshot: {f} (--files takes basenames)")
         name = f"{time.time():.6f}-{a.release}-{f}"
-        json.dump(dict(release=a.release, file=f, plugin_env=a.plugin_env + a.mode_env, modes=a.modes, gpus=a.gpus),
-                  open(os.path.join(QUEUE, name), "w"))
+        json.dump(dict(release=a.release, file=f, plugin_env=a.plugin_env + a.mode_env, modes=a.modes, gpus=a.gpus,
+                       tests=a.tests), open(os.path.join(QUEUE, name), "w"))
     say(f"queued {len(a.files)} row(s) of {a.release}: {' '.join(a.files)}")
     mixed = mixed_gpus()
     if mixed:
@@ -120,16 +127,17 @@ def mixed_gpus():
     return seen if len(seen) > 1 and any("," in g for g in seen) else set()
 
 
-def row_command(release, file, slot, timeout, out, plugin_env=(), modes=None, gpus="0"):
+def row_command(release, file, slot, timeout, out, plugin_env=(), modes=None, gpus="0", tests=()):
     """The row in RELEASE's environment; OUT/rc (its exit status) marks it finished, whatever happened.
     ``plugin_env``: extra KEY=VALUE for the plugin side only (e.g. SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1), or
     MODE:KEY=VALUE for the side MODE names (e.g. ``off:CUDA_LAUNCH_BLOCKING=1``: the stock side);
     ``modes``: run_registered's ``--modes`` (default off and auto), e.g. one fix's name alone as its own row;
     ``gpus``: run_registered's ``--gpus`` (a row registered with ``gpus=2`` needs two ids, e.g. ``0,1``: rows at once
-    then share those GPUs)."""
+    then share those GPUs); ``tests``: run_registered's ``--tests`` patterns (unittest's -k: one class of the file)."""
     extra = "".join(f" --mode-env {shlex.quote(kv if ':' in kv.split('=', 1)[0] else 'auto:' + kv)}"
                     for kv in plugin_env)
     extra += (" --modes " + " ".join(map(shlex.quote, modes))) if modes else ""
+    extra += "".join(f" --tests {shlex.quote(t)}" for t in tests)
     return ("source ci/gpu_prepare.sh {r} > /dev/null && python3 ci/run_registered.py --out {o} --files {f} "
             "--jobs 1 --timeout {t} --gpus {g} --port-base {p} --mode-env auto:SGLANG_SPECV2_FIXES_CHECK=1{x}; "
             "echo $? > {o}/rc").format(r=release, o=out, f=file, t=timeout, g=shlex.quote(gpus), p=port_base(slot),
@@ -209,7 +217,7 @@ def dispatch():
             log = open(os.path.join(out, "runner.log"), "w")
             p = subprocess.Popen(["bash", "-c", row_command(task["release"], task["file"], slot, conf["timeout"], out,
                                                           task.get("plugin_env") or (), task.get("modes"),
-                                                          task.get("gpus") or "0")],
+                                                          task.get("gpus") or "0", task.get("tests") or ())],
                                  cwd=SNAP, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                  env={**os.environ, "SPECV2_MODELS": "/tmp/specv2-tiny-models"})
             running[p.pid] = (p, slot, task, time.time())
@@ -326,6 +334,9 @@ def main():
                    "fix's name: that fix alone (a row of its own: a run of one mode holds one slot's ports)")
     s.add_argument("--gpus", default="0", help="run_registered's --gpus for these rows (default 0); 0,1 for a row "
                    "registered with gpus=2 (e.g. test_dp2_multi_layer_idle.py on nvidia-h100-x2)")
+    s.add_argument("--tests", action="append", default=[], metavar="PATTERN",
+                   help="run_registered's --tests (repeatable): only what unittest's -k PATTERN selects, e.g. "
+                        "TestFa3DraftExtendGraphTree")
     w = sub.add_parser("wait")
     w.add_argument("seconds", type=float)
     sub.add_parser("dispatch")

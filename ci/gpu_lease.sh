@@ -12,7 +12,8 @@
 #   arows REL FILE...          the same, plugin side only
 #                              (ROWS_GPUS=1: on GPU 1, beside a benchmark on GPU 0 of a 2-GPU machine; ROWS_SLOTS=K:
 #                              rows at once on the machine, default 8, kept for rows queued earlier too; ROWS_TIMEOUT=S:
-#                              per row and mode, default 600; session 38's 12 rows at once took up to 656 s)
+#                              per row and mode, default 600; session 38's 12 rows at once took up to 656 s;
+#                              ROWS_TESTS=PATTERN: only the tests unittest's -k PATTERN selects, e.g. one class)
 #   models REL                 write the real-size models with REL's environment (bench/real_size_models.py)
 #   bench NAME BUDGET "RELS" [gpu_real_size.sh args]   one real-size benchmark in the background into
 #                              $BENCH_ROOT/bench-NAME (nothing else should run on the GPU meanwhile)
@@ -30,6 +31,7 @@ export SPECV2_COMMIT=${SPECV2_COMMIT:?set SPECV2_COMMIT to the commit the tree i
 BENCH_ROOT=${BENCH_ROOT:-/tmp}
 SNAP=$BENCH_ROOT/specv2-snap
 ROWS=(--slots "${ROWS_SLOTS:-8}" --timeout "${ROWS_TIMEOUT:-600}" --gpus "${ROWS_GPUS:-0}")
+[ -n "${ROWS_TESTS:-}" ] && ROWS+=(--tests "$ROWS_TESTS")
 
 show() {  # the last lines of each benchmark's progress
   local d

@@ -107,6 +107,9 @@ def main():
     ap.add_argument("--mode-env", action="append", default=[], metavar="MODE:KEY=VALUE",
                     help="extra environment for one mode's runs, e.g. auto:SGLANG_SPECV2_FIXES_CHECK=1 "
                          "(the plugin side runs in check mode: any invariant violation stops its server)")
+    ap.add_argument("--tests", action="append", default=[], metavar="PATTERN",
+                    help="only the tests unittest's -k PATTERN selects (repeatable), e.g. TestFa3DraftExtendGraphTree: "
+                         "one class of a file whose other class has met already")
     args = ap.parse_args()
     mode_env = {}
     for item in args.mode_env:
@@ -129,6 +132,8 @@ def main():
     # longest first: with --jobs the slow rows start early
     tests.sort(key=lambda t: -t[1]["est_time"])
     facts["mode_env"] = mode_env
+    if args.tests:
+        facts["tests"] = args.tests  # a subset of each file ran: the report says which
     print(f"[runner] sglang {rel} torch {facts.get('torch')} on {facts.get('device')}: {len(tests)} file(s) x "
           f"{args.modes}, {args.jobs} at a time{f' over GPUs {gpus}' if gpus else ''}, extra env {mode_env or 'none'}",
           flush=True)
@@ -158,8 +163,9 @@ def main():
             elif gpus:
                 env["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
             # own session: a timeout kills the test *and* the servers it started
-            p = subprocess.Popen([sys.executable, path], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REG_DIR,
-                                 start_new_session=True)
+            only = [x for t in args.tests for x in ("-k", t)]  # unittest.main's own filter
+            p = subprocess.Popen([sys.executable, path, *only], stdout=log, stderr=subprocess.STDOUT, env=env,
+                                 cwd=REG_DIR, start_new_session=True)
             procs[mode] = (p, log, time.time())
         return procs
 
@@ -242,6 +248,7 @@ def write_reports(out, facts, results, t_start=None):
     extra = "; ".join(f"{m}: {' '.join(f'{k}={v}' for k, v in e.items())}" for m, e in facts.get("mode_env", {}).items())
     lines = [f"Run {stamp} on {facts.get('device')}, sglang {rel}, torch {facts.get('torch')}"
              + (f", extra env ({extra})" if extra else "")
+             + (f", only tests matching {' / '.join(facts['tests'])}" if facts.get("tests") else "")
              + (f"; {facts.get('jobs')} files at a time" + (f" over GPUs {','.join(facts['gpus'])}" if facts.get("gpus") else "")
                 + f", wall clock {wall} s" if wall is not None else ""), "",
              "| test | stock (off) | plugin (auto) | expectation |", "|---|---|---|---|"]

@@ -57,6 +57,10 @@ def test_every_slot_fits_sglangs_port_limits(gpu_bg):
     assert " --gpus 0 " in cmd  # one GPU unless asked
     cmd = gpu_bg.row_command("0.5.16", "test_dp2_multi_layer_idle.py", 1, 460, "/tmp/x", gpus="0,1")
     assert " --gpus 0,1 " in cmd and f"--port-base {bases[1]}" in cmd
+    assert "--tests" not in cmd
+    cmd = gpu_bg.row_command("0.5.13", "test_fa3_draft_extend_graph.py", 0, 900, "/tmp/x",
+                             tests=["TestFa3DraftExtendGraphTree"])
+    assert " --tests TestFa3DraftExtendGraphTree;" in cmd
 
 
 def test_a_row_with_its_own_modes_runs_beside_the_default_one(gpu_bg):
@@ -95,3 +99,22 @@ def test_multi_gpu_rows_beside_one_gpu_rows_are_called_out(gpu_bg):
     open(os.path.join(run, "rc"), "w").write("0\n")  # finished: no longer beside it
     assert gpu_bg.mixed_gpus() == set()
 
+
+
+def test_a_release_unpacked_before_skips_the_import_check(gpu_bg, monkeypatch):
+    """Each start sources the release's environment; once it is unpacked, without gpu_env.sh's ~20 s import check."""
+    import subprocess
+
+    seen = []
+
+    def fake_run(cmd, **kw):
+        seen.append(kw["env"].get("SPECV2_UNPACK_ONLY"))
+        ready["/tmp/sglang-0.5.14/.ready"] = True  # the bundle unpacked
+        return subprocess.CompletedProcess(cmd, 0, "sglang 0.5.14 torch 2.11 gpu H200\n", "")
+
+    ready = {"/tmp/sglang-0.5.14/.ready": False}
+    monkeypatch.setattr(gpu_bg.subprocess, "run", fake_run)
+    monkeypatch.setattr(gpu_bg.os.path, "exists", lambda p: ready.get(p, True))
+    gpu_bg.unpack("0.5.14")  # the first time: the full check
+    gpu_bg.unpack("0.5.14")
+    assert seen == [None, "1"]

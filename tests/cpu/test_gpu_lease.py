@@ -60,9 +60,10 @@ def test_collect_cuts_oversized_logs(tmp_path):
     assert not (out / "bench-missing").exists()
 
 
-@pytest.mark.parametrize("env, gpus, slots, timeout", [
-    ({}, "0", "8", "600"), ({"ROWS_GPUS": "1", "ROWS_SLOTS": "6", "ROWS_TIMEOUT": "900"}, "1", "6", "900")])
-def test_rows_queue_both_modes_on_the_chosen_gpu(tmp_path, env, gpus, slots, timeout):
+@pytest.mark.parametrize("env, gpus, slots, timeout, tests", [
+    ({}, "0", "8", "600", None),
+    ({"ROWS_GPUS": "1", "ROWS_SLOTS": "6", "ROWS_TIMEOUT": "900", "ROWS_TESTS": "TestX"}, "1", "6", "900", "TestX")])
+def test_rows_queue_both_modes_on_the_chosen_gpu(tmp_path, env, gpus, slots, timeout, tests):
     # a python3 on PATH that records its arguments stands in for ci/gpu_bg.py (which would unpack a bundle)
     fake, log = tmp_path / "bin", tmp_path / "calls"
     fake.mkdir()
@@ -76,3 +77,4 @@ def test_rows_queue_both_modes_on_the_chosen_gpu(tmp_path, env, gpus, slots, tim
     for c in calls:
         assert c.startswith("ci/gpu_bg.py start 0.5.14 test_a.py test_b.py --modes ")
         assert f"--gpus {gpus}" in c and f"--slots {slots}" in c and f"--timeout {timeout}" in c
+        assert (f"--tests {tests}" in c) if tests else ("--tests" not in c)

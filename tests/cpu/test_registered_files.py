@@ -115,6 +115,39 @@ def test_runner_budget_kills_and_skips(tmp_path):
     assert "| test_too_big.py | not run | not run | (run budget) |" in (out / "results.md").read_text()
 
 
+def test_runner_runs_only_the_selected_tests(tmp_path):
+    """--tests PATTERN: unittest's -k in each mode, so one class of a file runs (the other's setUpClass not at all)."""
+    import json
+    import subprocess
+
+    from conftest import VERSION
+
+    reg = tmp_path / "reg"
+    reg.mkdir()
+    (reg / "test_two.py").write_text(
+        "import os, unittest\nfrom sglang_specv2_fixes.testing.registry import register_specv2_ci\n"
+        f"register_specv2_ci(est_time=2, suite='specv2-gpu', releases=['{VERSION}'])\n"
+        "class TestChain(unittest.TestCase):\n"
+        "    @classmethod\n    def setUpClass(cls):\n        raise RuntimeError('the chain class ran')\n"
+        "    def test_0(self):\n        pass\n"
+        "class TestChainTree(unittest.TestCase):\n"
+        "    def test_0(self):\n        open(os.path.join(os.environ['MARK'], os.environ['SPECV2_AB']), 'w').close()\n"
+        "if __name__ == '__main__':\n    unittest.main()\n")
+    out, mark = tmp_path / "out", tmp_path / "mark"
+    mark.mkdir()
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "ci", "run_registered.py"), "--out", str(out),
+                        "--tests", "TestChainTree"], env={**os.environ, "SPECV2_REG_DIR": str(reg), "MARK": str(mark)},
+                       capture_output=True, text=True, timeout=120)
+    res = json.loads((out / "results.json").read_text())
+    assert [(r["mode"], r["passed"]) for r in res["results"]] == [("off", True), ("auto", True)], p.stdout + p.stderr
+    assert sorted(os.listdir(mark)) == ["auto", "off"] and res["tests"] == ["TestChainTree"]
+    assert "only tests matching TestChainTree" in (out / "results.md").read_text()
+    # without it the whole file runs, and the chain class's failure fails the row
+    subprocess.run([sys.executable, os.path.join(ROOT, "ci", "run_registered.py"), "--out", str(out)],
+                   env={**os.environ, "SPECV2_REG_DIR": str(reg), "MARK": str(mark)}, capture_output=True, timeout=120)
+    assert [r["passed"] for r in json.loads((out / "results.json").read_text())["results"]] == [False, False]
+
+
 def test_runner_reports_rows_needing_more_gpus_as_not_run(tmp_path):
     import json
     import subprocess
