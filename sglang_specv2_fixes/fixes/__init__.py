@@ -356,13 +356,12 @@ overlap-war-barrier  [#26380, #26646]  overlap scheduler: the next batch's write
     - upstream (0.5.13 … 0.5.23)
     Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)
 
-fa3-draft-extend-graph  [#40762, #36324]  the spec-v2 draft-extend CUDA graph on fa3 (trees opt-in until run on a GPU)
+fa3-draft-extend-graph  [#40762, #36324]  the spec-v2 draft-extend CUDA graph on fa3 (trees opt-in)
     What: EagleDraftWorker._capture_cuda_graphs (init_cuda_graphs before 0.5.14) also lists
         FlashAttentionBackend among the backends whose draft-extend graph it captures (0.5.23's
         line), for chains and trees on fa3 whose draft-extend metadata lives in the graph (trees on
         0.5.11 / 0.5.12.x through tree-drafting's tree-width rule); chains by default, trees with
-        SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1 until their GPU row has met on every release (=0:
-        neither)
+        SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1 (no clear gain for a tree at real size; =0: neither)
     Why: fa3 implements the spec-v2 draft-extend graph metadata but is missing from the capture list
         before 0.5.23: Hopper's default setups (a chain, the default invocation's tree) run their
         draft extend eagerly every decode step

@@ -260,7 +260,7 @@ def tree_draft_extend_graph_reason(worker):
     * fa3: fa3-draft-extend-graph (fa3's DRAFT_EXTEND_V2 graph metadata is width-generic: the query width it keeps is
       the captured tokens per request, the rest is rebuilt before each replay; upstream 0.5.23 captures it for trees
       too), whose rule is ``fa3_draft_extend_graph.fa3_tree_reason``: for trees opt-in
-      (SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1) until their row has met on every torch-2.11 release.
+      (SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1; its rows met, the speed gain did not).
 
     Any other backend runs a tree's draft extend eagerly.
     """

@@ -9,9 +9,9 @@ acceptance drops while the text stays right), and the plugin must report the gra
 test. ``TestFa3DraftExtendGraphTree``: the same at tree width (3 steps / topk 4 / 8 tokens; stock also fails its test 1
 on 0.5.11 / 0.5.12.x, where an explicit tree is spec v1). Runs on every torch-2.11 release the fix patches (0.5.11 -
 0.5.17: the release set below follows the table). The chain class met on all of them (sessions 35, 37, 38), the tree
-class on 0.5.11, 0.5.12, 0.5.12.post1 and 0.5.15 (session 38; docs/proof.md). fa3 is not in the device bundle: carry the
-release's own fa3 in parts first (``ci/make_fa3_parts.sh``, ``ci/gpu_fa3.sh``; docs/design/device-bundles.md). Needs a
-Hopper GPU."""
+class on all but 0.5.14 / 0.5.15.post1, whose stock side has not run (sessions 38, 39; docs/proof.md). fa3 is not in the
+device bundle: carry the release's own fa3 in parts first (``ci/make_fa3_parts.sh``, ``ci/gpu_fa3.sh``;
+docs/design/device-bundles.md). Needs a Hopper GPU."""
 
 import unittest
 
