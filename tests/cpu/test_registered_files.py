@@ -142,6 +142,16 @@ def test_runner_runs_only_the_selected_tests(tmp_path):
     assert [(r["mode"], r["passed"]) for r in res["results"]] == [("off", True), ("auto", True)], p.stdout + p.stderr
     assert sorted(os.listdir(mark)) == ["auto", "off"] and res["tests"] == ["TestChainTree"]
     assert "only tests matching TestChainTree" in (out / "results.md").read_text()
+    # a pattern that selects nothing fails the row, and a stock side expected to fail does not read as the bug
+    # (unittest before 3.12 exits 0 when it ran no test)
+    (reg / "test_two.py").write_text((reg / "test_two.py").read_text().replace("releases=[", "bug_in=['%s'], releases=["
+                                                                              % VERSION))
+    subprocess.run([sys.executable, os.path.join(ROOT, "ci", "run_registered.py"), "--out", str(out),
+                    "--tests", "NoSuchClass"], env={**os.environ, "SPECV2_REG_DIR": str(reg), "MARK": str(mark)},
+                   capture_output=True, timeout=120)
+    res = json.loads((out / "results.json").read_text())["results"]
+    assert [(r["mode"], r["passed"], r["rc"], r["verdict"]) for r in res] == [
+        ("off", False, "no test selected", "UNEXPECTED"), ("auto", False, "no test selected", "UNEXPECTED")]
     # without it the whole file runs, and the chain class's failure fails the row
     subprocess.run([sys.executable, os.path.join(ROOT, "ci", "run_registered.py"), "--out", str(out)],
                    env={**os.environ, "SPECV2_REG_DIR": str(reg), "MARK": str(mark)}, capture_output=True, timeout=120)
