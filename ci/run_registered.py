@@ -27,6 +27,8 @@ import time
 from sglang_specv2_fixes.testing.registry import registration
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# a --tests run whose pattern selected nothing: unittest before 3.12 exits 0 then, a row that could not fail
+NO_TEST = "no test selected"
 REG_DIR = os.environ.get("SPECV2_REG_DIR", os.path.join(ROOT, "tests", "registered"))
 
 
@@ -173,10 +175,10 @@ def main():
         kill_group(p)
         log.close()
         if rc == 0 and args.tests and not tests_ran(log.name):
-            rc = "no test selected"  # unittest before 3.12 exits 0 when -k selects nothing: a row that cannot fail
+            rc = NO_TEST
         passed = rc == 0
         expect_fail = mode == "off" and rel in reg["bug_in"]
-        verdict = "as expected" if passed != expect_fail and rc != "no test selected" else "UNEXPECTED"
+        verdict = "as expected" if passed != expect_fail and rc != NO_TEST else "UNEXPECTED"
         results.append(dict(file=name, mode=mode, passed=passed, rc=rc, expected_fail=expect_fail,
                             verdict=verdict, seconds=round(time.time() - t0, 1), log=os.path.basename(log.name),
                             asserted=None if passed else failed_an_assertion(log.name)))
