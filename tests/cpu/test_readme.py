@@ -25,9 +25,8 @@ from conftest import ROOT
 from sglang_specv2_fixes import cli
 
 README = os.path.join(ROOT, "README.md")
-# the docs the README links as its moved sections (the older docs/ records keep their own style)
-DOCS = ["usage.md", "proof.md", "performance.md", "maintaining.md", "how-it-works.md", "packagers.md",
-        "known-bugs.md"]
+# the docs the README links as its moved sections
+DOCS = ["usage.md", "evidence.md", "maintaining.md", "how-it-works.md", "packagers.md", "known-bugs.md"]
 MAX_LINES, MAX_COLUMNS = 200, 120
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 REPO_DIRS = (".ci/", "bench/", "ci/", "docs/", "patches/", "sglang_specv2_fixes/", "tests/")
