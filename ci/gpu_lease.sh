@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One lease on the lent GPU machine, one device call at a time (docs/design/device-bundles.md): each call carries
-# one bundle or fa3 part and runs one or more of these steps; rows and benchmarks run in the background between calls, and the
-# next call must follow within the machine's idle window (~30 s). From the repo root on the GPU machine:
+# one bundle or fa3 part and runs one or more of these steps; rows and benchmarks run in the background between
+# calls, and the next call must follow within the machine's idle window (~30 s). From the repo root on the GPU
+# machine:
 #
 #   SPECV2_COMMIT=<hash> bash ci/gpu_lease.sh STEP [ARGS]
 #
