@@ -4,6 +4,7 @@
   table equal to ``sglang-specv2-fixes matrix --markdown``, every repository path it names in backticks present;
 * README.md and the user/maintainer docs it links: every relative link and image points to an existing file, and
   every ``#anchor`` to a heading of that file (GitHub's heading ids);
+* one version in pyproject.toml, ``__version__``, the newest CHANGELOG.md entry and ci/gpu_prepare.sh;
 * the wheel (``pip wheel``, built from a copy of the tracked package files) holds the plugin and its patch files
   but not ``sglang_specv2_fixes/testing/``; an editable install of the same tree still imports the test helpers.
 
@@ -128,6 +129,21 @@ def test_readme_paths_exist():
     assert paths, "expected the README to name some repository paths"
     missing = sorted(p for p in paths if not os.path.exists(os.path.join(ROOT, p)))
     assert not missing, f"README.md names paths that do not exist: {missing}"
+
+
+def test_version_is_the_same_everywhere():
+    """pyproject.toml's version is the package's ``__version__``, the newest CHANGELOG.md entry and the entry-point
+    record ci/gpu_prepare.sh writes on the GPU machine."""
+    from sglang_specv2_fixes import __version__
+
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
+        (project,) = re.findall(r'^version = "([^"]+)"$', f.read(), re.M)
+    with open(os.path.join(ROOT, "CHANGELOG.md"), encoding="utf-8") as f:
+        changelog = re.findall(r"^## \[([^\]]+)\]", f.read(), re.M)
+    with open(os.path.join(ROOT, "ci", "gpu_prepare.sh"), encoding="utf-8") as f:
+        records = set(re.findall(r"sglang_specv2_fixes-([0-9][^/]*?)\.dist-info", f.read()))
+    assert project == __version__ == changelog[0], (project, __version__, changelog[:1])
+    assert records == {project}, records
 
 
 def _package_copy(dst):
