@@ -503,7 +503,7 @@ def main(argv=None):
     ap.add_argument("--commit", default=None, help="commit to record when the runs did not record one")
     ap.add_argument("--previous", default=None, metavar="SUMMARY_JSON",
                     help="an earlier NAME.json whose points are kept where the runs have no (release, tp, shape, "
-                         "config) of their own (e.g. docs/bench/real-size-latest.json: TP 1 beside new TP 2 points)")
+                         "config) of their own (e.g. an earlier real-size-latest.json: TP 1 beside new TP 2 points)")
     ap.add_argument("--parity", action="store_true", help="the upstream-parity summary of upstream/plugin runs "
                     "(chosen by itself when every input has those sides)")
     a = ap.parse_args(argv)

@@ -2,7 +2,7 @@
 ``bench/serving.py --real-size`` (dummy-load flags, SGLANG_SIMULATE_ACC_LEN on both servers, configurations,
 concurrency list, every server flag known to the release's parser), the 8B-shaped model writer
 (``bench/real_size_models.py``), the harness end to end against fake servers in real-size mode, and the report
-writer (``bench/real_size_report.py``) on synthetic results: the schema of docs/bench/real-size-latest.json.
+writer (``bench/real_size_report.py``) on synthetic results: the schema of the real-size-latest.json it writes.
 TP 2 (issue 16): ``--tp-size 2`` on both servers with the same simulated acceptance, the 70B shape and its fit
 estimate, the GPU groups / waves of ``bench/gpu_real_size.sh`` (run in a copy of the repo with stubs and a fake
 nvidia-smi), TP and model shape in the report (separate points, TP column, ``--previous``)."""
@@ -635,9 +635,9 @@ def test_report_tp_points_mixed_shapes_and_previous_summary(tmp_path):
     assert "| release | model | TP | config |" in md and "| 0.5.12.post1 | 70b | 4 | tree-topk4 | 1 |" in md
     assert "Llama-3.1-70B-shaped target (hidden 8192, layers 80)" in md
 
-    # --previous: a committed summary (no tp: TP 1; the graph-off run of 2026-11-23, fixed content) keeps its points
+    # --previous: a committed summary (no tp: TP 1; tests/cpu/data, a real graph-off run, fixed content) keeps its points
     # beside a new TP 2 run
-    latest = os.path.join(ROOT, "docs", "bench", "real-size-2026-11-23", "summary-graph-off.json")
+    latest = os.path.join(ROOT, "tests", "cpu", "data", "real-size-summary-graph-off.json")
     prev = json.load(open(latest))
     assert prev["points"] and all("tp" not in p for p in prev["points"])
     real_size_report.main(["--out-dir", str(tmp_path / "c"), "--previous", latest, paths[1]])
@@ -667,7 +667,7 @@ def test_report_tp_points_mixed_shapes_and_previous_summary(tmp_path):
 
 
 def test_report_reads_results_inside_run_archives(tmp_path):
-    """An input may be ARCHIVE.tar.gz:MEMBER (a run's tarball as docs/gpu-runs keeps it): same summary as the
+    """An input may be ARCHIVE.tar.gz:MEMBER (a run's results tarball): same summary as the
     unpacked file, the Markdown cites the archive member, and a wrong member names the archive's results.json."""
     import tarfile
 

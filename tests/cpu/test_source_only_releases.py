@@ -4,7 +4,7 @@ this file expects, verified by fingerprint (the code that carries the fix upstre
 file was written against, or the code that replaced the buggy design), and the packagers' series must be
 exactly the patched fixes.
 
-EXPECTED is written from reading each release's source (docs/release-survey.md records it), independently
+EXPECTED is written from reading each release's source, independently
 of the release table, as the bug's status: U the fix is upstream, NA the buggy code shape is gone, B the bug
 is present (the table must then patch it, or say open). A wrong table entry fails here.
   0.5.13 / 0.5.13.post1  everything upstream (#26651's draft-extend KV range and #26800's chunked-prefill
@@ -71,7 +71,7 @@ is present (the table must then patch it, or say open). A wrong table entry fail
   0.5.13 on      verify-handoff: no ScheduleBatch.maybe_wait_verify_done / verify_done.synchronize(); the next batch's
                 seq_lens are gathered on the GPU behind the verify's publish event (U). 0.5.13.x still blocks the
                 host on that event where the CPU mirror is forced (piecewise CUDA graphs on, the default, or a backend
-                that needs it): a narrower upstream quirk, gone for triton in 0.5.14 (docs/bench/chain-gap-source-*)
+                that needs it): a narrower upstream quirk, gone for triton in 0.5.14
   0.5.13.x       draft-graph-eager-registry: ModelRunner._ensure_eager_registry drops the eager input registry it
                 replaces by a larger one, and the multi-step draft CUDA graph baked the draft runner's (B); from 0.5.14
                 EagerRunner builds one fixed-size registry at init and load_batch always fills it (U)
