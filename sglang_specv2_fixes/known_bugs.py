@@ -15,7 +15,9 @@ release's wheel) and what this plugin does about it (``answer``):
 * ``upstream``: every release of the table already has upstream's fix (none is affected);
 * ``not-affected``: no release of the table has the bug's code path (none is affected);
 * ``not-backported``: some releases are affected and this plugin does not patch it; ``reason`` says why (planned
-  in an issue, needs hardware or a setup no test here can show, the bug is outside SGLang's Python, ...).
+  in an issue, needs hardware or a setup no test here can show, the bug is outside SGLang's Python, ...) and
+  what a user can do meanwhile. A record may name the ``fix`` written (or being written) for it: it answers that
+  fix once the release table patches it on every affected release (``resolve``), and is not-backported until then.
 
 How ``affected`` was read is in ``verified``; where that reading is a marker in the source (a regular
 expression in a file), ``evidence`` holds it and tests/cpu/test_known_bugs.py re-reads it in every release tree
@@ -83,6 +85,11 @@ class Bug:
     reason: str  # why this answer (what is missing for a backport, where upstream fixed it, ...)
     verified: str  # how ``affected`` was read: function / fingerprint / grep
     evidence: Tuple[Evidence, ...] = ()  # re-read by tests/cpu/test_known_bugs.py in every release tree present
+    # the fix of the release table written for this bug, where one is (or is being) written: the record is written
+    # with answer ``not-backported`` and a reason for the user; resolve() makes ``fix`` its answer once the table
+    # patches that fix on every release the record calls affected (a fix that has not landed, or not on all of them,
+    # leaves the record not-backported, its reason naming the fix and the releases it lacks)
+    fix: Optional[str] = None
 
     @property
     def is_fix(self) -> bool:
@@ -119,7 +126,7 @@ def _fix_title(name):
     return next(f.title for f in ALL_FIXES if f.name == name)
 
 
-BUGS: Tuple[Bug, ...] = (
+_RECORDS: Tuple[Bug, ...] = (
     # ------------------------------------------------------------------------ the release table's fixes
     _fix_record(
         "skip-stale-overlap-updates", ("#23456",),
@@ -595,12 +602,16 @@ BUGS: Tuple[Bug, ...] = (
         symptom="reasoning_tokens counts the whole accepted run before the stop / length trim: reasoning_tokens > "
         "completion_tokens in usage",
         affected=since("0.5.11"), fixed_in=None, answer="reasoning-tokens-through-stop",
-        reason="patched on every release, beyond upstream (open as of 0.5.23; #37450 is an open PR): the count "
+        reason="patched on every release, beyond upstream: #39826 is closed upstream, but no release up to 0.5.23 "
+        "carries a fix (each one's streamer still sends req.reasoning_tokens as counted) and #37450 is still an open "
+        "PR. The count "
         "sent with a request is min(req.reasoning_tokens, len(output_ids_through_stop)) "
         "(SchedulerOutputProcessorMixin.stream_output_generation on 0.5.11 / 0.5.12.x, "
         "_GenerationStreamAccumulator.accept from 0.5.13); req.reasoning_tokens itself is left as counted",
         verified="grep `self.reasoning_tokens += len(token_id)` in schedule_batch.py (Req.update_reasoning_tokens, "
-        "called with the whole run before check_finished / update_finish_state trims it): every release",
+        "called with the whole run before check_finished / update_finish_state trims it): every release, 0.5.23 "
+        "included (its self-opened counting adds the think-start tokens, then the same whole-run count); the change "
+        "that closed #39826 is in no release of the table",
         evidence=(Evidence(_SB, r"self\.reasoning_tokens \+= len\(token_id\)", fixed=False),)),
     Bug(
         id="triton-draft-extend-swa", title="triton draft-extend CUDA graph builds no SWA window buffers",
@@ -864,7 +875,195 @@ BUGS: Tuple[Bug, ...] = (
         "'the overlap scheduler (spec v2) is enabled' (0.5.11 … 0.5.12.post1): every release",
         evidence=(Evidence("sglang/srt/**/*.py", r"nxt = max\(\s*cur|the overlap scheduler \(spec v2\) is enabled",
                            fixed=True),)),
+    # ------------------------------------------------------------------------ issue 57: read against every release's tree
+    Bug(
+        id="war-barrier-after-launch", title="overlap WAR barrier before the launch: the previous step's result "
+        "processing races the forward just launched",
+        refs=("#31687", "#26380"), found="upstream read (issue 57)",
+        symptom="with the overlap scheduler, the loop launches forward N and then processes step N-1's result "
+        "(radix insert, recovery writes to req_to_token and, on hybrid-SWA pools, full_to_swa_index_mapping) on the "
+        "schedule stream, unordered against forward N's reads: wrong KV, illegal memory access on hybrid-SWA "
+        "targets (race)",
+        affected=span("0.5.11", "0.5.15.post1"), fixed_in="0.5.16", answer=NOT_BACKPORTED, fix="overlap-war-barrier",
+        reason="0.5.13 … 0.5.15.post1 issue the barrier at each overlap loop's top, before the next batch is built, "
+        "and overlap-war-barrier's patch on 0.5.11 / 0.5.12.x waits at the same place (the first statement of "
+        "get_next_batch_to_run and of the PD loops' batch getters): both leave the result processing that runs "
+        "after the launch unordered. Upstream from 0.5.16 (#31687: _apply_war_barrier right after run_batch). "
+        "Until the barrier is patched there: --disable-overlap-schedule removes the race, at the overlap "
+        "scheduler's throughput",
+        verified="regex in managers/scheduler.py: `batch_result = self.run_batch(batch)` directly followed (comments "
+        "aside) by `self._apply_war_barrier()`: absent up to 0.5.15.post1 (no barrier on 0.5.11 / 0.5.12.x, "
+        "wait_stream at the loop top on 0.5.13.x, _apply_war_barrier at the loop top on 0.5.14 … 0.5.15.post1), "
+        "present from 0.5.16",
+        evidence=(Evidence("sglang/srt/managers/scheduler.py",
+                           r"batch_result = self\.run_batch\(batch\)\n(?:\s*#[^\n]*\n)*\s+self\._apply_war_barrier\(\)",
+                           fixed=True),)),
+    Bug(
+        id="dp-draft-graph-idle-rank", title="DP attention + EAGLE / MTP on DSA models: busy ranks skip the draft "
+        "CUDA graph, idle ranks replay it",
+        refs=("#32209", "#32527", "#39072"), found="upstream read (issue 57)",
+        symptom="EagleDraftWorker.draft turns the draft decode CUDA graph off only on a rank with work (`not "
+        "forward_mode.is_idle() and seed_dsa_topk_from_draft_extend and dsa_topk_indices is None`); an idle DP "
+        "rank replays the graph while the busy ones run eagerly, their collectives no longer pair up and the engine "
+        "hangs (reported on PD decode with DeepSeek-V3.2 / GLM-5-class models)",
+        affected=since("0.5.15.post1"), fixed_in=None, answer=NOT_BACKPORTED, fix="dp-draft-graph-rank-agree",
+        reason="open upstream. Until the ranks' decision is patched: --disable-cuda-graph (every rank drafts "
+        "eagerly) or no DP attention with EAGLE / MTP on DSA models",
+        verified="regex in speculative/eagle_worker_v2.py (EagleDraftWorker.draft): the graph switched off under "
+        "`not forward_batch.forward_mode.is_idle() and self.seed_dsa_topk_from_draft_extend and "
+        "draft_input.dsa_topk_indices is None`: absent up to 0.5.15 (0.5.15 seeds the DSA top-k from the draft "
+        "extend without that switch), present from 0.5.15.post1",
+        evidence=(Evidence("sglang/srt/speculative/eagle_worker_v2.py",
+                           r"and not forward_batch\.forward_mode\.is_idle\(\)\n\s+and self\.seed_dsa_topk_from_draft_"
+                           r"extend\n\s+and draft_input\.dsa_topk_indices is None", fixed=False),)),
+    Bug(
+        id="outlines-spec-mask", title="--grammar-backend outlines with speculative decoding: wrong mask layout, "
+        "then no rollback",
+        refs=("#24413", "#24889"), found="upstream read (issue 57)",
+        symptom="the verify's tree walk (spec_utils.traverse_tree) reads the vocab mask as 32 tokens packed per "
+        "32-bit word, outlines keeps one bool per token: the wrong draft tokens are allowed and rejected (wrong "
+        "output); the next grammar.rollback reaches BaseGrammarObject.rollback, which raises NotImplementedError "
+        "(OutlinesGrammar has none): the request fails mid-serving",
+        affected=since("0.5.11"), fixed_in=None, answer=NOT_BACKPORTED, fix="outlines-spec-guard",
+        reason="open upstream (#24889, which added the packed mask and a rollback, closed unmerged), and no release "
+        "refuses the combination at startup. Until it is patched: --grammar-backend xgrammar (the default) or "
+        "llguidance with speculative decoding",
+        verified="regex in constrained/outlines_backend.py: OutlinesGrammar has no `def rollback(` and "
+        "allocate_vocab_mask allocates a dense torch.bool (batch_size, vocab_size) mask: every release",
+        evidence=(Evidence("sglang/srt/constrained/outlines_backend.py", r"def rollback\(", fixed=True),
+                  Evidence("sglang/srt/constrained/outlines_backend.py",
+                           r"torch\.zeros\(batch_size, vocab_size, dtype=torch\.bool", fixed=False))),
+    Bug(
+        id="nvfp4-kv-verify-prefix-lens", title="NVFP4 KV cache + speculative verify on flashinfer: the dequant "
+        "workspace is built from the verify's missing prefix lengths",
+        refs=("#36001", "#36010"), found="upstream read (issue 57)",
+        symptom="an NVFP4 KV cache (--kv-cache-dtype nvfp4) with EAGLE / MTP on the flashinfer backend: "
+        "FlashInferAttnBackend.forward_extend hands forward_batch.extend_prefix_lens_cpu, which a target verify "
+        "does not set (None), to get_flashinfer_dequant_workspace_kv_buffer: the first verify crashes the "
+        "scheduler",
+        affected=since("0.5.16"), fixed_in=None, answer=NOT_BACKPORTED, fix="fp4-kv-verify-workspace",
+        reason="open upstream (#36010 is an open PR). Until it is patched: an FP8 or bf16 KV cache with speculative "
+        "decoding on flashinfer",
+        verified="regex in layers/attention/flashinfer_backend.py: forward_extend passes "
+        "forward_batch.extend_prefix_lens_cpu to pool.get_flashinfer_dequant_workspace_kv_buffer (the FP4 dequant "
+        "workspace, absent up to 0.5.15.post1): 0.5.16 … 0.5.23",
+        evidence=(Evidence("sglang/srt/layers/attention/flashinfer_backend.py",
+                           r"get_flashinfer_dequant_workspace_kv_buffer\(\n\s+layer,\n\s+self\.req_to_token_pool\."
+                           r"req_to_token,\n\s+self\.cpu_req_pool_indices,\n\s+forward_batch\.extend_prefix_lens_cpu,",
+                           fixed=False),)),
+    Bug(
+        id="pd-decode-radix-swa-bigram", title="PD decode radix cache + EAGLE on SWA models: the kept SWA tail "
+        "ignores the bigram keys",
+        refs=("#40681",), found="upstream read (issue 57)",
+        symptom="--disaggregation-decode-enable-radix-cache with EAGLE / EAGLE3 on a hybrid-SWA target: "
+        "DecodePreallocQueue._swa_tail_len sizes the kept window from the token count alone, ignoring EAGLE's "
+        "bigram radix keys, so cache_finished_req frees SWA slots the tree still aliases: the pool accounting "
+        "breaks (available + evictable > total at idle) and the server crashes",
+        affected=since("0.5.23"), fixed_in=None, answer=NOT_BACKPORTED,
+        reason="0.5.23 is the first release that lets EAGLE / EAGLE3 run with the PD decode radix cache (every "
+        "earlier one refuses the combination at startup), and upstream has no fix. Way out: leave "
+        "--disaggregation-decode-enable-radix-cache off on a decode server running EAGLE on a hybrid-SWA model "
+        "(gpt-oss class), as every earlier release requires",
+        verified="regex: arg_groups/speculative_hook.py lets DSPARK / EAGLE / EAGLE3 run with the decode radix cache "
+        "(0.5.23; before, the PD-disaggregation arguments raise 'incompatible with speculative decoding' for any "
+        "algorithm but DSPARK) and disaggregation/decode.py's `_swa_tail_len(self, seq_len)` takes a length alone "
+        "(0.5.12 on)",
+        evidence=(Evidence("sglang/srt/arg_groups/speculative_hook.py",
+                           r"speculative_algorithm not in \(None, \"DSPARK\", \"EAGLE\", \"EAGLE3\"\)", fixed=False),
+                  Evidence("sglang/srt/disaggregation/decode.py", r"def _swa_tail_len\(self, seq_len: int\)",
+                           fixed=False))),
+    Bug(
+        id="pd-prebuilt-staging-race", title="PD decode + overlap: prebuilt requests staged into a reused row while "
+        "the previous forward still runs",
+        refs=("#35748", "#34077"), found="upstream read (issue 57)",
+        symptom="disaggregated decode with EAGLE / MTP on the overlap scheduler: the batch getter's process_prebuilt "
+        "(the draft input of requests arriving from prefill, stored into the FutureMap) writes on the schedule "
+        "stream into a row that a finished request's redundant forward, still in flight, writes its FutureMap tail "
+        "to: a race on the speculative state of the new request",
+        affected=span("0.5.16", "0.5.18"), fixed_in="0.5.19", answer=NOT_BACKPORTED, fix="pd-prebuilt-staging-order",
+        reason="0.5.16 moved the overlap WAR barrier behind the launch (#31687), which left the prebuilt staging "
+        "unordered; on 0.5.13 … 0.5.15.post1 the barrier at the loop top orders it, and 0.5.11 / 0.5.12.x have no "
+        "barrier at all (record overlap-war-barrier: its patch waits at the top of "
+        "get_next_disagg_decode_batch_to_run, before the staging, on hybrid-SWA pools by default and everywhere "
+        "with SGLANG_SPECV2_FIXES_WAR_BARRIER=all). Upstream from 0.5.19 (#35748: "
+        "schedule_stream.wait_stream(forward_stream) before process_prebuilt). Until it is patched: "
+        "--disable-overlap-schedule on the decode server",
+        verified="regex in disaggregation/decode.py: the PD decode overlap loop calls _apply_war_barrier right after "
+        "run_batch (0.5.16 on) and the batch getter has no drain before process_prebuilt (the wait_stream 'before a "
+        "prebuilt request seeds a potentially reused row', 0.5.19 on): 0.5.16 … 0.5.18",
+        evidence=(Evidence("sglang/srt/disaggregation/decode.py",
+                           r"batch_result = self\.run_batch\(batch\)\n(?:\s*#[^\n]*\n)*\s+self\._apply_war_barrier\(\)",
+                           fixed=False),
+                  Evidence("sglang/srt/disaggregation/decode.py",
+                           r"Drain it before a prebuilt request seeds a potentially reused row", fixed=True))),
+    Bug(
+        id="gpt-oss-eagle3-aux-layers", title="gpt-oss + Eagle3 drafts that name the final layer: aux hidden states "
+        "off by one, then norm_before_fc ignored",
+        refs=("#32334",), found="upstream read (issue 57)",
+        symptom="gpt-oss with an Eagle3 draft whose aux hidden-state layer ids include the final boundary "
+        "(num_hidden_layers): GptOssForCausalLM.set_eagle3_layers_to_capture adds 1 to every id, so the last "
+        "boundary is never captured and the draft's fc input is short: the server fails at its first forward (the "
+        "CUDA-graph capture at startup); the draft's norm_before_fc is then ignored (lower acceptance)",
+        affected=span("0.5.11", "0.5.16"), fixed_in="0.5.17", answer=NOT_BACKPORTED,
+        reason="a model-loading fix (models/gpt_oss.py, models/llama_eagle3.py), outside the spec-v2 decode path "
+        "this plugin patches, and the failure is at startup, never mid-serving. Way out on 0.5.11 … 0.5.16: an "
+        "Eagle3 draft for gpt-oss whose aux layer ids stop before the final layer, or 0.5.17 on",
+        verified="regex: models/gpt_oss.py keeps ids that already name the final boundary (`max(layer_ids) == "
+        "num_layers`) and models/llama_eagle3.py reads norm_before_fc: both absent up to 0.5.16, present from 0.5.17",
+        evidence=(Evidence("sglang/srt/models/gpt_oss.py", r"max\(layer_ids\) == num_layers", fixed=True),
+                  Evidence("sglang/srt/models/llama_eagle3.py", r"norm_before_fc", fixed=True))),
+    Bug(
+        id="hicache-draft-state-reload", title="HiCache reload restores the target's KV but not the MTP draft's "
+        "layers",
+        refs=("#30393", "#32176", "#28771", "#28896"), found="upstream read (issue 57)",
+        symptom="--enable-hierarchical-cache with MTP on DSA, hybrid-SWA or NextN targets: a prefix reloaded from "
+        "host memory (L2) or storage (L3) gets the target's KV back but not the draft layers kept in the target's "
+        "pool (DSA indexer, SWA, NextN KV): the draft reads stale state and acceptance collapses silently (4.49 to "
+        "1.59 reported); the text is still the target's",
+        affected=span("0.5.11", "0.5.17"), fixed_in="0.5.18", answer=NOT_BACKPORTED,
+        reason="0.5.18 makes the host pools carry the MTP draft's layers next to the target's "
+        "(HiCacheDraftPlan, mtp_draft_device_pools in the cache controller and the host pools): a layout change across the cache "
+        "controller and every host pool, not a function a fingerprinted patch can replace; speed only, the output "
+        "is unchanged. Way out on 0.5.11 … 0.5.17: --enable-hierarchical-cache off with MTP on these targets, or "
+        "0.5.18 on",
+        verified="grep `mtp_draft_device_pools` in speculative/base_spec_worker.py (_build_hicache_draft_plan packs "
+        "the MTP draft's pools into the target's host pools): absent up to 0.5.17, present from 0.5.18 (the separate "
+        "draft host pool of HiCacheController.set_draft_kv_pool, for a draft with a KV pool of its own, is older and "
+        "not this bug)",
+        evidence=(Evidence("sglang/srt/speculative/base_spec_worker.py", r"mtp_draft_device_pools", fixed=True),)),
+    Bug(
+        id="ngram-hybrid-mamba-commit", title="NGRAM + hybrid GDN / Mamba targets: mamba states not committed after "
+        "the verify",
+        refs=("#26351",), found="upstream read (issue 57)",
+        symptom="--speculative-algorithm NGRAM on a hybrid linear-attention target (Qwen3-Next class): the NGRAM "
+        "worker never commits the mamba / conv states of the accepted tokens after a verify, so the next step "
+        "starts from a state that has seen the rejected drafts: wrong output",
+        affected=span("0.5.11", "0.5.13.post1"), fixed_in="0.5.14", answer=NOT_BACKPORTED,
+        reason="NGRAM runs on the non-overlap worker (these releases force --disable-overlap-schedule for it), not "
+        "the spec-v2 path this plugin patches. Way out on 0.5.11 … 0.5.13.post1: MTP / EAGLE for a hybrid GDN "
+        "target (their workers commit the states), or 0.5.14 on (commit_mamba_states_after_verify in the NGRAM "
+        "worker)",
+        verified="grep in speculative/ngram_worker.py: no mamba state commit (commit_mamba_states_after_verify or "
+        "update_mamba_state_after_mtp_verify) up to 0.5.13.post1, commit_mamba_states_after_verify from 0.5.14",
+        evidence=(Evidence("sglang/srt/speculative/ngram_worker.py",
+                           r"commit_mamba_states_after_verify|update_mamba_state_after_mtp_verify", fixed=True),)),
 )
+
+
+def resolve(b: Bug) -> Bug:
+    """``b`` with its answer settled from the release table: a record naming a ``fix`` answers it once the table
+    patches that fix on every release the record calls affected; until then it stays not-backported and its
+    reason says which releases the fix lacks."""
+    if b.fix is None:
+        return b
+    known = all(b.fix in line.fixes for line in releases.LINES.values())
+    states = table_states(b.fix) if known else {}
+    missing = [v for v in b.affected if states.get(v) != catalog.APPLIED]
+    if not missing:
+        return dataclasses.replace(b, answer=b.fix, reason=f"patched on {_ranges(b.affected)} by {b.fix}; "
+                                                            f"without it: {b.reason}")
+    lacks = "is not in this plugin's release table yet" if not known else f"is not patched on {_ranges(missing)}"
+    return dataclasses.replace(b, reason=f"{b.reason} (its fix here, {b.fix}, {lacks})")
 
 
 def by_id(bug_id: str) -> Bug:
@@ -893,6 +1092,8 @@ def problems() -> List[str]:
       record without refs is a bug found here that the fix covers beyond upstream); and
       for each fix the union of its records' affected releases equals the releases where the table patches it or
       says ``open`` (a release the table calls ``upstream`` or ``not-applicable`` has no bug in its stock source);
+    * a record naming a ``fix``: a fix name, affected somewhere, and its answer that fix (``resolve``: the table
+      patches it on every affected release, so the relation above holds for it) or ``not-backported``;
     * every fix of the table has at least one record, and record ids are unique.
     """
     from .fixes import ALL_FIXES
@@ -926,6 +1127,14 @@ def problems() -> List[str]:
             out.append(f"{where} answer {b.answer!r} but affected {list(b.affected)}")
         if b.answer == UPSTREAM and b.fixed_in != ORDER[0]:
             out.append(f"{where} answer 'upstream' needs fixed_in {ORDER[0]} (every release has the fix)")
+        if b.fix is not None:
+            if not re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", b.fix):
+                out.append(f"{where} fix {b.fix!r} is not a fix name")
+            if b.answer not in (b.fix, NOT_BACKPORTED):
+                out.append(f"{where} names fix {b.fix} but answers {b.answer!r} (not-backported until the table "
+                           f"patches it on every affected release, then {b.fix})")
+            if not b.affected:
+                out.append(f"{where} names fix {b.fix} but no release is affected")
         if b.answer == NOT_BACKPORTED and not b.affected:
             out.append(f"{where} answer 'not-backported' but no release is affected (upstream / not-affected?)")
         if b.is_fix:
@@ -1056,6 +1265,10 @@ def markdown() -> str:
             lines.append(f"* Marker ({'the fix' if ev.fixed else 'the bug'} where it matches), `{ev.files}`:")
             lines.append(f"  `{ev.pattern}`")
     return "\n".join(lines) + "\n"
+
+
+# every record, answers settled from the release table (resolve)
+BUGS: Tuple[Bug, ...] = tuple(resolve(b) for b in _RECORDS)
 
 
 def _main(argv=None) -> int:

@@ -9,7 +9,8 @@ import pytest
 from conftest import ROOT
 from release_trees import release_root
 
-from sglang_specv2_fixes import known_bugs, releases
+from sglang_specv2_fixes import catalog, known_bugs, releases
+from sglang_specv2_fixes.catalog import Note, Patched
 from sglang_specv2_fixes.fixes import ALL_FIXES
 from sglang_specv2_fixes.known_bugs import BUGS, NOT_AFFECTED, NOT_BACKPORTED, UPSTREAM, Bug
 
@@ -18,6 +19,10 @@ pytestmark = pytest.mark.release_independent  # ci/run_cpu_tests.sh: on the firs
 SURVEY_ITEMS = "ABCDEFGHIJKLM"  # ../shared/notes/upstream-bug-survey.md section 1; N is the watch list
 WATCH_LIST = {"#32459", "#39826", "#29858", "#28569", "#35822", "#26357"}  # one ref of each watch-list item
 FIXED_BEFORE = {"#21589", "#22049", "#16310", "#23037", "#19730"}  # plus the adaptive-spec clamp (no ref)
+# issue 57's nine bugs (one ref each) and the fix each one names where a fix is written for it (None: not-backported)
+ISSUE_57 = {"#31687": "overlap-war-barrier", "#32209": "dp-draft-graph-rank-agree", "#24413": "outlines-spec-guard",
+            "#36001": "fp4-kv-verify-workspace", "#40681": None, "#35748": "pd-prebuilt-staging-order",
+            "#32334": None, "#30393": None, "#26351": None}
 
 
 def test_catalogue_agrees_with_the_release_table():
@@ -33,6 +38,44 @@ def test_every_fix_and_every_survey_item_has_a_record():
     assert WATCH_LIST <= refs and FIXED_BEFORE <= refs
     assert any(b.id == "adaptive-spec-downswitch" for b in BUGS)
     assert {b.answer for b in BUGS} <= {f.name for f in ALL_FIXES} | {UPSTREAM, NOT_AFFECTED, NOT_BACKPORTED}
+
+
+def test_issue_57_bugs_have_records_with_markers():
+    for ref, fix in ISSUE_57.items():
+        recs = [b for b in BUGS if ref in b.refs]
+        assert len(recs) == 1, ref
+        b = recs[0]
+        assert b.fix == fix and b.evidence and b.affected, b.id
+        # answered by its fix exactly when the table patches it on every affected release; else not-backported
+        assert b.answer in ({fix, NOT_BACKPORTED} if fix else {NOT_BACKPORTED}), b.id
+
+
+def _table_with(monkeypatch, fix, versions):
+    """The release table with ``fix`` patched (a stand-in patch name) on ``versions``' lines, nothing elsewhere."""
+    lines = {releases.RELEASES[v].line for v in versions}
+    patched = {name: dataclasses.replace(L, fixes={**L.fixes, fix: Patched("x") if name in lines else
+                                                   Note(catalog.NOT_APPLICABLE, "stand-in")})
+               for name, L in releases.LINES.items()}
+    monkeypatch.setattr(releases, "LINES", patched)
+
+
+def test_a_record_answers_its_fix_only_where_the_table_patches_it(monkeypatch):
+    b = known_bugs.by_id("outlines-spec-mask")
+    written = next(r for r in known_bugs._RECORDS if r.id == b.id)
+    fix = "stand-in-fix"
+    rec = dataclasses.replace(written, fix=fix)
+    got = known_bugs.resolve(rec)  # not in the table at all
+    assert got.answer == NOT_BACKPORTED and "not in this plugin's release table yet" in got.reason
+    _table_with(monkeypatch, fix, rec.affected[:-1])  # patched on all but the newest affected release
+    got = known_bugs.resolve(rec)
+    assert got.answer == NOT_BACKPORTED and f"is not patched on {rec.affected[-1]}" in got.reason
+    _table_with(monkeypatch, fix, rec.affected)
+    got = known_bugs.resolve(rec)
+    assert got.answer == fix and got.reason.startswith(f"patched on 0.5.11 … 0.5.23 by {fix}")
+    # a record naming a fix must be written not-backported; one that names no affected release is wrong
+    assert any("answers 'upstream'" in p for p in _with(monkeypatch, ("outlines-spec-mask", dict(answer=UPSTREAM))))
+    assert any("but no release is affected" in p for p in _with(
+        monkeypatch, ("outlines-spec-mask", dict(affected=()))))
 
 
 def _with(monkeypatch, *changes):
