@@ -176,7 +176,7 @@ def resolve(b: Bug) -> Bug:
     reason says which releases the fix lacks."""
     if b.fix is None:
         return b
-    known = all(b.fix in line.fixes for line in releases.LINES.values())
+    known = any(b.fix in line.fixes for line in releases.LINES.values())
     states = table_states(b.fix) if known else {}
     missing = [v for v in b.affected if states.get(v) != catalog.APPLIED]
     if not missing:
@@ -192,11 +192,12 @@ def by_id(bug_id: str) -> Bug:
 
 # ------------------------------------------------------------------------------- the table relation
 def table_states(fix: str) -> Dict[str, str]:
-    """Release -> the table's entry state for ``fix`` (``applied`` for a patch file)."""
+    """Release -> the table's entry state for ``fix`` (``applied`` for a patch file; ``not-applicable`` where the
+    fix is absent from the release's code line)."""
     out = {}
     for v, r in releases.RELEASES.items():
-        e = releases.entry(fix, r.line)
-        out[v] = catalog.APPLIED if isinstance(e, Patched) else e.state
+        e = releases.LINES[r.line].fixes.get(fix)
+        out[v] = catalog.NOT_APPLICABLE if e is None else catalog.APPLIED if isinstance(e, Patched) else e.state
     return out
 
 

@@ -72,6 +72,16 @@ def test_a_table_record_follows_the_table(monkeypatch):
     assert b.reason.startswith("patched on 0.5.11 … 0.5.13.post1; upstream from 0.5.14")
 
 
+def test_a_fix_absent_from_a_code_line_is_not_applicable_there(monkeypatch):
+    lines = dict(releases.LINES)
+    lines["0.5.23"] = dataclasses.replace(lines["0.5.23"], fixes={
+        n: e for n, e in lines["0.5.23"].fixes.items() if n != "live-accept-metrics"})
+    monkeypatch.setattr(releases, "LINES", lines)
+    states = known_bugs.table_states("live-accept-metrics")
+    assert states["0.5.23"] == catalog.NOT_APPLICABLE and states["0.5.22"] == catalog.APPLIED
+    assert known_bugs.table_affected("live-accept-metrics") == known_bugs.span("0.5.11", "0.5.22")
+
+
 def test_the_wheel_ships_the_data(tmp_path):
     from test_readme import _build  # pip wheel of a copy of the package (no network)
 
