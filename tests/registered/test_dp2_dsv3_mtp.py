@@ -15,7 +15,7 @@ from sglang_specv2_fixes.testing.finish_line import walk
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=300, suite="specv2-gpu", releases="gpu", bug_in="fix:skip-stale-overlap-updates", gpus=2)
+register_specv2_ci(est_time=360, suite="specv2-gpu", releases="gpu", bug_in="fix:skip-stale-overlap-updates", gpus=2)
 
 DP = ("--tp-size", "2", "--dp-size", "2", "--enable-dp-attention")
 

@@ -28,7 +28,7 @@ from sglang_specv2_fixes.testing.server import MODELS_DIR, launch, stop
 from sglang_specv2_fixes.testing.tiny_models import deepseek_v3
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=230, suite="specv2-gpu", releases="gpu&fix:multi-token-finish",
+register_specv2_ci(est_time=300, suite="specv2-gpu", releases="gpu&fix:multi-token-finish",
                    bug_in="gpu&fix:multi-token-finish")
 
 BACKEND = os.environ.get("SPECV2_DSV3_BACKEND", "triton")

@@ -10,7 +10,7 @@ import test_dsv3_mtp_strict as base
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=230, suite="specv2-gpu", releases="gpu", bug_in="fix:skip-stale-overlap-updates")
+register_specv2_ci(est_time=300, suite="specv2-gpu", releases="gpu", bug_in="fix:skip-stale-overlap-updates")
 
 
 class TestDsv3MtpFlashinferPage1NoRadix(base.Dsv3MtpStrict, CustomTestCase):
