@@ -22,8 +22,9 @@ Design: the deterministic walk of llama.py (same embedding, final norm, lm_head,
 ``llama`` / ``finish_line.walk(prompt)`` and the finish-line cases apply unchanged:
 * MLA (q LoRA rank 128, kv LoRA rank 512, rope 64, nope 128, v 128, 16 heads: DeepSeek's kv / rope dims, the ones
   the MLA kernels are built for; 16 heads are what one rank of a TP-8 V3 holds) with small random projections that
-  read the live dims (walk slots + scratch + const) and write only the scratch dims, so attention moves logits by
-  ~0.1 with the context (a corrupt latent KV cache shows in logprobs) but cannot move the router or the argmax.
+  read the live dims (walk slots + scratch + const) and write only the scratch dims, so the context moves the
+  log-softmax by up to ~0.3 over the vocabulary (the greedy token's by ~0.04) but cannot move the router or the
+  argmax (greedy margin ~3, p_top ~0.5).
 * layer 0 dense (``first_k_dense_replace`` 1), layers 1..L-1 and the MTP layer MoE: 8 routed experts in 2 groups,
   top-2 within 1 group (``noaux_tc``, sigmoid scores, zero ``e_score_correction_bias``, ``norm_topk_prob``,
   ``routed_scaling_factor`` 1) plus one shared expert. The router reads only the token's walk slot: the two chosen

@@ -159,7 +159,7 @@ def stats(W, prompt, n_new, simulate_mtp=True):
     return seq, r
 
 
-def check(path, n_new=40):
+def check(path, n_new=24):
     """Margins, walk, routing, MTP acceptance (fp32 and bf16) and Hugging Face ``DeepseekV3ForCausalLM`` against the
     reference (no missing keys; unexpected ones only the MTP layer's; same greedy ids; logits within 2e-3)."""
     import transformers
@@ -169,13 +169,13 @@ def check(path, n_new=40):
     for dt in (torch.float32, torch.bfloat16):
         W = load(path, dt)
         for pi, pr in enumerate(prompts):
-            seq, r = stats(W, pr, n_new, simulate_mtp=dt == torch.bfloat16 or pi == 1)
+            seq, r = stats(W, pr, n_new, simulate_mtp=dt == torch.bfloat16)
             ok &= (r["min_margin"] >= 2.0 and r["is_walk"] and not r["eos_emitted"] and r["routing_is_table"])
             if "mtp_s3k1n4" in r:
                 ok &= r["mtp_s3k1n4"] >= 3.5 and r["mtp_s3k1n4_hidden_shifted"] < 2.0
-            res[f"{'fp32' if dt == torch.float32 else 'bf16'}/p{pi}"] = r
-    for k, r in res.items():
-        print(k, "prompt_len", len(prompts[int(k[-1])]), r)
+            k = f"{'fp32' if dt == torch.float32 else 'bf16'}/p{pi}"
+            res[k] = r
+            print(k, "prompt_len", len(pr), r, flush=True)
     hf, info = transformers.DeepseekV3ForCausalLM.from_pretrained(path, dtype=torch.float32, output_loading_info=True)
     hf = hf.eval()
     mtp = f"model.layers.{L}."
