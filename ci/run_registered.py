@@ -58,7 +58,7 @@ def kill_group(p):
         pass
 
 
-TINY_MODELS = {"llama": "build_all", "moe": "build", "swa": "build"}  # sglang_specv2_fixes.testing.tiny_models
+TINY_MODELS = {"llama": "build_all", "moe": "build", "swa": "build", "deepseek_v3": "build"}  # sglang_specv2_fixes.testing.tiny_models
 
 
 def prebuild_models(paths):

@@ -3,6 +3,7 @@
     python -m sglang_specv2_fixes.testing.tiny_models OUT_DIR [--check]       # Llama target + EAGLE3 + EAGLE (llama.py)
     python -m sglang_specv2_fixes.testing.tiny_models.moe OUT_DIR [--check]   # Qwen3-MoE target (moe.py)
     python -m sglang_specv2_fixes.testing.tiny_models.swa OUT_DIR [--check]   # GPT-OSS hybrid-SWA target (swa.py)
+    python -m sglang_specv2_fixes.testing.tiny_models.deepseek_v3 OUT_DIR [--check]   # DeepSeek-V3 + MTP (deepseek_v3.py)
 
 ``llama.build_all(dir)``, ``moe.build(dir)`` and ``swa.build(dir)`` do the same from Python (once per stamp).
 Importing this package imports nothing heavy; the modules need torch and safetensors.

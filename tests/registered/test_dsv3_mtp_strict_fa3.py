@@ -1,0 +1,26 @@
+"""test_dsv3_mtp_strict.py's strict MTP row on fa3 (``--attention-backend fa3`` with an MLA target: SGLang's
+``FlashAttentionBackend`` in its MLA mode): page size 1 without the radix cache, page size 64 with it. fa3 is not in the
+device bundle: carry the release's own fa3 in parts (``ci/make_fa3_parts.sh``, ``ci/gpu_fa3.sh``). Hopper only. A
+combination a release refuses at startup must be listed in that file's ``REFUSED`` (test_0 shows the refusal is
+clear)."""
+
+import unittest
+
+import test_dsv3_mtp_strict as base
+
+from sglang_specv2_fixes.testing.registry import register_specv2_ci
+from sglang.test.test_utils import CustomTestCase
+
+register_specv2_ci(est_time=300, suite="specv2-gpu", releases="gpu", bug_in="fix:skip-stale-overlap-updates")
+
+
+class TestDsv3MtpFa3Page1NoRadix(base.Dsv3MtpStrict, CustomTestCase):
+    BACKEND, PAGE_SIZE, RADIX = "fa3", 1, False
+
+
+class TestDsv3MtpFa3Page64Radix(base.Dsv3MtpStrict, CustomTestCase):
+    BACKEND, PAGE_SIZE, RADIX = "fa3", 64, True
+
+
+if __name__ == "__main__":
+    unittest.main()
