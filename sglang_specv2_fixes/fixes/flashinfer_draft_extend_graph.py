@@ -101,9 +101,10 @@ Removal: delete when 0.5.13.post1 leaves the supported releases (upstream from 0
 from __future__ import annotations
 
 import logging
-import sys
 
+from .. import runtime
 from ..catalog import Fix
+from . import draft_extend_graph as policy
 
 logger = logging.getLogger("sglang_specv2_fixes")
 
@@ -130,13 +131,11 @@ FIX = Fix(
     ),
     removal="delete when 0.5.13.post1 leaves the supported releases (upstream from 0.5.14)",
     on_import=True,  # flashinfer_backend: imported by a flashinfer server's attention backend, not by every process
+    requires=("verify-handoff",),  # the sync-free plan needs the host mirror that verify-handoff may drop
 )
 
 # ------------------------------------------------------------------ code the patched functions call
-FLASHINFER_MODULE = "sglang.srt.layers.attention.flashinfer_backend"
-# the FlashInferAttnBackend functions that carry this fix's DRAFT_EXTEND_V2 graph metadata, by graph-metadata API
-_CAPTURE_REPLAY = ("init_forward_metadata_capture_cuda_graph", "init_forward_metadata_replay_cuda_graph")  # .. 0.5.12.x
-_OUT_GRAPH = ("_prepare_cuda_graph_metadata", "init_forward_metadata_out_graph")  # 0.5.13 on
+FLASHINFER_MODULE = policy.FLASHINFER_MODULE
 GRAPH_WIDTH = "_specv2_draft_extend_graph_width"  # on the backend whose graph flashinfer_graph_backends lets capture
 # the sync-free plan (the default; SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0 turns it off): the function that
 # hands flashinfer's plan the host layout, the mark on a backend whose draft-extend graph replays with it
@@ -195,60 +194,28 @@ def fixed_width_spec_info(spec_info, bs: int, width: int = None):
     return cls(hidden_states=spec_info.hidden_states, **{tokens: lens[0], drafts: lens[1]})
 
 
-def metadata_targets() -> tuple:
-    """The FlashInferAttnBackend functions that carry this fix's DRAFT_EXTEND_V2 graph metadata on the installed
-    release: ``_prepare_cuda_graph_metadata`` / ``init_forward_metadata_out_graph`` where the class has that API
-    (0.5.13 on), else the capture / replay pair (0.5.11 / 0.5.12.x)."""
-    cls = getattr(sys.modules.get(FLASHINFER_MODULE), "FlashInferAttnBackend", None)
-    names = _OUT_GRAPH if cls is not None and hasattr(cls, _OUT_GRAPH[0]) else _CAPTURE_REPLAY
-    return tuple(f"{FLASHINFER_MODULE}.FlashInferAttnBackend.{name}" for name in names)
-
-
-def flashinfer_graph_reason(worker, backend):
-    """Why this flashinfer draft worker does not capture the spec-v2 draft-extend CUDA graph (None: it does). Called
-    for trees by tree-drafting's rule on 0.5.11 / 0.5.12.x (``tree_drafting.tree_draft_extend_graph_reason``), and by
-    ``flashinfer_graph_backends`` for chains and trees on 0.5.13.x and for chains on 0.5.11 / 0.5.12.x."""
-    from .. import core, selection
-
-    if not selection.flashinfer_draft_graph_enabled():
-        return selection.turned_off(selection.ENV_FLASHINFER_GRAPH)
-    tree = worker.speculative_num_draft_tokens > worker.speculative_num_steps + 1
-    if tree and not selection.tree_draft_graph_enabled():
-        return selection.turned_off(selection.ENV_TREE_GRAPH)
-    if not all(core.is_patched(t) for t in metadata_targets()):
-        return "flashinfer-draft-extend-graph is not applied: it carries flashinfer's DRAFT_EXTEND_V2 graph metadata"
-    if getattr(backend, "num_wrappers", 1) != 1 or getattr(backend, "use_sliding_window_kv_pool", False):
-        return ("two flashinfer wrappers (sliding window / cross attention): their prefill plan needs the extend's "
-                "prefix lengths, which the graph metadata (prefix_lens=None) does not give in this release")
-    if getattr(worker.server_args, "speculative_token_map", None):
-        return ("FR-Spec (--speculative-token-map): the graph's logits buffer has the full draft vocab "
-                "(eager, as upstream #28782)")
-    return None
+metadata_targets = policy.flashinfer_metadata_targets  # this fix's DRAFT_EXTEND_V2 graph metadata on this release
 
 
 def flashinfer_graph_backends(worker, is_cuda) -> list:
     """Called by the patched ``EagleDraftWorker.init_cuda_graphs`` inside its draft-extend graph list (0.5.13.x, chains
     and trees) and by tree-drafting's for a chain whose backend is not on that list (0.5.11 / 0.5.12.x):
-    ``[FlashInferAttnBackend]`` where the draft-extend backend is flashinfer on CUDA
-    and ``flashinfer_graph_reason`` allows (the backend is then marked with the graph's width, which the 0.5.13.x
-    metadata reads), else none. For a flashinfer worker the decision is logged once and kept for /server_info
+    ``[FlashInferAttnBackend]`` where the draft-extend backend is flashinfer on CUDA and the policy's flashinfer rule
+    allows (``draft_extend_graph.flashinfer_graph_reason``; the backend is then marked with the graph's width, which
+    the 0.5.13.x metadata reads), else none. For a flashinfer worker the decision is logged once and kept for /server_info
     (``serving.draft_extend_graph``); any other backend gets none, silently."""
     backend = worker.draft_extend_attn_backend
-    cls = getattr(sys.modules.get(FLASHINFER_MODULE), "FlashInferAttnBackend", None)  # imported where it is in use
-    if not is_cuda or cls is None or not isinstance(backend, cls):
+    if not is_cuda or not policy.is_flashinfer(backend):
         return []
-    from .tree_drafting import record_draft_extend_graph
-
-    reason = flashinfer_graph_reason(worker, backend)
+    reason = policy.flashinfer_graph_reason(worker, backend)
     width = worker.speculative_num_draft_tokens
-    decision = (f"cuda graph (flashinfer), {width} tokens per request{plan_decision(worker, backend)}"
-                if reason is None else f"eager: {reason}")
-    record_draft_extend_graph(worker, decision)
+    decision = policy.decision(width, reason, "flashinfer", plan_decision(worker, backend) if reason is None else "")
+    policy.record(worker, decision)
     logger.info("sglang-specv2-fixes: spec v2 draft extend: %s", decision)
     if reason is not None:
         return []
     backend.__dict__[GRAPH_WIDTH] = width
-    return [cls]
+    return [policy.flashinfer_class()]
 
 
 def graph_width(backend):
@@ -261,23 +228,20 @@ def graph_width(backend):
 _VERIFY_WAIT = "sglang.srt.managers.schedule_batch.ScheduleBatch.maybe_wait_verify_done"  # patched by verify-handoff
 
 
-def _two_wrappers(backend) -> bool:
-    return getattr(backend, "num_wrappers", 1) != 1 or getattr(backend, "use_sliding_window_kv_pool", False)
+_two_wrappers = policy.two_flashinfer_wrappers
 
 
 def fast_plan_reason(worker, backend):
     """Why this flashinfer draft-extend graph keeps flashinfer's own plan at replay although the sync-free plan is
     selected for it (None: it plans from host-known indptrs). The host layout needs the exact host mirror
     ``seq_lens_cpu`` of the draft extend on every graph replay (see the module docstring)."""
-    from .. import core
-
-    if not core.is_patched(PLAN_TARGET):
+    if not runtime.in_place(FIX.name, (PLAN_TARGET,)):
         return "flashinfer-draft-extend-graph's call_begin_forward is not applied: it hands the plan the host layout"
     if _two_wrappers(backend):
         return "two flashinfer wrappers (sliding window / cross attention): stock plan, as upstream 0.5.14"
     if not getattr(backend, "needs_cpu_seq_lens", True):  # 0.5.13.x: what the scheduler's FutureMap publishes
         return "the backend does not ask the scheduler for seq_lens_cpu (needs_cpu_seq_lens False)"
-    if core.is_patched(_VERIFY_WAIT):  # 0.5.11 / 0.5.12.x: verify-handoff drops seq_lens_cpu where its rule admits
+    if runtime.in_place("verify-handoff", (_VERIFY_WAIT,)):  # 0.5.11 / 0.5.12.x: verify-handoff drops seq_lens_cpu where its rule admits
         from .verify_handoff import server_reason
 
         if server_reason(worker.server_args) is None:

@@ -133,11 +133,11 @@ Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 
 from ..catalog import Fix
 from .. import selection
+from . import draft_extend_graph as policy
 from ..selection import ENV_VERIFY_HANDOFF, ENV_VERIFY_HANDOFF_FA3, turned_off
 
 logger = logging.getLogger("sglang_specv2_fixes")
@@ -213,28 +213,8 @@ def _server_reason(args) -> str | None:
             return flag.replace("_", "-")
     if g("disaggregation_mode", "null") != "null":
         return f"PD disaggregation ({g('disaggregation_mode')})"
-    return None if fa3 else _tree_reason(args)  # fa3's draft extend is eager and needs no mirror (fa3_max_seq_len_k)
-
-
-def _tree_reason(args) -> str | None:
-    """A tree wider than steps + 1 runs its draft extend in tree-drafting's tree-width graph or eagerly. Eagerly, every
-    step would need ``materialize`` (a blocking read after the whole previous step, longer than the release's wait), so
-    such a server keeps the synchronous path. Read from the switch and, once the draft worker has decided, from the
-    decision tree-drafting records on the server args."""
-    from .tree_drafting import DRAFT_EXTEND_GRAPH
-
-    topk = getattr(args, "speculative_eagle_topk", None) or 1
-    steps = getattr(args, "speculative_num_steps", None) or 0
-    tokens = getattr(args, "speculative_num_draft_tokens", None) or 0
-    if topk == 1 or tokens <= steps + 1:
-        return None  # the release's own draft-extend graph (steps + 1 tokens per request)
-    if not selection.tree_draft_graph_enabled():
-        env = selection.ENV_TREE_GRAPH
-        return f"tree draft extend without its CUDA graph ({env}={os.environ.get(env)})"
-    decision = getattr(args, "__dict__", {}).get(DRAFT_EXTEND_GRAPH)
-    if decision is not None and not decision.startswith("cuda graph"):
-        return f"tree draft extend {decision}"
-    return None
+    # fa3's draft extend needs no mirror (fa3_max_seq_len_k); a tree without its draft-extend graph keeps the wait
+    return None if fa3 else policy.tree_handoff_reason(args)
 
 
 def applies(batch) -> bool:

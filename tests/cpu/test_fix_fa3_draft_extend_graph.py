@@ -42,7 +42,7 @@ from sglang_specv2_fixes import core, patchfile, releases
 from sglang_specv2_fixes.selection import ENV_FA3_GRAPH
 from sglang_specv2_fixes.testing import fa3_cpu
 from sglang_specv2_fixes.testing.causal_ref import D, H, KVH, causal_errors
-from sglang_specv2_fixes.fixes.tree_drafting import DRAFT_EXTEND_GRAPH
+from sglang_specv2_fixes.fixes.draft_extend_graph import DRAFT_EXTEND_GRAPH
 
 FIX = "fa3-draft-extend-graph"
 pytestmark = [
@@ -263,7 +263,7 @@ fn = core.resolve_raw(target)
 print('RESULT ' + json.dumps(dict(
     imported_before=before, states={f: report.get(f).state for f in ('tree-drafting', sys.argv[2])},
     warnings=report.warnings,
-    mark=[getattr(f, '__specv2_fix__', None) for f in core._chain(fn) if getattr(f, '__specv2_fix__', None)])))
+    mark=[getattr(f, '__specv2_fix__', None) for f in core.chain(fn) if getattr(f, '__specv2_fix__', None)])))
 """
 
 

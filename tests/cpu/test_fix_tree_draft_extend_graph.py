@@ -27,7 +27,7 @@ import torch
 from conftest import patched_here, where_patched
 
 from sglang_specv2_fixes import core, plugin, selection
-from sglang_specv2_fixes.fixes import flashinfer_draft_extend_graph, tree_drafting
+from sglang_specv2_fixes.fixes import draft_extend_graph, flashinfer_draft_extend_graph, tree_drafting
 
 pytestmark = [
     pytest.mark.release_scoped,
@@ -179,7 +179,7 @@ def _triton_metadata(monkeypatch, patched):
     if patched:
         for target, fn in core.build_fix("draft-extend-kv-range").items():
             monkeypatch.setattr(TritonAttnBackend, target.rsplit(".", 1)[1], fn)
-    assert all(core.is_patched(t) for t in tree_drafting.TRITON_DRAFT_EXTEND_METADATA) == patched
+    assert all(core.is_patched(t) for t in draft_extend_graph.TRITON_DRAFT_EXTEND_METADATA) == patched
 
 
 def test_stock_captures_a_draft_extend_graph_of_the_wrong_width(monkeypatch):

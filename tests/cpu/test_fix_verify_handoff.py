@@ -170,7 +170,7 @@ def test_tree_draft_extend_without_its_graph_keeps_the_host_wait(patched, monkey
     decision tree-drafting records on the server args says "eager: ...") keeps the host wait: every step would need
     ``materialize``. A tree as wide as steps + 1 runs the release's own draft-extend graph: the switch does not
     matter there."""
-    from sglang_specv2_fixes.fixes.tree_drafting import DRAFT_EXTEND_GRAPH
+    from sglang_specv2_fixes.fixes.draft_extend_graph import DRAFT_EXTEND_GRAPH
     from sglang_specv2_fixes.selection import ENV_TREE_GRAPH
 
     monkeypatch.setenv(ENV_TREE_GRAPH, switch)
