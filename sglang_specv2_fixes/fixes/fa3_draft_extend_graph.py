@@ -24,24 +24,21 @@ rebuild (``init_forward_metadata_in_graph``), which its runner runs after the sa
 comes from the CPU mirror, which fa3 keeps published there (``needs_cpu_seq_lens``, True for EAGLE before 0.5.16).
 On 0.5.11 / 0.5.12.x tree-drafting also replaces ``init_cuda_graphs``: this file composes after its file.
 
-Trees (topk > 1; since 2026-11-29, session 37; opt-in): the metadata is width-generic, so a tree's draft
+Trees (topk > 1; opt-in): the metadata is width-generic, so a tree's draft
 extend is captured at its tree width (``speculative_num_draft_tokens`` per request) as 0.5.23 captures it (no topk
 condition there): the query width the graph keeps is the captured one, the rest is rebuilt before each replay from the
 runner's ``extend_seq_lens``; fa3's ``forward_extend`` is causal for a draft extend at any topk (its cascade is the
 target verify's). On 0.5.13+ upstream's runner is already tree-wide; on 0.5.11 / 0.5.12.x tree-drafting's runner and
-rule decide the width, and its rule takes fa3 through ``fa3_tree_reason`` where this fix's list ran.
+rule decide the width, and its rule takes fa3 through ``draft_extend_graph.fa3_tree_reason`` where this fix's list
+ran. The rule itself (``draft_extend_graph.fa3_graph_reason``) is the shared draft-extend graph policy's.
 
 **On by default for chains; trees with ``SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1``** (``=0`` turns it off for both).
 The decision goes to the log once and to ``/server_info`` (``serving.draft_extend_graph``, as tree-drafting's triton
-graph does). GPU proof (``tests/registered/test_fa3_draft_extend_graph.py``, run with the switch at 1; stock fails only
-each class's graph check, and an explicit tree on 0.5.11 / 0.5.12.x falls back to spec v1): the chain class met on
-every torch-2.11 release, 0.5.11 - 0.5.17 (2026-11-29, sessions 35, 37, 38), which made it the default; side by side
-with it off, an fa3 chain at real size: 0.5.16 1.21 / 1.29 / 1.08, 0.5.13.post1 1.07 / 1.00 / 1.02 at c = 1 / 8 / 32.
-The tree class passed on the plugin side on every torch-2.11 release and met A/B on all but 0.5.14 / 0.5.15.post1,
-whose stock side has not run (sessions 38, 39). Trees stay opt-in for speed, not correctness: on the default invocation
-(fa3, steps 5 / topk 4 / 8 tokens) at real size the graph was 1.018x eager at c = 8 and 0.990x at c = 32 on 0.5.11
-(docs/gpu-runs/2026-11-29-s39/). On 0.5.11 / 0.5.12.x the handoff runs beside the graph
-(``test_verify_handoff_fa3.py``'s graph class met there, session 38).
+graph does). GPU proof: ``tests/registered/test_fa3_draft_extend_graph.py`` (run with the switch at 1; stock fails
+only each class's graph check, and an explicit tree on 0.5.11 / 0.5.12.x falls back to spec v1), a chain class and a
+tree class. Trees stay opt-in for speed, not correctness: on the default invocation (fa3, steps 5 / topk 4 / 8 tokens)
+the tree's graph shows no clear gain over its eager draft extend. On 0.5.11 / 0.5.12.x verify-handoff runs beside the
+graph (``tests/registered/test_verify_handoff_fa3.py``'s graph class).
 
 Removal: delete when 0.5.22 leaves the supported releases (upstream from 0.5.23).
 """

@@ -17,29 +17,26 @@ The backport, per code line (one patch file each):
   / ``..._replay_cuda_graph`` take DRAFT_EXTEND_V2 into spec v1's draft-extend branch (same wrappers, same
   ``FlashInferIndicesUpdaterPrefill.update(prefix_lens=None, use_ragged=False, spec_info)``). The graph runner at tree
   width and the capture decision are in tree-drafting's ``EagleDraftWorker.init_cuda_graphs``, where the release
-  decides: a tree through ``tree_drafting.tree_draft_extend_graph_reason``, a chain whose backend is not on the
-  release's list through ``flashinfer_graph_backends``, both -> ``flashinfer_graph_reason`` (a chain's runner is
-  already ``steps + 1 = num_draft_tokens`` wide). On by default: trees since their GPU rows met (2026-11-27,
-  docs/gpu-runs/2026-11-27-s21/: A/B on 0.5.11, 0.5.12 and 0.5.12.post1, greedy identity of the topk 4 / 8 flashinfer
-  tree rows with it on; at real size 0.83 - 0.87x the eager draft extend's TPOT), chains (the same branches and runner
-  at width 4 for 3 steps) since theirs did (test_flashinfer_draft_extend_graph_chain.py, A/B on the same three,
-  docs/gpu-runs/2026-11-27-s25/). A flashinfer chain on 0.5.11 went from 0.65 - 0.76 of upstream 0.5.17's tok/s
-  without it to 0.78 - 0.82 with it, and to 0.94 - 1.01 with the sync-free plan below (docs/bench/upstream-parity.md).
+  decides: a tree through ``draft_extend_graph.tree_width_reason``, a chain whose backend is not on the release's
+  list through ``flashinfer_graph_backends``, both -> ``draft_extend_graph.flashinfer_graph_reason`` (a chain's runner
+  is already ``steps + 1 = num_draft_tokens`` wide). On by default for trees and chains (GPU rows:
+  tests/registered/test_tree_flashinfer_draft_extend_graph.py, test_flashinfer_draft_extend_graph_chain.py; greedy
+  identity with the target served alone, stock eager). With the sync-free plan below, a flashinfer chain on these
+  releases serves about as fast as upstream 0.5.17's.
 * 0.5.13 / 0.5.13.post1 (patches/flashinfer-draft-extend-graph/0.5.13.patch): the graph metadata moved to
   ``_prepare_cuda_graph_metadata`` (the wrappers) and ``init_forward_metadata_out_graph`` (the plan, at capture and
   replay); both get 0.5.14's DRAFT_EXTEND_V2 branch (its own wrappers in ``draft_extend_cuda_graph_metadata``, which
   0.5.13 declares but never fills), and ``init_cuda_graphs`` gets 0.5.14's list entry through
   ``flashinfer_graph_backends``, for chains and trees (the runner is already ``num_draft_tokens`` wide there, #27545).
-  On by default since its rows met A/B on both (2026-11-27, docs/gpu-runs/2026-11-27-s24/: stock eager, the plugin
-  captures with greedy output equal to the target served alone). The branches
-  serve only the graph this rule captures (it marks the backend with the graph's width, ``graph_width``); multi-layer
+  On by default (GPU row: stock eager, the plugin captures with greedy output equal to the target served alone). The
+  branches serve only the graph this rule captures (it marks the backend with the graph's width, ``graph_width``); multi-layer
   EAGLE's runner, which 0.5.13 captures on every backend, keeps stock's "Invalid mode" on flashinfer.
 
 On both lines the spec info the plan sees is made constant-width by ``fixed_width_spec_info``: these releases'
 draft-extend ``generate_attn_arg_prefill`` builds ``qo_indptr`` from the accepted tokens (spec v1's variable extend;
 the spec-v2 runner copies the accept lengths there), while the graph's rows are ``num_draft_tokens`` per request
 (0.5.14 reads ``num_tokens_per_req`` instead); the worker's draft input has no such method at all from 0.5.12 (only
-``EagleDraftExtendInput`` has). The capture rule (``flashinfer_graph_reason``, shared by both lines) runs the draft
+``EagleDraftExtendInput`` has). The capture rule (``draft_extend_graph.flashinfer_graph_reason``, shared by both lines) runs the draft
 extend eagerly with ``SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0`` (``SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0`` for
 trees), with an FR-Spec token map (the graph's logits buffer has the full draft vocab), and with two flashinfer
 wrappers (sliding window / cross attention: their prefill plan needs the extend's prefix lengths, which the graph
@@ -50,9 +47,8 @@ in the eager extend metadata (the graph path has no such ``.item()``: its plan g
 **The replay's plan without a device-to-host copy (on by default for chains and trees,
 ``SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0`` keeps flashinfer's own).** Stock's replay would plan through flashinfer's
 own ``BatchPrefillWithPagedKVCacheWrapper.plan``, whose ``qo_indptr.to("cpu")`` (and ``paged_kv_indptr`` /
-``paged_kv_last_page_len``) waits for the whole GPU queue, the verify just launched included: measured on an H200 with
-py-spy, 44 % (c = 1) / 38 % (c = 32) of the scheduler thread's time, a flashinfer EAGLE3 chain on 0.5.11 at 0.78 - 0.82
-of upstream 0.5.17's throughput with that plan. Upstream 0.5.14 replaces the plan at replay by ``fast_prefill_plan``,
+``paged_kv_last_page_len``) waits for the whole GPU queue, the verify just launched included: a large share of the
+scheduler thread's time (py-spy), and a flashinfer chain well below upstream 0.5.17's throughput. Upstream 0.5.14 replaces the plan at replay by ``fast_prefill_plan``,
 which calls flashinfer's ``_cached_module.plan`` itself with a host-known layout (``num_tokens_per_req`` rows per
 request, kv lengths from ``seq_lens_cpu``). The plugin gives these releases the same layout through flashinfer's own
 ``plan`` instead (it depends on no argument list of flashinfer's compiled module): ``call_begin_forward`` hands it CPU
@@ -86,11 +82,9 @@ The decision is logged and appended to ``serving.draft_extend_graph`` (", sync-f
 ", flashinfer's own plan: why"); every replay of such a graph is counted in ``serving.draft_extend_plans``
 ("sync-free", or "flashinfer: why"), so the GPU row asserts which plan ran. CPU-proven on the releases' real
 ``FlashInferAttnBackend`` / ``FlashInferIndicesUpdaterPrefill`` (tests/cpu/test_fix_flashinfer_draft_extend_graph*.py).
-On by default since test_flashinfer_draft_extend_graph_chain.py's sync-free class passed on 0.5.11, 0.5.12.post1 and
-0.5.13.post1 (2026-11-27, docs/gpu-runs/2026-11-27-s26/: greedy equal to the target alone, 32 concurrent requests with
-forced retraction, every replay planned sync-free), for chains: the tree rows have not run with it. A 0.5.11 flashinfer
-chain then ran at 0.994 / 0.943 / 1.010 of upstream 0.5.17's tok/s at c = 1 / 8 / 32 (0.812 / 0.783 / 0.817 with
-flashinfer's own plan).
+On by default; GPU row: tests/registered/test_flashinfer_draft_extend_graph_chain.py's sync-free class (greedy equal to
+the target alone, 32 concurrent requests with forced retraction, every replay planned sync-free), chains; trees take
+the same plan through the same replay metadata.
 
 ``on_import``: flashinfer_backend is imported when a flashinfer server builds its attention backend; a process that
 has not imported it at plugin load applies the fix then (docs/how-it-works.md).

@@ -17,7 +17,7 @@ the worker side is in 0.5.13.post1 as ``_finalize_accept_tree_path`` / ``_compac
 * routing on the final params (launcher): where the user chose no attention backend, upstream's default
   rule is applied again with the final topk (Hopper: kept on fa3, as upstream 0.5.13 - 0.5.17 run it; fa3 -> flashinfer
   with SGLANG_SPECV2_FIXES_FA3_TREES=0); dense model + topk > 1 + page_size == 1 (+ flashinfer / triton / fa3,
-  the backends whose tree path ran on a GPU here, fa3 unless that switch is off; no MLA, no MLP-sync padding, no
+  the backends whose tree path has a GPU row, fa3 unless that switch is off; no MLA, no MLP-sync padding, no
   multi-layer EAGLE) -> spec v2 tree drafting;
   any other topk > 1 setup -> spec v1 with one warning naming the reason; an explicit
   ``--disable-overlap-schedule`` is always kept; topk == 1 unchanged;
@@ -26,12 +26,12 @@ the worker side is in 0.5.13.post1 as ``_finalize_accept_tree_path`` / ``_compac
   size ``bs * accept_index.shape[1]``; each release keeps its own count semantics;
 * ``EagleDraftWorker.init_cuda_graphs`` / ``EAGLEDraftExtendCudaGraphRunner.__init__``: the spec-v2 draft-extend
   graph at tree width (``num_draft_tokens`` rows per request, as upstream 0.5.13; the triton metadata's query
-  stride comes with draft-extend-kv-range, #27545), captured only where draft_extend_graph_at_tree_width
-  allows (on by default since the tree rows ran with it on a GPU; ``SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0``
-  turns it off; flashinfer's graph, upstream #28782, with flashinfer-draft-extend-graph's metadata, on by default
-  since its rows ran on a GPU, ``SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0`` turns it off), else eager; the same
-  function asks ``flashinfer_draft_extend_graph.flashinfer_graph_backends`` about a chain whose backend is not on the
-  release's list (#28782 captures flashinfer's graph for chains too);
+  stride comes with draft-extend-kv-range, #27545), captured only where the shared draft-extend graph policy allows
+  (``draft_extend_graph.tree_width_reason``; on by default, ``SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0`` turns it off;
+  flashinfer's graph, upstream #28782, with flashinfer-draft-extend-graph's metadata, on by default,
+  ``SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0`` turns it off), else eager; the same function asks
+  ``flashinfer_draft_extend_graph.flashinfer_graph_backends`` about a chain whose backend is not on the release's
+  list (#28782 captures flashinfer's graph for chains too);
 * ``SchedulerRuntimeCheckerMixin.self_check_during_busy``: the busy leak check runs for spec v2
   tree drafting (it stays skipped for spec v1 tree drafting).
 
@@ -65,7 +65,7 @@ FIX = Fix(
 
 USER_BACKENDS = "_specv2_user_attention_backends"  # set by plugin.py before ServerArgs.__post_init__
 TREE_ROUTE = "_specv2_tree_route"  # route_tree's decision on a topk > 1 setup, read by plugin.serving_facts
-TREE_BACKENDS = ("flashinfer", "triton")  # attention backends whose spec-v2 tree path ran on a GPU here
+TREE_BACKENDS = ("flashinfer", "triton")  # attention backends whose spec-v2 tree path has a GPU row here
 FA3_TREE_BACKEND = "fa3"  # joins them unless SGLANG_SPECV2_FIXES_FA3_TREES=0 (selection.fa3_trees_enabled)
 
 
@@ -92,9 +92,8 @@ def follow_default_backend_rule(server_args):
     decode with topk > 1 or page_size > 1", else flashinfer (triton without it). But it runs before the
     speculative params are chosen, so the default invocation (no --speculative-eagle-topk) gets fa3 and
     then an auto-chosen topk of 4. Where the user set no attention backend at all, the rule is run again
-    now that topk is known. Upstream 0.5.13 - 0.5.17 still choose before topk and run that tree on fa3 (0.5.17
-    on an H200, 2026-11-29): with fa3 trees on (the default; SGLANG_SPECV2_FIXES_FA3_TREES=0 turns them off) fa3 is
-    kept as they keep it.
+    now that topk is known. Upstream 0.5.13 - 0.5.17 still choose before topk and run that tree on fa3 on Hopper:
+    with fa3 trees on (the default; SGLANG_SPECV2_FIXES_FA3_TREES=0 turns them off) fa3 is kept as they keep it.
     A user's explicit backend is never changed. ServerArgs built without this
     plugin's __post_init__ hook (e.g. a source tree patched from patches/) carries no record of what the
     user chose and is left alone. Returns (old, new) when it changed the backend, else None.
@@ -241,17 +240,12 @@ def compact_accept_to_front(x, accept_index, bs: int, num_draft_tokens: int):
     return out
 
 
-def tree_draft_extend_graph_reason(worker):
-    """Why this process cannot capture the spec-v2 draft-extend CUDA graph at tree width (None: it can): the shared
-    policy's rule (draft_extend_graph.tree_width_reason). The width itself is patched in
-    ``EAGLEDraftExtendCudaGraphRunner.__init__``; the backend's graph metadata must be at that width too."""
-    return policy.tree_width_reason(worker)
-
-
 def draft_extend_graph_at_tree_width(worker) -> bool:
     """Called by the patched ``EagleDraftWorker.init_cuda_graphs`` for a tree (num_draft_tokens > steps + 1) on CUDA:
-    True captures the draft-extend graph at tree width (triton, flashinfer or fa3), False runs the tree's
-    draft extend eagerly. The decision goes to the log once and to /server_info (``serving.draft_extend_graph``)."""
+    True captures the draft-extend graph at tree width (triton, flashinfer or fa3; the shared policy's
+    ``draft_extend_graph.tree_width_reason``: the width itself is patched in ``EAGLEDraftExtendCudaGraphRunner.__init__``,
+    the backend's graph metadata must be at that width too), False runs the tree's draft extend eagerly. The decision
+    goes to the log once and to /server_info (``serving.draft_extend_graph``)."""
     reason = policy.tree_width_reason(worker)
     width = worker.speculative_num_draft_tokens
     backend = worker.draft_extend_attn_backend
