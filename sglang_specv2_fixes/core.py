@@ -13,7 +13,8 @@
                             now; READY -> applied, or failed with the reason (HookRegistry only logs failures)
 
 All three are idempotent per process; ``STATE`` holds what this process did (``STATE.reset()`` for tests,
-as SGLang's ``HookRegistry.reset()``). plugin.py calls them from SGLang's plugin entry point.
+as SGLang's ``HookRegistry.reset()``). plugin.py calls them from SGLang's plugin entry point. The report's types are
+report.py's, what runs in this process (``is_patched``) is runtime.py's: the fixes read those, never this module.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from . import __version__, catalog, installed, patchfile, releases
 from .catalog import Fix, Note, Patched
 from .fingerprint import installed_fingerprint
 from .fixes import ALL_FIXES
-from .report import FixStatus, Report, TargetCheck
-from .runtime import chain, is_patched, resolve_raw, unsupported
+from .report import FixStatus, Report, TargetCheck  # the report (its own module: survey fills one too)
+from .runtime import chain, is_patched, resolve_raw, unsupported  # what runs in this process (the fixes read it too)
 from .selection import Selection, opt_in_reason, opted_in, unknown_release_mode
 
 logger = logging.getLogger("sglang_specv2_fixes")
