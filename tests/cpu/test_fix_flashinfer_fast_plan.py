@@ -194,8 +194,7 @@ def plans(monkeypatch):
     (None, True), ("", True), ("1", True), ("on", True), ("0", False), ("off", False), ("false", False),
 ])
 def test_switch_on_unless_off(monkeypatch, value, on):
-    """The sync-free plan unless the switch is off: chains since their GPU row passed with it (session 26), trees since
-    theirs did (session 28)."""
+    """The sync-free plan unless the switch is off, for chains and trees."""
     if value is None:
         monkeypatch.delenv(selection.ENV_FLASHINFER_FAST_PLAN, raising=False)
     else:

@@ -189,7 +189,7 @@ def test_stock_captures_a_draft_extend_graph_of_the_wrong_width(monkeypatch):
 
 
 @pytest.mark.parametrize("env,kv_range,triton,captured,why", [
-    (None, True, True, True, None),  # the default since 2026-11-24 (docs/gpu-runs/2026-11-24-s10/)
+    (None, True, True, True, None),  # the default
     ("1", True, True, True, None),
     ("0", True, True, False, "turned off by SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0"),
     ("off", True, True, False, "turned off by SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=off"),
@@ -266,7 +266,7 @@ def _check_flashinfer_decision(monkeypatch, width, fi_env, tree_env, metadata, t
 
 
 @pytest.mark.parametrize("fi_env,tree_env,metadata,token_map,captured,why", [
-    (None, None, True, None, True, None),  # on by default since its GPU rows (session 21)
+    (None, None, True, None, True, None),  # on by default
     ("0", None, True, None, False, "turned off by SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0"),
     ("1", None, True, None, True, None),
     ("on", None, True, None, True, None),
@@ -283,7 +283,7 @@ def test_plugin_flashinfer_tree_graph_decision(monkeypatch, fi_env, tree_env, me
 
 
 @pytest.mark.parametrize("fi_env,tree_env,metadata,token_map,captured,why", [
-    (None, None, True, None, True, None),  # on by default since its GPU row met (session 25)
+    (None, None, True, None, True, None),  # on by default
     ("1", None, True, None, True, None),  # #28782 captures chains and trees
     ("0", None, True, None, False, "turned off by SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0"),
     ("1", "0", True, None, True, None),  # the tree switch is for trees only
