@@ -2,7 +2,7 @@
 
 Every ``import`` / ``from ... import`` of a ``sglang_specv2_fixes`` module anywhere in a file counts, at module level
 or inside a function (the circle this replaces ran through function-level imports: core -> fixes -> tree_drafting ->
-core). Read with ast from the files, nothing is imported; testing/ is included (it imports the package, the package
+core), but for a module's ``if __name__ == "__main__":`` block, which never runs on import. Read with ast from the files, nothing is imported; testing/ is included (it imports the package, the package
 never imports it). A package's own ``__init__`` is not counted as imported by its submodules: Python runs it first
 either way, and only the edges written in the files can close a circle.
 """
@@ -40,13 +40,29 @@ def _parse(path: str):
         return ast.parse(open(path).read(), path)
 
 
+def _is_main_block(node) -> bool:
+    """``if __name__ == "__main__":`` at module level: it runs only when the file is the program (``python -m``),
+    as the module ``__main__``, never when the module is imported, so its imports cannot close an import circle."""
+    t = getattr(node, "test", None)
+    return (isinstance(node, ast.If) and isinstance(t, ast.Compare) and isinstance(t.left, ast.Name)
+            and t.left.id == "__name__" and len(t.comparators) == 1 and isinstance(t.comparators[0], ast.Constant)
+            and t.comparators[0].value == "__main__")
+
+
+def _imported_nodes(tree):
+    """Every node of the module but those of its ``__main__`` block (see _is_main_block)."""
+    for top in tree.body:
+        if not _is_main_block(top):
+            yield from ast.walk(top)
+
+
 def imports_of(name: str, mods: dict) -> set:
     """The package modules ``name``'s file imports (a ``from X import y`` counts X.y where y is a module, else X)."""
     path, is_pkg = mods[name]
     tree = _parse(path)
     here = name if is_pkg else name.rpartition(".")[0]
     out = set()
-    for node in ast.walk(tree):
+    for node in _imported_nodes(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.name == PKG or a.name.startswith(PKG + "."):
@@ -115,6 +131,19 @@ def test_the_graph_reads_every_import_form():
     assert f"{PKG}.fixes.draft_extend_graph" in g[f"{PKG}.fixes.tree_drafting"]  # from . import draft_extend_graph
     assert f"{PKG}.runtime" in g[f"{PKG}.fixes.draft_extend_graph"]  # from .. import runtime, selection
     assert len(g) > 40 and sum(map(len, g.values())) > 80
+
+
+def test_a_main_block_is_not_an_import(tmp_path):
+    """What a module imports only when run as the program (``if __name__ == "__main__":``) is no edge; the same import
+    anywhere else is."""
+    pkg = tmp_path / PKG
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from . import b\n")
+    (pkg / "b.py").write_text("def f():\n    pass\n\n\nif __name__ == '__main__':\n    from .a import x\n")
+    assert cycles(graph(str(tmp_path))) == []
+    (pkg / "b.py").write_text("def f():\n    from .a import x\n")
+    assert cycles(graph(str(tmp_path))) == [[f"{PKG}.a", f"{PKG}.b"]]
 
 
 def test_a_cycle_is_found():
