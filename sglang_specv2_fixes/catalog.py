@@ -80,6 +80,10 @@ class Fix:
     # an environment switch the fix needs on (1 / true / yes / on) to be planned at all: a fix patched in before a GPU
     # has run it. Off, it is ``disabled`` with the switch named, and costs no fingerprinting or building at load
     opt_in: Optional[str] = None
+    # the other fixes whose patched functions this fix's run-time rules test (runtime.in_place), e.g. tree-drafting's
+    # tree-width triton draft-extend graph needs draft-extend-kv-range's metadata: core.plan refuses to plan a
+    # catalogue naming an unknown fix here, and a CPU test that the rules ask about no other fix
+    requires: Tuple[str, ...] = ()
 
     @property
     def refs(self) -> str:

@@ -13,129 +13,32 @@
                             now; READY -> applied, or failed with the reason (HookRegistry only logs failures)
 
 All three are idempotent per process; ``STATE`` holds what this process did (``STATE.reset()`` for tests,
-as SGLang's ``HookRegistry.reset()``). plugin.py calls them from SGLang's plugin entry point.
+as SGLang's ``HookRegistry.reset()``). plugin.py calls them from SGLang's plugin entry point. The report's types are
+report.py's, what runs in this process (``is_patched``) is runtime.py's: the fixes read those, never this module.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.abc
 import importlib.machinery
 import logging
 import os
-import pkgutil
 import sys
 from typing import Callable, Dict, List, Optional
 
 from . import __version__, catalog, installed, patchfile, releases
 from .catalog import Fix, Note, Patched
-from .fingerprint import fingerprint_in_file
+from .fingerprint import installed_fingerprint
 from .fixes import ALL_FIXES
+from .report import FixStatus, Report, TargetCheck  # the report (its own module: survey fills one too)
+from .runtime import chain, is_patched, resolve_raw, unsupported  # what runs in this process (the fixes read it too)
 from .selection import Selection, opt_in_reason, opted_in, unknown_release_mode
 
 logger = logging.getLogger("sglang_specv2_fixes")
 
 
-@dataclasses.dataclass
-class TargetCheck:
-    target: str
-    expected: str  # fingerprint the patch (or note) was written against
-    installed: Optional[str]  # fingerprint of the installed source (None: not found)
-    ok: bool
-
-
-@dataclasses.dataclass
-class FixStatus:
-    name: str
-    upstream: List[str]
-    title: str
-    state: str
-    reason: str
-    patch: Optional[str] = None  # patches/<fix>/<name>.patch used on this release
-    targets: List[TargetCheck] = dataclasses.field(default_factory=list)
-    related: List[str] = dataclasses.field(default_factory=list)  # upstream issues of a fix beyond upstream
-
-    @property
-    def ref(self) -> str:
-        return self.upstream[0] if self.upstream else "beyond upstream"
-
-    @property
-    def refs(self) -> str:
-        """As catalog.Fix.refs: the upstream PRs, or 'beyond upstream' with the related issues."""
-        if self.upstream:
-            return ", ".join(self.upstream)
-        return f"beyond upstream ({', '.join(self.related)})" if self.related else "beyond upstream"
-
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass
-class Report:
-    plugin_version: str
-    sglang_version: Optional[str]
-    code_line: Optional[str]
-    selection: str
-    fixes: List[FixStatus]
-    warnings: List[str] = dataclasses.field(default_factory=list)
-    # a release the table does not know, planned by fingerprint (SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE=fingerprint):
-    # the closest known code line ("none" when nothing matched); None otherwise
-    fingerprint_match: Optional[str] = None
-
-    @property
-    def supported(self) -> bool:
-        return self.code_line is not None or self.fingerprint_match is not None
-
-    @property
-    def layout_line(self) -> Optional[str]:
-        """The known code line whose layout this release has (its own, or the fingerprint match)."""
-        return self.code_line or (self.fingerprint_match if self.fingerprint_match != "none" else None)
-
-    def get(self, name: str) -> FixStatus:
-        for f in self.fixes:
-            if f.name == name:
-                return f
-        raise KeyError(name)
-
-    def as_dict(self) -> dict:
-        return {
-            "plugin_version": self.plugin_version,
-            "sglang_version": self.sglang_version,
-            "code_line": self.code_line,
-            "supported": self.supported,
-            "fingerprint_match": self.fingerprint_match,
-            "selection": self.selection,
-            "fixes": {f.name: f.as_dict() for f in self.fixes},
-            "warnings": list(self.warnings),
-        }
-
-    def summary(self) -> str:
-        """One line: release and what each fix does in this process."""
-        if not self.supported:
-            return (f"sglang-specv2-fixes {self.plugin_version}: {unsupported(self.sglang_version)} (known: "
-                    f"{', '.join(releases.RELEASES)}); nothing patched")
-        groups: Dict[str, List[str]] = {}
-        for f in self.fixes:
-            groups.setdefault(f.state, []).append(f"{f.name}({f.ref})" if f.upstream else f.name)
-        parts = "; ".join(f"{state}: {', '.join(names)}" for state, names in groups.items())
-        unknown = "" if self.code_line else f" (not in the table; by fingerprint, closest {self.fingerprint_match})"
-        return (
-            f"sglang-specv2-fixes {self.plugin_version} on sglang {self.sglang_version}{unknown} "
-            f"[selection={self.selection}, pid={os.getpid()}]: {parts}"
-        )
-
-
 # ------------------------------------------------------------------------------------------ planning
-def unsupported(version: Optional[str]) -> str:
-    """Why nothing is planned for sglang ``version`` (None: sglang is not importable)."""
-    if version is None:
-        return "sglang is not installed in this environment"
-    return f"sglang {version} is not a known release"
-
-
-def _installed_fp(module: str, qualname: str) -> Optional[str]:
-    path = installed.module_file(module)
-    return fingerprint_in_file(path, qualname) if path else None
+_installed_fp = installed_fingerprint  # one name here, so that a test can stand in for the installed source
 
 
 def _plan_note(st: FixStatus, entry: Note) -> FixStatus:
@@ -185,8 +88,20 @@ def _plan_patch(st: FixStatus, entry: Patched, selection: Selection, line: str, 
     return st
 
 
+def check_requires(fixes) -> None:
+    """Every ``requires`` of ``fixes`` names another fix of the catalogue (a fix's run-time rule tests that fix's
+    functions with runtime.in_place); raises ValueError naming the fix, the unknown name and the known ones."""
+    known = {f.name for f in ALL_FIXES} | {f.name for f in fixes}
+    for fix in fixes:
+        bad = [r for r in fix.requires if r not in known or r == fix.name]
+        if bad:
+            raise ValueError(f"{fix.name} requires {', '.join(bad)}: not another fix of the catalogue "
+                             f"(known: {', '.join(sorted(known))})")
+
+
 def plan(selection: Selection, version: Optional[str] = None, fixes=None) -> Report:
     fixes = ALL_FIXES if fixes is None else fixes
+    check_requires(fixes)
     version = installed.version() if version is None else version
     line = releases.code_line(version)
     report = Report(__version__, version, line, selection.canonical, [])
@@ -417,30 +332,6 @@ def _imported(module: str) -> None:
             "sglang-specv2-fixes: %s %s on import of %s: %s", st.name, st.state, module, st.reason)
 
 
-def _chain(obj):
-    """Every callable a HookRegistry wrapper chain can call: each wrapper (``__wrapped__`` links,
-    classmethod/staticmethod unwrapped) and the hooks held in its closure cells."""
-    for _ in range(16):
-        if obj is None:
-            return
-        obj = getattr(obj, "__func__", obj)
-        yield obj
-        for cell in getattr(obj, "__closure__", None) or ():
-            try:
-                yield cell.cell_contents
-            except ValueError:  # empty cell
-                pass
-        obj = getattr(obj, "__wrapped__", None)
-
-
-def resolve_raw(target: str):
-    owner_path, attr = target.rsplit(".", 1)
-    owner = pkgutil.resolve_name(owner_path)
-    if isinstance(owner, type) and attr in owner.__dict__:
-        return owner.__dict__[attr]
-    return getattr(owner, attr)
-
-
 def verify(report: Report) -> None:
     """Turn READY into APPLIED (or FAILED) by looking at what the targets are now."""
     for st in report.fixes:
@@ -455,7 +346,7 @@ def verify(report: Report) -> None:
         missing = []
         for target, fn in built.items():
             try:
-                ok = any(f is fn for f in _chain(resolve_raw(target)))
+                ok = any(f is fn for f in chain(resolve_raw(target)))
             except Exception as e:
                 ok = False
                 target = f"{target} ({type(e).__name__}: {e})"
@@ -467,15 +358,6 @@ def verify(report: Report) -> None:
                 " (see 'Failed to apply hooks' in the log)"
         else:
             st.state, st.reason = catalog.APPLIED, f"{st.patch} applied (fingerprints match)"
-
-
-def is_patched(target: str) -> bool:
-    """True if ``target`` currently runs one of this plugin's functions."""
-    try:
-        obj = resolve_raw(target)
-    except Exception:
-        return False
-    return any(getattr(f, patchfile.MARK, None) for f in _chain(obj))
 
 
 def build_fix(name: str, version: Optional[str] = None) -> Dict[str, Callable]:

@@ -377,3 +377,12 @@ def fingerprint_in_file(path: str, qualname: str) -> Optional[str]:
     fp = fingerprint_source(src)
     _remember_span(digest, qualname, (first, last), fp)
     return fp
+
+
+def installed_fingerprint(module: str, qualname: str) -> Optional[str]:
+    """Fingerprint of ``module``'s ``qualname`` in the installed sglang (None: the file or the function is not
+    there), read from the file: what core.plan and survey compare with the release table and the patch files."""
+    from .installed import module_file  # stdlib only; kept out of this module's import
+
+    path = module_file(module)
+    return fingerprint_in_file(path, qualname) if path else None

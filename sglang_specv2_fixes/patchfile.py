@@ -35,6 +35,7 @@ a shared function has no such line or the line no longer matches F's file.
         --target MODULE:QUALNAME [...] --message TEXT        # author a patch file (DIR: site-packages)
     python -m sglang_specv2_fixes.patchfile normalize FILE...        # trim hunk context to the targets
     python -m sglang_specv2_fixes.patchfile check FILE --root DIR   # apply to a tree, report
+    python -m sglang_specv2_fixes.patchfile message FILE... --text TEXT | --replace OLD NEW   # the free text only
 """
 
 from __future__ import annotations
@@ -579,6 +580,31 @@ def _format_file(rel: str, hunks: Sequence[Hunk]) -> str:
     return "".join(out)
 
 
+def message_of(text: str) -> str:
+    """A patch file's free-text message, unwrapped to one line (render fills it to 100 columns)."""
+    head = text[: text.index("\n--- a/") + 1]
+    lines = head.split("\n\n", 1)[1].strip().splitlines() if "\n\n" in head else []
+    out = lines[0] if lines else ""
+    for ln in lines[1:]:
+        out += ln if re.search(r"\w-$", out) else " " + ln  # textwrap breaks after a word's hyphen
+    return out
+
+
+def with_message(text: str, message: str) -> str:
+    """The patch file ``text`` with its message replaced by ``message`` (filled as render fills it). Only the free
+    text changes: the header lines (targets, fingerprints, compose lines) and every hunk stay byte for byte, which is
+    checked, so no fingerprint can go stale."""
+    old = parse(text, "<message>", check_spans=False)
+    header = text.split("\n\n", 1)[0]
+    body = text[text.index("\n--- a/") + 1:]
+    new = header + "\n\n" + textwrap.fill(message.strip(), 100) + "\n\n" + body
+    pf = parse(new, "<message>", check_spans=False)
+    if (pf.targets, pf.files, pf.composes, pf.fix, pf.written_against) != (
+            old.targets, old.files, old.composes, old.fix, old.written_against):
+        raise PatchError("the new message changed more than the message")
+    return new
+
+
 def _main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m sglang_specv2_fixes.patchfile", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -595,6 +621,10 @@ def _main(argv=None) -> int:
                    help="a compose line for every function patches/FIX/NAME.patch also changes (applied before this one)")
     n = sub.add_parser("normalize", help="trim every hunk's context to its target function, in place")
     n.add_argument("files", nargs="+")
+    m = sub.add_parser("message", help="replace the free-text message of patch files, in place (nothing else changes)")
+    m.add_argument("files", nargs="+")
+    m.add_argument("--text", help="the new message")
+    m.add_argument("--replace", nargs=2, metavar=("OLD", "NEW"), help="replace OLD by NEW in the unwrapped message")
     c = sub.add_parser("check", help="apply a patch file to a tree in memory and compile-check the result")
     c.add_argument("file")
     c.add_argument("--root", required=True, help="directory holding the sglang package")
@@ -612,6 +642,20 @@ def _main(argv=None) -> int:
         for path in a.files:
             with open(path, encoding="utf-8") as f:
                 text = normalize(f.read())
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        return 0
+    if a.cmd == "message":
+        if (a.text is None) == (a.replace is None):
+            p.error("message: give --text or --replace")
+        for path in a.files:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            msg = message_of(text)
+            if a.replace and a.replace[0] not in msg:
+                print(f"error: {path}: {a.replace[0]!r} is not in its message", file=sys.stderr)
+                return 1
+            text = with_message(text, a.text if a.text is not None else msg.replace(*a.replace))
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
         return 0

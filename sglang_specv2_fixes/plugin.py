@@ -25,7 +25,7 @@ import sys
 import types
 from typing import Optional
 
-from . import catalog, core, probe, releases, selection
+from . import catalog, core, probe, releases, runtime, selection
 from .core import STATE
 from .fixes import ALL_FIXES
 
@@ -113,8 +113,9 @@ def serving_facts(server_args) -> dict:
         spec = "v1"  # up to 0.5.13 the overlap scheduler is what selects spec v2
     else:
         spec = ("v2 tree" if (topk or 1) > 1 else "v2") + ("" if overlap else " (overlap off)")
+    from .fixes.draft_extend_graph import DRAFT_EXTEND_GRAPH
     from .fixes.flashinfer_draft_extend_graph import plan_counts
-    from .fixes.tree_drafting import DRAFT_EXTEND_GRAPH, TREE_ROUTE
+    from .fixes.tree_drafting import TREE_ROUTE
 
     route = server_args.__dict__.get(TREE_ROUTE)  # set where the plugin's tree routing ran (topk > 1)
     return {
@@ -170,7 +171,7 @@ def _install_fast_propagate() -> None:
         return
 
     def _propagate_patch(original, wrapped, source_module):
-        if not any(id(f) in STATE.ours for f in core._chain(wrapped)):
+        if not any(id(f) in STATE.ours for f in runtime.chain(wrapped)):
             return upstream(original, wrapped, source_module)
         if isinstance(source_module, type) and getattr(original, "__qualname__", "").startswith(
                 source_module.__qualname__ + "."):

@@ -211,12 +211,12 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
         "prefix lengths (gpu_only). On 0.5.13.x two-batch overlap and piecewise CUDA graphs (on by default) still force "
         "the mirror, and the host then waits for the publish event (decide_needs_cpu_seq_lens, resolve_seq_lens_cpu's "
         "synchronize): a default triton chain there keeps the wait unless --disable-piecewise-cuda-graph (0.5.14 "
-        "drops that branch; docs/bench/chain-gap-source-2026-11-27.md section 7)",
+        "drops that branch)",
         check=('sglang.srt.managers.overlap_utils', 'FutureMap.resolve_seq_lens_cpu', '0e06bbae78da2463'),
     ),
     "fa3-draft-extend-graph": patch("0.5.13"),
     # the graph metadata moved to _prepare_cuda_graph_metadata / init_forward_metadata_out_graph; the same functions
-    # on 0.5.13.post1 (on by default since its rows met on both, 2026-11-27)
+    # on 0.5.13.post1
     "flashinfer-draft-extend-graph": patch("0.5.13"),
     "multi-token-finish": patch("0.5.13"),
     "draft-decode-positions": note(  # draft_forward differs between 0.5.13 and 0.5.13.post1; the graph runner not
@@ -336,7 +336,7 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
         check=('sglang.srt.speculative.eagle_utils', 'eagle_prepare_for_verify', 'befaa4f3ac4e4ba7'),
     ),
     "triton-verify-mask-size": patch("0.5.14"),
-    # the same move on 0.5.14 … 0.5.21 (on by default since its cost was measured, session 26)
+    # the same move on 0.5.14 … 0.5.21 (on by default: its cost is the schedule stream's wait for the graph's end)
     "draft-extend-read-done-order": patch("0.5.14"),
     "overlap-war-barrier": note(
         UPSTREAM,

@@ -482,10 +482,11 @@ def plan_unknown(report, sel, fixes, fp_of: Optional[FpOf] = None):
     when every target equals the `before` of one known patch file; PRESENT when every target equals its `after`;
     a known checked note's state when its function matches; REFUSED when the fix's targets are there with unknown
     code; UNSUPPORTED when they are gone. One warning names what matched which release."""
-    from .core import FixStatus, TargetCheck, _installed_fp
+    from .fingerprint import installed_fingerprint
+    from .report import FixStatus, TargetCheck
     from .selection import opt_in_reason, opted_in
 
-    fp_of = fp_of or _installed_fp
+    fp_of = fp_of or installed_fingerprint
     line, _ = best_line(fp_of)
     report.fingerprint_match = line or "none"
     matched = []

@@ -414,9 +414,8 @@ verify-handoff  [#25879]  decode preparation without the host wait on the verify
         leaves fa3 out); =0 turns it off
     Why: 0.5.11 / 0.5.12.x block the scheduler thread until the previous verify ends
         (verify_done.synchronize, seq_lens.cpu()) to build the draft extend's positions on the host,
-        so the next batch is prepared only during the draft extend and the GPU idles 0.5 - 0.9 ms
-        per decode step (4 - 10 % of a chain's tok/s at TP 1 against 0.5.17, 13 - 20 % at TP 2;
-        trees, with the same wait, reach 0.88 - 0.96 of 0.5.17's tree tok/s)
+        so the next batch is prepared only during the draft extend and the GPU idles for the host
+        every decode step (0.5.13 keeps the host a step ahead)
     - applied: patches/verify-handoff/0.5.11.patch (0.5.11)
     - applied: patches/verify-handoff/0.5.12.patch (0.5.12 … 0.5.12.post1)
     - upstream (0.5.13 … 0.5.23)
@@ -425,8 +424,8 @@ verify-handoff  [#25879]  decode preparation without the host wait on the verify
 draft-extend-read-done-order  [#37988, #37936]  the draft-extend graph's WAR read-done event after its replay
     What: EAGLEDraftExtendCudaGraphRunner.execute records the read-done event the overlap
         scheduler's WAR barrier waits on after _replay_graph instead of before it (0.5.22's
-        POST_REPLAY, for every backend); on by default since its cost was measured at real size
-        (0.5.17, triton: output tok/s 0.978 - 1.004 and TPOT 0.995 - 1.006 of without it)
+        POST_REPLAY, for every backend); on by default: the schedule stream's next writes wait for
+        the graph's end, which leaves TPOT unchanged at real size
     Why: the event is published once the out-of-graph metadata is built, before the replay: on a
         backend that reads req_to_token / the SWA mapping inside the graph, the next batch's writes
         race those reads

@@ -24,14 +24,11 @@ where fa3's metadata lives, not where the event is published), so the move is th
 graph runner and the prefill paths (the non-speculative publishers) are left as they are.
 
 Cost: the schedule stream's writes for the next batch wait for the end of the draft-extend graph instead of its start
-(only those writes; the scheduler thread itself does not wait). Measured at real size in session 26 (2026-11-27, one
-H200, 0.5.17, triton, the 8B-shaped target with a 1-layer EAGLE3 draft, SGLANG_SIMULATE_ACC_LEN=3.0, 3 alternating
-pairs; docs/gpu-runs/2026-11-27-s26/, docs/performance.md): output tok/s with the fix over without it at c = 1 / 8 / 32,
-0.996 / 0.992 / 1.004 for the chain and 0.978 / 0.982 / 0.992 for tree topk 4; TPOT within 0.995 - 1.006 in every
-pair. The tok/s differences come from TTFT (tree topk 4 at c = 1: higher with the fix in 3 of 3 pairs; cause not
-established). So the fix is applied by default (it was opt-in until this run); ``auto,-draft-extend-read-done-order``
-leaves it out. 0.5.22 itself publishes no event for the draft extend on triton, flashinfer, fa3 or trtllm_mha (the
-base class's SharedReadEnds.UNKNOWN): its scheduler waits for the whole forward, which ends no earlier than this event.
+(only those writes; the scheduler thread itself does not wait). At real size (bench/serving.py, the fix on and off,
+chain and tree) TPOT is unchanged and output throughput moves within a few percent, through TTFT; so the fix is applied
+by default, and ``auto,-draft-extend-read-done-order`` leaves it out. 0.5.22 itself publishes no event for the draft
+extend on triton, flashinfer, fa3 or trtllm_mha (the base class's SharedReadEnds.UNKNOWN): its scheduler waits for the
+whole forward, which ends no earlier than this event.
 
 Proof: CPU only (tests/cpu/test_fix_draft_extend_read_done_order.py: each release's real ``execute`` records the event
 before the graph replay stock and after it patched, and the release's real ``_apply_war_barrier`` waits on that event).
@@ -51,9 +48,8 @@ FIX = Fix(
     title="the draft-extend graph's WAR read-done event after its replay",
     what=(
         "EAGLEDraftExtendCudaGraphRunner.execute records the read-done event the overlap scheduler's WAR barrier "
-        "waits on after _replay_graph instead of before it (0.5.22's POST_REPLAY, for every backend); on by default "
-        "since its cost was measured at real size (0.5.17, triton: output tok/s 0.978 - 1.004 and TPOT 0.995 - 1.006 "
-        "of without it)"
+        "waits on after _replay_graph instead of before it (0.5.22's POST_REPLAY, for every backend); on by default: "
+        "the schedule stream's next writes wait for the graph's end, which leaves TPOT unchanged at real size"
     ),
     why=(
         "the event is published once the out-of-graph metadata is built, before the replay: on a backend that reads "

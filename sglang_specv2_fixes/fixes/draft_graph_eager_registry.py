@@ -18,9 +18,9 @@ of a prefill's token count.
 
 Proof: CPU (tests/cpu/test_fix_draft_graph_eager_registry.py: the release's real ``_ensure_eager_registry`` and
 ``build_decode_registry`` in capture order, then a larger eager batch: stock frees the captured buffers, the patch keeps
-them). The cause was found by source reading (session 25). GPU: tests/registered/test_draft_graph_eager_registry.py met
-A/B on 0.5.13 and 0.5.13.post1 (2026-11-27, docs/gpu-runs/2026-11-27-s26/): stock died with a CUDA illegal memory access
-at the first request after ``/flush_cache``, the plugin served on with greedy output equal to the target alone.
+them). GPU: tests/registered/test_draft_graph_eager_registry.py (0.5.13, 0.5.13.post1): stock dies with a CUDA
+illegal memory access at the first request after ``/flush_cache``; the plugin serves on with greedy output equal to the
+target alone.
 
 Removal: delete when 0.5.13.post1 leaves the supported releases (from 0.5.14 ``EagerRunner`` builds one fixed-size
 registry at init and never replaces it; 0.5.12.x and earlier have no eager registry).

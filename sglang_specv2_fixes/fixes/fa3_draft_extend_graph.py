@@ -24,24 +24,21 @@ rebuild (``init_forward_metadata_in_graph``), which its runner runs after the sa
 comes from the CPU mirror, which fa3 keeps published there (``needs_cpu_seq_lens``, True for EAGLE before 0.5.16).
 On 0.5.11 / 0.5.12.x tree-drafting also replaces ``init_cuda_graphs``: this file composes after its file.
 
-Trees (topk > 1; since 2026-11-29, session 37; opt-in): the metadata is width-generic, so a tree's draft
+Trees (topk > 1; opt-in): the metadata is width-generic, so a tree's draft
 extend is captured at its tree width (``speculative_num_draft_tokens`` per request) as 0.5.23 captures it (no topk
 condition there): the query width the graph keeps is the captured one, the rest is rebuilt before each replay from the
 runner's ``extend_seq_lens``; fa3's ``forward_extend`` is causal for a draft extend at any topk (its cascade is the
 target verify's). On 0.5.13+ upstream's runner is already tree-wide; on 0.5.11 / 0.5.12.x tree-drafting's runner and
-rule decide the width, and its rule takes fa3 through ``fa3_tree_reason`` where this fix's list ran.
+rule decide the width, and its rule takes fa3 through ``draft_extend_graph.fa3_tree_reason`` where this fix's list
+ran. The rule itself (``draft_extend_graph.fa3_graph_reason``) is the shared draft-extend graph policy's.
 
 **On by default for chains; trees with ``SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1``** (``=0`` turns it off for both).
 The decision goes to the log once and to ``/server_info`` (``serving.draft_extend_graph``, as tree-drafting's triton
-graph does). GPU proof (``tests/registered/test_fa3_draft_extend_graph.py``, run with the switch at 1; stock fails only
-each class's graph check, and an explicit tree on 0.5.11 / 0.5.12.x falls back to spec v1): the chain class met on
-every torch-2.11 release, 0.5.11 - 0.5.17 (2026-11-29, sessions 35, 37, 38), which made it the default; side by side
-with it off, an fa3 chain at real size: 0.5.16 1.21 / 1.29 / 1.08, 0.5.13.post1 1.07 / 1.00 / 1.02 at c = 1 / 8 / 32.
-The tree class passed on the plugin side on every torch-2.11 release and met A/B on all but 0.5.14 / 0.5.15.post1,
-whose stock side has not run (sessions 38, 39). Trees stay opt-in for speed, not correctness: on the default invocation
-(fa3, steps 5 / topk 4 / 8 tokens) at real size the graph was 1.018x eager at c = 8 and 0.990x at c = 32 on 0.5.11
-(docs/gpu-runs/2026-11-29-s39/). On 0.5.11 / 0.5.12.x the handoff runs beside the graph
-(``test_verify_handoff_fa3.py``'s graph class met there, session 38).
+graph does). GPU proof: ``tests/registered/test_fa3_draft_extend_graph.py`` (run with the switch at 1; stock fails
+only each class's graph check, and an explicit tree on 0.5.11 / 0.5.12.x falls back to spec v1), a chain class and a
+tree class. Trees stay opt-in for speed, not correctness: on the default invocation (fa3, steps 5 / topk 4 / 8 tokens)
+the tree's graph shows no clear gain over its eager draft extend. On 0.5.11 / 0.5.12.x verify-handoff runs beside the
+graph (``tests/registered/test_verify_handoff_fa3.py``'s graph class).
 
 Removal: delete when 0.5.22 leaves the supported releases (upstream from 0.5.23).
 """
@@ -52,6 +49,7 @@ import logging
 import sys
 
 from ..catalog import Fix
+from . import draft_extend_graph as policy
 
 logger = logging.getLogger("sglang_specv2_fixes")
 
@@ -75,68 +73,17 @@ FIX = Fix(
     on_import=True,
 )
 
-FA3_MODULE = "sglang.srt.layers.attention.flashattention_backend"
-LISTED = "_specv2_fa3_draft_extend_graph_reason"  # fa3_graph_backends' reason (None: captured), kept on the worker
-
-
-def is_fa3(backend) -> bool:
-    cls = getattr(sys.modules.get(FA3_MODULE), "FlashAttentionBackend", None)  # imported where fa3 is the backend
-    return cls is not None and isinstance(backend, cls)
-
-
-def fa3_tree_reason(worker) -> str | None:
-    """tree-drafting's tree-width rule for an fa3 draft worker (0.5.11 / 0.5.12.x, where tree-drafting decides a
-    tree's draft-extend graph): this fix's rule, where its list ran in the same ``init_cuda_graphs`` (the function
-    both files build), whose decision it takes as made there; without this fix, fa3 trees keep their eager draft
-    extend."""
-    if LISTED not in vars(worker):
-        return "fa3-draft-extend-graph is not applied (fa3's draft-extend graph)"
-    return vars(worker)[LISTED]
-
-
-def fa3_graph_reason(worker, backend) -> str | None:
-    """Why this fa3 draft worker does not capture the draft-extend graph (None: it does)."""
-    from .. import selection
-
-    if not selection.fa3_draft_graph_enabled():
-        return selection.turned_off(selection.ENV_FA3_GRAPH)
-    if worker.topk > 1 and not selection.fa3_tree_draft_graph_opted_in():
-        return (f"a tree's fa3 draft-extend graph is opt-in ({selection.ENV_FA3_GRAPH}=1): at real size it was "
-                "1.02x eager at c = 8 and 0.99x at c = 32")
-    if getattr(backend, "fa_impl_ver", 3) != 3:
-        return f"fa{backend.fa_impl_ver}: only fa3 has run here"
-    captured = getattr(backend, "draft_extend_metadata_captured_in_graph", None)
-    if captured is not None and not captured():
-        return ("fa3 builds this pool's draft-extend metadata outside the graph (draft_extend_metadata_captured_in_graph: "
-                "a hybrid-SWA pool without a full-to-SWA mapping, or a translating KV index)")
-    if captured is None and not _swa_mapped(backend):
-        return ("a hybrid-SWA pool without a full-to-SWA mapping: not run with the graph here (0.5.16's "
-                "draft_extend_metadata_captured_in_graph test, applied to the pool before 0.5.16)")
-    return None
-
-
-def _swa_mapped(backend) -> bool:
-    """0.5.16's ``draft_extend_metadata_captured_in_graph`` on a backend that predates it: the pool is not hybrid-SWA,
-    or it has a full-to-SWA index mapping (0.5.15's unified pool, whose v2p table stands for it, has none)."""
-    if not getattr(backend, "use_sliding_window_kv_pool", False):
-        return True
-    return getattr(getattr(backend, "token_to_kv_pool", None), "full_to_swa_index_mapping", None) is not None
-
-
 def fa3_graph_backends(worker, is_cuda) -> list:
     """Called by the patched ``EagleDraftWorker._capture_cuda_graphs`` (``init_cuda_graphs`` before 0.5.14) before it
     tests its backend list: the classes to add to it. ``[FlashAttentionBackend]`` where the draft-extend backend is fa3
-    on CUDA and fa3_graph_reason allows, else none. For an fa3 worker the decision is logged once and kept for
-    /server_info."""
+    on CUDA and the policy's fa3 rule allows (draft_extend_graph.fa3_graph_reason), else none. For an fa3 worker the
+    decision is logged once and kept for /server_info."""
     backend = worker.draft_extend_attn_backend
-    if not is_cuda or not is_fa3(backend):
+    if not is_cuda or not policy.is_fa3(backend):
         return []
-    from .tree_drafting import record_draft_extend_graph
-
-    reason = fa3_graph_reason(worker, backend)
-    setattr(worker, LISTED, reason)  # this fix's list ran: tree-drafting's tree-width rule takes it (fa3_tree_reason)
-    width = worker.speculative_num_draft_tokens
-    decision = f"cuda graph (fa3), {width} tokens per request" if reason is None else f"eager: {reason}"
-    record_draft_extend_graph(worker, decision)
+    reason = policy.fa3_graph_reason(worker, backend)
+    setattr(worker, policy.FA3_LISTED, reason)  # this fix's list ran: tree-drafting's tree-width rule takes it
+    decision = policy.decision(worker.speculative_num_draft_tokens, reason, "fa3")
+    policy.record(worker, decision)
     logger.info("sglang-specv2-fixes: spec v2 draft extend: %s", decision)
-    return [] if reason else [sys.modules[FA3_MODULE].FlashAttentionBackend]
+    return [] if reason else [sys.modules[policy.FA3_MODULE].FlashAttentionBackend]

@@ -17,29 +17,26 @@ The backport, per code line (one patch file each):
   / ``..._replay_cuda_graph`` take DRAFT_EXTEND_V2 into spec v1's draft-extend branch (same wrappers, same
   ``FlashInferIndicesUpdaterPrefill.update(prefix_lens=None, use_ragged=False, spec_info)``). The graph runner at tree
   width and the capture decision are in tree-drafting's ``EagleDraftWorker.init_cuda_graphs``, where the release
-  decides: a tree through ``tree_drafting.tree_draft_extend_graph_reason``, a chain whose backend is not on the
-  release's list through ``flashinfer_graph_backends``, both -> ``flashinfer_graph_reason`` (a chain's runner is
-  already ``steps + 1 = num_draft_tokens`` wide). On by default: trees since their GPU rows met (2026-11-27,
-  docs/gpu-runs/2026-11-27-s21/: A/B on 0.5.11, 0.5.12 and 0.5.12.post1, greedy identity of the topk 4 / 8 flashinfer
-  tree rows with it on; at real size 0.83 - 0.87x the eager draft extend's TPOT), chains (the same branches and runner
-  at width 4 for 3 steps) since theirs did (test_flashinfer_draft_extend_graph_chain.py, A/B on the same three,
-  docs/gpu-runs/2026-11-27-s25/). A flashinfer chain on 0.5.11 went from 0.65 - 0.76 of upstream 0.5.17's tok/s
-  without it to 0.78 - 0.82 with it, and to 0.94 - 1.01 with the sync-free plan below (docs/bench/upstream-parity.md).
+  decides: a tree through ``draft_extend_graph.tree_width_reason``, a chain whose backend is not on the release's
+  list through ``flashinfer_graph_backends``, both -> ``draft_extend_graph.flashinfer_graph_reason`` (a chain's runner
+  is already ``steps + 1 = num_draft_tokens`` wide). On by default for trees and chains (GPU rows:
+  tests/registered/test_tree_flashinfer_draft_extend_graph.py, test_flashinfer_draft_extend_graph_chain.py; greedy
+  identity with the target served alone, stock eager). With the sync-free plan below, a flashinfer chain on these
+  releases serves about as fast as upstream 0.5.17's.
 * 0.5.13 / 0.5.13.post1 (patches/flashinfer-draft-extend-graph/0.5.13.patch): the graph metadata moved to
   ``_prepare_cuda_graph_metadata`` (the wrappers) and ``init_forward_metadata_out_graph`` (the plan, at capture and
   replay); both get 0.5.14's DRAFT_EXTEND_V2 branch (its own wrappers in ``draft_extend_cuda_graph_metadata``, which
   0.5.13 declares but never fills), and ``init_cuda_graphs`` gets 0.5.14's list entry through
   ``flashinfer_graph_backends``, for chains and trees (the runner is already ``num_draft_tokens`` wide there, #27545).
-  On by default since its rows met A/B on both (2026-11-27, docs/gpu-runs/2026-11-27-s24/: stock eager, the plugin
-  captures with greedy output equal to the target served alone). The branches
-  serve only the graph this rule captures (it marks the backend with the graph's width, ``graph_width``); multi-layer
+  On by default (GPU row: stock eager, the plugin captures with greedy output equal to the target served alone). The
+  branches serve only the graph this rule captures (it marks the backend with the graph's width, ``graph_width``); multi-layer
   EAGLE's runner, which 0.5.13 captures on every backend, keeps stock's "Invalid mode" on flashinfer.
 
 On both lines the spec info the plan sees is made constant-width by ``fixed_width_spec_info``: these releases'
 draft-extend ``generate_attn_arg_prefill`` builds ``qo_indptr`` from the accepted tokens (spec v1's variable extend;
 the spec-v2 runner copies the accept lengths there), while the graph's rows are ``num_draft_tokens`` per request
 (0.5.14 reads ``num_tokens_per_req`` instead); the worker's draft input has no such method at all from 0.5.12 (only
-``EagleDraftExtendInput`` has). The capture rule (``flashinfer_graph_reason``, shared by both lines) runs the draft
+``EagleDraftExtendInput`` has). The capture rule (``draft_extend_graph.flashinfer_graph_reason``, shared by both lines) runs the draft
 extend eagerly with ``SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0`` (``SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0`` for
 trees), with an FR-Spec token map (the graph's logits buffer has the full draft vocab), and with two flashinfer
 wrappers (sliding window / cross attention: their prefill plan needs the extend's prefix lengths, which the graph
@@ -50,9 +47,8 @@ in the eager extend metadata (the graph path has no such ``.item()``: its plan g
 **The replay's plan without a device-to-host copy (on by default for chains and trees,
 ``SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0`` keeps flashinfer's own).** Stock's replay would plan through flashinfer's
 own ``BatchPrefillWithPagedKVCacheWrapper.plan``, whose ``qo_indptr.to("cpu")`` (and ``paged_kv_indptr`` /
-``paged_kv_last_page_len``) waits for the whole GPU queue, the verify just launched included: measured on an H200 with
-py-spy, 44 % (c = 1) / 38 % (c = 32) of the scheduler thread's time, a flashinfer EAGLE3 chain on 0.5.11 at 0.78 - 0.82
-of upstream 0.5.17's throughput with that plan. Upstream 0.5.14 replaces the plan at replay by ``fast_prefill_plan``,
+``paged_kv_last_page_len``) waits for the whole GPU queue, the verify just launched included: a large share of the
+scheduler thread's time (py-spy), and a flashinfer chain well below upstream 0.5.17's throughput. Upstream 0.5.14 replaces the plan at replay by ``fast_prefill_plan``,
 which calls flashinfer's ``_cached_module.plan`` itself with a host-known layout (``num_tokens_per_req`` rows per
 request, kv lengths from ``seq_lens_cpu``). The plugin gives these releases the same layout through flashinfer's own
 ``plan`` instead (it depends on no argument list of flashinfer's compiled module): ``call_begin_forward`` hands it CPU
@@ -86,11 +82,9 @@ The decision is logged and appended to ``serving.draft_extend_graph`` (", sync-f
 ", flashinfer's own plan: why"); every replay of such a graph is counted in ``serving.draft_extend_plans``
 ("sync-free", or "flashinfer: why"), so the GPU row asserts which plan ran. CPU-proven on the releases' real
 ``FlashInferAttnBackend`` / ``FlashInferIndicesUpdaterPrefill`` (tests/cpu/test_fix_flashinfer_draft_extend_graph*.py).
-On by default since test_flashinfer_draft_extend_graph_chain.py's sync-free class passed on 0.5.11, 0.5.12.post1 and
-0.5.13.post1 (2026-11-27, docs/gpu-runs/2026-11-27-s26/: greedy equal to the target alone, 32 concurrent requests with
-forced retraction, every replay planned sync-free), for chains: the tree rows have not run with it. A 0.5.11 flashinfer
-chain then ran at 0.994 / 0.943 / 1.010 of upstream 0.5.17's tok/s at c = 1 / 8 / 32 (0.812 / 0.783 / 0.817 with
-flashinfer's own plan).
+On by default; GPU row: tests/registered/test_flashinfer_draft_extend_graph_chain.py's sync-free class (greedy equal to
+the target alone, 32 concurrent requests with forced retraction, every replay planned sync-free), chains; trees take
+the same plan through the same replay metadata.
 
 ``on_import``: flashinfer_backend is imported when a flashinfer server builds its attention backend; a process that
 has not imported it at plugin load applies the fix then (docs/how-it-works.md).
@@ -101,9 +95,10 @@ Removal: delete when 0.5.13.post1 leaves the supported releases (upstream from 0
 from __future__ import annotations
 
 import logging
-import sys
 
+from .. import runtime
 from ..catalog import Fix
+from . import draft_extend_graph as policy
 
 logger = logging.getLogger("sglang_specv2_fixes")
 
@@ -130,13 +125,11 @@ FIX = Fix(
     ),
     removal="delete when 0.5.13.post1 leaves the supported releases (upstream from 0.5.14)",
     on_import=True,  # flashinfer_backend: imported by a flashinfer server's attention backend, not by every process
+    requires=("verify-handoff",),  # the sync-free plan needs the host mirror that verify-handoff may drop
 )
 
 # ------------------------------------------------------------------ code the patched functions call
-FLASHINFER_MODULE = "sglang.srt.layers.attention.flashinfer_backend"
-# the FlashInferAttnBackend functions that carry this fix's DRAFT_EXTEND_V2 graph metadata, by graph-metadata API
-_CAPTURE_REPLAY = ("init_forward_metadata_capture_cuda_graph", "init_forward_metadata_replay_cuda_graph")  # .. 0.5.12.x
-_OUT_GRAPH = ("_prepare_cuda_graph_metadata", "init_forward_metadata_out_graph")  # 0.5.13 on
+FLASHINFER_MODULE = policy.FLASHINFER_MODULE
 GRAPH_WIDTH = "_specv2_draft_extend_graph_width"  # on the backend whose graph flashinfer_graph_backends lets capture
 # the sync-free plan (the default; SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0 turns it off): the function that
 # hands flashinfer's plan the host layout, the mark on a backend whose draft-extend graph replays with it
@@ -195,60 +188,28 @@ def fixed_width_spec_info(spec_info, bs: int, width: int = None):
     return cls(hidden_states=spec_info.hidden_states, **{tokens: lens[0], drafts: lens[1]})
 
 
-def metadata_targets() -> tuple:
-    """The FlashInferAttnBackend functions that carry this fix's DRAFT_EXTEND_V2 graph metadata on the installed
-    release: ``_prepare_cuda_graph_metadata`` / ``init_forward_metadata_out_graph`` where the class has that API
-    (0.5.13 on), else the capture / replay pair (0.5.11 / 0.5.12.x)."""
-    cls = getattr(sys.modules.get(FLASHINFER_MODULE), "FlashInferAttnBackend", None)
-    names = _OUT_GRAPH if cls is not None and hasattr(cls, _OUT_GRAPH[0]) else _CAPTURE_REPLAY
-    return tuple(f"{FLASHINFER_MODULE}.FlashInferAttnBackend.{name}" for name in names)
-
-
-def flashinfer_graph_reason(worker, backend):
-    """Why this flashinfer draft worker does not capture the spec-v2 draft-extend CUDA graph (None: it does). Called
-    for trees by tree-drafting's rule on 0.5.11 / 0.5.12.x (``tree_drafting.tree_draft_extend_graph_reason``), and by
-    ``flashinfer_graph_backends`` for chains and trees on 0.5.13.x and for chains on 0.5.11 / 0.5.12.x."""
-    from .. import core, selection
-
-    if not selection.flashinfer_draft_graph_enabled():
-        return selection.turned_off(selection.ENV_FLASHINFER_GRAPH)
-    tree = worker.speculative_num_draft_tokens > worker.speculative_num_steps + 1
-    if tree and not selection.tree_draft_graph_enabled():
-        return selection.turned_off(selection.ENV_TREE_GRAPH)
-    if not all(core.is_patched(t) for t in metadata_targets()):
-        return "flashinfer-draft-extend-graph is not applied: it carries flashinfer's DRAFT_EXTEND_V2 graph metadata"
-    if getattr(backend, "num_wrappers", 1) != 1 or getattr(backend, "use_sliding_window_kv_pool", False):
-        return ("two flashinfer wrappers (sliding window / cross attention): their prefill plan needs the extend's "
-                "prefix lengths, which the graph metadata (prefix_lens=None) does not give in this release")
-    if getattr(worker.server_args, "speculative_token_map", None):
-        return ("FR-Spec (--speculative-token-map): the graph's logits buffer has the full draft vocab "
-                "(eager, as upstream #28782)")
-    return None
+metadata_targets = policy.flashinfer_metadata_targets  # this fix's DRAFT_EXTEND_V2 graph metadata on this release
 
 
 def flashinfer_graph_backends(worker, is_cuda) -> list:
     """Called by the patched ``EagleDraftWorker.init_cuda_graphs`` inside its draft-extend graph list (0.5.13.x, chains
     and trees) and by tree-drafting's for a chain whose backend is not on that list (0.5.11 / 0.5.12.x):
-    ``[FlashInferAttnBackend]`` where the draft-extend backend is flashinfer on CUDA
-    and ``flashinfer_graph_reason`` allows (the backend is then marked with the graph's width, which the 0.5.13.x
-    metadata reads), else none. For a flashinfer worker the decision is logged once and kept for /server_info
+    ``[FlashInferAttnBackend]`` where the draft-extend backend is flashinfer on CUDA and the policy's flashinfer rule
+    allows (``draft_extend_graph.flashinfer_graph_reason``; the backend is then marked with the graph's width, which
+    the 0.5.13.x metadata reads), else none. For a flashinfer worker the decision is logged once and kept for /server_info
     (``serving.draft_extend_graph``); any other backend gets none, silently."""
     backend = worker.draft_extend_attn_backend
-    cls = getattr(sys.modules.get(FLASHINFER_MODULE), "FlashInferAttnBackend", None)  # imported where it is in use
-    if not is_cuda or cls is None or not isinstance(backend, cls):
+    if not is_cuda or not policy.is_flashinfer(backend):
         return []
-    from .tree_drafting import record_draft_extend_graph
-
-    reason = flashinfer_graph_reason(worker, backend)
+    reason = policy.flashinfer_graph_reason(worker, backend)
     width = worker.speculative_num_draft_tokens
-    decision = (f"cuda graph (flashinfer), {width} tokens per request{plan_decision(worker, backend)}"
-                if reason is None else f"eager: {reason}")
-    record_draft_extend_graph(worker, decision)
+    decision = policy.decision(width, reason, "flashinfer", plan_decision(worker, backend) if reason is None else "")
+    policy.record(worker, decision)
     logger.info("sglang-specv2-fixes: spec v2 draft extend: %s", decision)
     if reason is not None:
         return []
     backend.__dict__[GRAPH_WIDTH] = width
-    return [cls]
+    return [policy.flashinfer_class()]
 
 
 def graph_width(backend):
@@ -261,23 +222,20 @@ def graph_width(backend):
 _VERIFY_WAIT = "sglang.srt.managers.schedule_batch.ScheduleBatch.maybe_wait_verify_done"  # patched by verify-handoff
 
 
-def _two_wrappers(backend) -> bool:
-    return getattr(backend, "num_wrappers", 1) != 1 or getattr(backend, "use_sliding_window_kv_pool", False)
+_two_wrappers = policy.two_flashinfer_wrappers
 
 
 def fast_plan_reason(worker, backend):
     """Why this flashinfer draft-extend graph keeps flashinfer's own plan at replay although the sync-free plan is
     selected for it (None: it plans from host-known indptrs). The host layout needs the exact host mirror
     ``seq_lens_cpu`` of the draft extend on every graph replay (see the module docstring)."""
-    from .. import core
-
-    if not core.is_patched(PLAN_TARGET):
+    if not runtime.in_place(FIX.name, (PLAN_TARGET,)):
         return "flashinfer-draft-extend-graph's call_begin_forward is not applied: it hands the plan the host layout"
     if _two_wrappers(backend):
         return "two flashinfer wrappers (sliding window / cross attention): stock plan, as upstream 0.5.14"
     if not getattr(backend, "needs_cpu_seq_lens", True):  # 0.5.13.x: what the scheduler's FutureMap publishes
         return "the backend does not ask the scheduler for seq_lens_cpu (needs_cpu_seq_lens False)"
-    if core.is_patched(_VERIFY_WAIT):  # 0.5.11 / 0.5.12.x: verify-handoff drops seq_lens_cpu where its rule admits
+    if runtime.in_place("verify-handoff", (_VERIFY_WAIT,)):  # 0.5.11 / 0.5.12.x: verify-handoff drops seq_lens_cpu where its rule admits
         from .verify_handoff import server_reason
 
         if server_reason(worker.server_args) is None:

@@ -21,9 +21,8 @@ step (stock would overlap that result's processing with the prefill launch).
 
 The pending batch can also be a prefill whose result finishes a grammar request: a retracted request re-prefilled up
 to its grammar's end (or ``max_new_tokens`` 1). Its requests join the next speculative grammar decode, which syncs on
-that result after it is built, and so launches the finished request. Seen on a GPU on 2026-11-26
-(``test_hybrid_mamba_serves.py``: tiny Qwen3-Next, forced retraction, regex requests; the probe's check mode stopped
-the plugin side at such a launch on 0.5.12 - 0.5.13.post1). So the release's own rule is also asked of a pending
+that result after it is built, and so launches the finished request (``tests/registered/test_hybrid_mamba_serves.py``:
+tiny Qwen3-Next, forced retraction, regex requests; the probe's check mode stops at such a launch). So the release's own rule is also asked of a pending
 prefill batch, as the decode step its requests join next (``syncs_as_decode``: a shallow copy with a DECODE forward
 mode): up to 0.5.16 that says yes for every speculative grammar prefill, from 0.5.17 only where
 ``ScheduleBatch.grammar_needs_sync()`` does (host-draft algorithms). One patch text can then serve 0.5.16 and 0.5.17

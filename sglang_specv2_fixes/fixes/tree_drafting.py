@@ -17,7 +17,7 @@ the worker side is in 0.5.13.post1 as ``_finalize_accept_tree_path`` / ``_compac
 * routing on the final params (launcher): where the user chose no attention backend, upstream's default
   rule is applied again with the final topk (Hopper: kept on fa3, as upstream 0.5.13 - 0.5.17 run it; fa3 -> flashinfer
   with SGLANG_SPECV2_FIXES_FA3_TREES=0); dense model + topk > 1 + page_size == 1 (+ flashinfer / triton / fa3,
-  the backends whose tree path ran on a GPU here, fa3 unless that switch is off; no MLA, no MLP-sync padding, no
+  the backends whose tree path has a GPU row, fa3 unless that switch is off; no MLA, no MLP-sync padding, no
   multi-layer EAGLE) -> spec v2 tree drafting;
   any other topk > 1 setup -> spec v1 with one warning naming the reason; an explicit
   ``--disable-overlap-schedule`` is always kept; topk == 1 unchanged;
@@ -26,12 +26,12 @@ the worker side is in 0.5.13.post1 as ``_finalize_accept_tree_path`` / ``_compac
   size ``bs * accept_index.shape[1]``; each release keeps its own count semantics;
 * ``EagleDraftWorker.init_cuda_graphs`` / ``EAGLEDraftExtendCudaGraphRunner.__init__``: the spec-v2 draft-extend
   graph at tree width (``num_draft_tokens`` rows per request, as upstream 0.5.13; the triton metadata's query
-  stride comes with draft-extend-kv-range, #27545), captured only where draft_extend_graph_at_tree_width
-  allows (on by default since the tree rows ran with it on a GPU; ``SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0``
-  turns it off; flashinfer's graph, upstream #28782, with flashinfer-draft-extend-graph's metadata, on by default
-  since its rows ran on a GPU, ``SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0`` turns it off), else eager; the same
-  function asks ``flashinfer_draft_extend_graph.flashinfer_graph_backends`` about a chain whose backend is not on the
-  release's list (#28782 captures flashinfer's graph for chains too);
+  stride comes with draft-extend-kv-range, #27545), captured only where the shared draft-extend graph policy allows
+  (``draft_extend_graph.tree_width_reason``; on by default, ``SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0`` turns it off;
+  flashinfer's graph, upstream #28782, with flashinfer-draft-extend-graph's metadata, on by default,
+  ``SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0`` turns it off), else eager; the same function asks
+  ``flashinfer_draft_extend_graph.flashinfer_graph_backends`` about a chain whose backend is not on the release's
+  list (#28782 captures flashinfer's graph for chains too);
 * ``SchedulerRuntimeCheckerMixin.self_check_during_busy``: the busy leak check runs for spec v2
   tree drafting (it stays skipped for spec v1 tree drafting).
 
@@ -41,10 +41,10 @@ See docs/tree_drafting_notes.md for the per-release details and open risks.
 from __future__ import annotations
 
 import logging
-import sys
 
 from ..catalog import Fix
 from ..selection import ENV_FA3_TREES, fa3_trees_enabled
+from . import draft_extend_graph as policy
 
 logger = logging.getLogger("sglang_specv2_fixes")
 
@@ -55,6 +55,8 @@ FIX = Fix(
     what="ServerArgs._handle_speculative_decoding routes topk > 1 after auto_choose_speculative_params (an auto-chosen attention backend is re-chosen by upstream's default rule on the final topk; page_size == 1 dense models on flashinfer/triton keep spec v2, everything else spec v1 with a warning); EAGLEWorkerV2.verify uses the accepted width as bonus stride and compacts the accepted tree path (target KV via move_accepted_tokens_to_target_kvcache, predict, hidden states) to the front of each request block; move_accepted_tokens_to_target_kvcache launches bs * accept_index.shape[1]; EagleDraftWorker.init_cuda_graphs skips the num_steps+1-wide draft-extend graph for trees (and captures flashinfer's for chains where flashinfer-draft-extend-graph's rule allows); the busy leak check runs for spec v2 tree drafting",
     why="default EAGLE/EAGLE3 params (auto-chosen topk 4) keep the overlap scheduler on and run the unfinished spec v2 tree path: out-of-bounds reads (device-side assert 'vectorized gather kernel index out of bounds' under concurrency) and wrong bonus tokens / hidden states / KV",
     removal="delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream re-landed it in 0.5.13.post1, where spec v1 is gone)",
+    # its tree-width draft-extend graph rule tests their functions (draft_extend_graph.tree_width_reason)
+    requires=("draft-extend-kv-range", "flashinfer-draft-extend-graph", "fa3-draft-extend-graph"),
 )
 
 # ------------------------------------------------------------------ code the patched functions call
@@ -63,14 +65,8 @@ FIX = Fix(
 
 USER_BACKENDS = "_specv2_user_attention_backends"  # set by plugin.py before ServerArgs.__post_init__
 TREE_ROUTE = "_specv2_tree_route"  # route_tree's decision on a topk > 1 setup, read by plugin.serving_facts
-TREE_BACKENDS = ("flashinfer", "triton")  # attention backends whose spec-v2 tree path ran on a GPU here
+TREE_BACKENDS = ("flashinfer", "triton")  # attention backends whose spec-v2 tree path has a GPU row here
 FA3_TREE_BACKEND = "fa3"  # joins them unless SGLANG_SPECV2_FIXES_FA3_TREES=0 (selection.fa3_trees_enabled)
-DRAFT_EXTEND_GRAPH = "_specv2_draft_extend_graph"  # how a tree's draft extend runs, read by plugin.serving_facts
-# the draft-extend graph metadata that must be at tree width before that graph is captured (draft-extend-kv-range)
-TRITON_DRAFT_EXTEND_METADATA = tuple(
-    f"sglang.srt.layers.attention.triton_backend.TritonAttnBackend.{name}"
-    for name in ("init_forward_metadata_capture_cuda_graph", "init_forward_metadata_replay_cuda_graph")
-)
 
 
 def route_tree(server_args):
@@ -96,9 +92,8 @@ def follow_default_backend_rule(server_args):
     decode with topk > 1 or page_size > 1", else flashinfer (triton without it). But it runs before the
     speculative params are chosen, so the default invocation (no --speculative-eagle-topk) gets fa3 and
     then an auto-chosen topk of 4. Where the user set no attention backend at all, the rule is run again
-    now that topk is known. Upstream 0.5.13 - 0.5.17 still choose before topk and run that tree on fa3 (0.5.17
-    on an H200, 2026-11-29): with fa3 trees on (the default; SGLANG_SPECV2_FIXES_FA3_TREES=0 turns them off) fa3 is
-    kept as they keep it.
+    now that topk is known. Upstream 0.5.13 - 0.5.17 still choose before topk and run that tree on fa3 on Hopper:
+    with fa3 trees on (the default; SGLANG_SPECV2_FIXES_FA3_TREES=0 turns them off) fa3 is kept as they keep it.
     A user's explicit backend is never changed. ServerArgs built without this
     plugin's __post_init__ hook (e.g. a source tree patched from patches/) carries no record of what the
     user chose and is left alone. Returns (old, new) when it changed the backend, else None.
@@ -245,78 +240,24 @@ def compact_accept_to_front(x, accept_index, bs: int, num_draft_tokens: int):
     return out
 
 
-def tree_draft_extend_graph_reason(worker):
-    """Why this process cannot capture the spec-v2 draft-extend CUDA graph at tree width (None: it can).
-
-    The width itself is patched in ``EAGLEDraftExtendCudaGraphRunner.__init__`` (tree-drafting); the backend's graph
-    metadata must be at that width too:
-
-    * triton: draft-extend-kv-range (query stride / max_extend_len, upstream #27545). It was opt-in until it had run
-      on a GPU; since the tree rows of the registered matrix passed with it on (2026-11-24, 0.5.11 and 0.5.12.post1,
-      TP 2 included) it is the default, and SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0 turns it off.
-    * flashinfer: flashinfer-draft-extend-graph (the DRAFT_EXTEND_V2 branches of its graph metadata, upstream
-      #28782 / 0.5.14), whose rule is ``flashinfer_draft_extend_graph.flashinfer_graph_reason``. The default since its
-      rows met on a GPU (2026-11-27); SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0 turns it off.
-    * fa3: fa3-draft-extend-graph (fa3's DRAFT_EXTEND_V2 graph metadata is width-generic: the query width it keeps is
-      the captured tokens per request, the rest is rebuilt before each replay; upstream 0.5.23 captures it for trees
-      too), whose rule is ``fa3_draft_extend_graph.fa3_tree_reason``: for trees opt-in
-      (SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1; its rows met, the speed gain did not).
-
-    Any other backend runs a tree's draft extend eagerly.
-    """
-    from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
-
-    from .. import core, selection
-
-    if not selection.tree_draft_graph_enabled():
-        return selection.turned_off(selection.ENV_TREE_GRAPH)
-    backend = worker.draft_extend_attn_backend
-    if isinstance(backend, TritonAttnBackend):
-        if not all(core.is_patched(t) for t in TRITON_DRAFT_EXTEND_METADATA):
-            return "draft-extend-kv-range is not applied: it carries the tree-width query stride of the triton metadata"
-        return None
-    from .fa3_draft_extend_graph import fa3_tree_reason, is_fa3
-
-    if is_fa3(backend):
-        return fa3_tree_reason(worker)
-    from .flashinfer_draft_extend_graph import FLASHINFER_MODULE, flashinfer_graph_reason
-
-    flashinfer = getattr(sys.modules.get(FLASHINFER_MODULE), "FlashInferAttnBackend", None)  # imported if in use
-    if flashinfer is None or not isinstance(backend, flashinfer):
-        return "only the triton, flashinfer and fa3 draft-extend graph metadata is ported to tree width"
-    return flashinfer_graph_reason(worker, backend)
-
-
-def record_draft_extend_graph(worker, decision: str) -> None:
-    """Keep a draft worker's draft-extend graph decision for /server_info (``plugin.serving_facts``), which reads the
-    scheduler's server_args: the worker's own and its target worker's, which are the scheduler's object. They are one
-    object up to 0.5.16; from 0.5.17 the draft worker holds a deep copy (``draft_server_args_copy``)."""
-    worker.server_args.__dict__[DRAFT_EXTEND_GRAPH] = decision
-    target = getattr(getattr(worker, "target_worker", None), "server_args", None)
-    if target is not None:
-        target.__dict__[DRAFT_EXTEND_GRAPH] = decision
-
-
 def draft_extend_graph_at_tree_width(worker) -> bool:
     """Called by the patched ``EagleDraftWorker.init_cuda_graphs`` for a tree (num_draft_tokens > steps + 1) on CUDA:
-    True captures the draft-extend graph at tree width (triton, flashinfer or fa3), False runs the tree's
-    draft extend eagerly. The decision goes to the log once and to /server_info (``serving.draft_extend_graph``)."""
-    reason = tree_draft_extend_graph_reason(worker)
+    True captures the draft-extend graph at tree width (triton, flashinfer or fa3; the shared policy's
+    ``draft_extend_graph.tree_width_reason``: the width itself is patched in ``EAGLEDraftExtendCudaGraphRunner.__init__``,
+    the backend's graph metadata must be at that width too), False runs the tree's draft extend eagerly. The decision
+    goes to the log once and to /server_info (``serving.draft_extend_graph``)."""
+    reason = policy.tree_width_reason(worker)
     width = worker.speculative_num_draft_tokens
-    decision = f"cuda graph, {width} tokens per request" if reason is None else f"eager: {reason}"
     backend = worker.draft_extend_attn_backend
-    if reason is None and not _is_triton(backend):
-        from .fa3_draft_extend_graph import is_fa3
-        from .flashinfer_draft_extend_graph import plan_decision
+    label = suffix = ""
+    if reason is None and not policy.is_triton(backend):
+        if policy.is_fa3(backend):
+            label = "fa3"
+        else:
+            from .flashinfer_draft_extend_graph import plan_decision  # flashinfer's replay plan, its own switch
 
-        decision = (f"cuda graph (fa3), {width} tokens per request" if is_fa3(backend)
-                    else f"cuda graph (flashinfer), {width} tokens per request{plan_decision(worker, backend)}")
-    record_draft_extend_graph(worker, decision)
+            label, suffix = "flashinfer", plan_decision(worker, backend)
+    decision = policy.decision(width, reason, label, suffix)
+    policy.record(worker, decision)
     logger.info("sglang-specv2-fixes: spec v2 tree draft extend: %s", decision)
     return reason is None
-
-
-def _is_triton(backend) -> bool:
-    from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
-
-    return isinstance(backend, TritonAttnBackend)

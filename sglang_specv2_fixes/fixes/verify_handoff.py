@@ -8,8 +8,8 @@ block the scheduler thread until N's verify has finished on the GPU: ``ScheduleB
 pageable, hence blocking, ``.to(device)`` copies of the KV lengths). The exact host mirror ``seq_lens_cpu`` is needed
 for one reason on a triton + CUDA-graph decode step: ``prepare_for_extend_to_fill_draft_kvcache`` builds the draft
 extend's prefix lengths (and from them its positions) as a host list. So the host prepares N+1 only during N's draft
-extend, and the GPU waits for the host about 0.5 - 0.9 ms per decode step (docs/bench/upstream-parity.md: 4 - 10 % of a
-chain's tok/s at TP 1 against 0.5.17, 13 - 20 % at TP 2; the source comparison is in the fix's known-bugs record).
+extend, and the GPU idles while the host prepares every decode step: a few percent of a chain's throughput at TP 1,
+more at TP 2 (the source comparison with 0.5.17 is in the fix's known-bugs record).
 
 0.5.13+ keep the host one step ahead (0.5.17: the future map publishes ``new_seq_lens`` behind a GPU-side event, no D2H
 of ``seq_lens`` for triton, ``seq_lens_sum`` an upper bound, the draft extend's positions from device tensors). The
@@ -74,8 +74,8 @@ Trees (topk > 1, tree-drafting's spec-v2 path) add no consumer of the host mirro
 Upstream 0.5.17 serves trees on triton the same way: ``needs_cpu_seq_lens = False``, no ``seq_lens`` D2H, the tree
 mask written into the backend's buffer with ``seq_lens_sum`` an upper bound or unused.
 
-fa3 (on by default since its row met, below; ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0`` leaves fa3 out; the profile
-of the default invocation on fa3, docs/bench/default-fa3-tree-profile-2026-11-29.md, showed the host wait there). fa3's
+fa3 (on by default; ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0`` leaves fa3 out; the default invocation on Hopper, an
+fa3 tree, waits for the host the same way). fa3's
 metadata reads the host mirror for one value, ``max_seq_len_k``: the width of the page table it gathers
 (``req_to_token[..., :max_seq_pages]``) and a split heuristic; the kernels read ``cache_seqlens`` from the device.
 Where the mirror is absent upstream 0.5.17 takes the static bound ``max_context_len`` (the page tables' own width:
@@ -97,8 +97,7 @@ Where the mirror is absent upstream 0.5.17 takes the static bound ``max_context_
   runner's buffer, which holds an earlier batch's lengths (fa3 would size its page tables from them; triton reads
   neither). The draft runner already passes the batch's own None. ``EAGLEDraftExtendCudaGraphRunner.replay`` (the
   graph of fa3-draft-extend-graph) does the same for a draft extend: it copies ``seq_lens_cpu`` into its buffer only
-  where the batch has one. Before 2026-11-29 (session 37) a server with that graph switched on kept the synchronous
-  path instead (not run together on a GPU yet).
+  where the batch has one, so the handoff runs beside that graph.
 
 ``applies(batch)`` (every other batch keeps the release's synchronous path, byte for byte): a spec-v2 batch whose draft
 input carries a ``verify_done`` event (steady decode; the first decode after a prefill still syncs), no logprob or
@@ -109,22 +108,10 @@ multi-layer EAGLE, no PD disaggregation, no pdmux; chains and trees (a tree wide
 draft-extend graph at tree width on triton; fa3's eager draft extend reads no mirror, and its graph's replay gets
 None).
 
-On by default since its row met A/B on 0.5.11, 0.5.12 and 0.5.12.post1 (2026-11-27, docs/gpu-runs/2026-11-27-s23/,
-tests/registered/test_verify_handoff.py: greedy identity of a triton chain against the target served alone, the strict
-idle / busy memory checks under load, aborts and forced retraction; stock fails only the probe's count of host waits
-on ``verify_done``, 229 in a 16-request chain load, the plugin 0). At real size on 0.5.11 it gives 1.23 / 1.19 /
-1.06x output tok/s at c = 1 / 8 / 32, and the chain reaches 0.98 - 1.02x upstream 0.5.17 (docs/bench/upstream-parity.md).
-Trees were added after that (2026-11-27, session 24): the row's tree class (EAGLE3 3 steps / topk 4 / 8 tokens, the
-same seven checks after a check that the spec-v2 tree and its tree-width draft-extend graph are in use) passed on
-0.5.11 (docs/gpu-runs/2026-11-27-s24/; stock has no spec-v2 tree to compare: it falls back to spec v1), and at real
-size 0.5.11's triton tree topk 8 went from 0.88 / 0.92 to **1.00 / 0.97** of upstream 0.5.17's own at c = 1 / 8
-(docs/bench/tree-gap-profile-2026-11-27.md). The tree class then passed on 0.5.12 and 0.5.12.post1 (session 25,
-docs/gpu-runs/2026-11-27-s25/), and 0.5.12.post1's tree topk 8 reached 1.00 / 1.00 / 0.99 of upstream 0.5.17's at c = 1
-/ 8 / 32, so trees take the handoff by default wherever the fix applies. fa3 (chains and trees) followed on 2026-11-29
-(docs/gpu-runs/2026-11-29-s36/, tests/registered/test_verify_handoff_fa3.py on 0.5.11, 0.5.12 and 0.5.12.post1: the
-same checks against an fa3 target-only server; stock failed only the host-wait count and, for an explicit fa3 tree, its
-spec-v1 fallback): the default invocation on Hopper (fa3, topk 4 tree) went from 0.90 / 0.93 to 1.10 / 1.00 of upstream
-0.5.17 at c = 8 on 0.5.11 / 0.5.12.post1 (docs/bench/upstream-parity.md). ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0``
+On by default for chains and trees on triton and fa3. GPU proof: tests/registered/test_verify_handoff.py (triton,
+chains and trees) and test_verify_handoff_fa3.py (fa3): greedy identity against the target served alone, the strict
+idle / busy memory checks under load, aborts and forced retraction; stock fails only the probe's count of host waits on
+``verify_done`` (the plugin's is 0) and, for an explicit tree, its spec-v1 fallback. ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0``
 turns the fix off, ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0`` only on fa3 (``server_reason``).
 
 Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13).
@@ -133,11 +120,11 @@ Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 
 from ..catalog import Fix
 from .. import selection
+from . import draft_extend_graph as policy
 from ..selection import ENV_VERIFY_HANDOFF, ENV_VERIFY_HANDOFF_FA3, turned_off
 
 logger = logging.getLogger("sglang_specv2_fixes")
@@ -160,8 +147,7 @@ FIX = Fix(
     why=(
         "0.5.11 / 0.5.12.x block the scheduler thread until the previous verify ends (verify_done.synchronize, "
         "seq_lens.cpu()) to build the draft extend's positions on the host, so the next batch is prepared only during "
-        "the draft extend and the GPU idles 0.5 - 0.9 ms per decode step (4 - 10 % of a chain's tok/s at TP 1 against "
-        "0.5.17, 13 - 20 % at TP 2; trees, with the same wait, reach 0.88 - 0.96 of 0.5.17's tree tok/s)"
+        "the draft extend and the GPU idles for the host every decode step (0.5.13 keeps the host a step ahead)"
     ),
     removal="delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)",
 )
@@ -213,28 +199,8 @@ def _server_reason(args) -> str | None:
             return flag.replace("_", "-")
     if g("disaggregation_mode", "null") != "null":
         return f"PD disaggregation ({g('disaggregation_mode')})"
-    return None if fa3 else _tree_reason(args)  # fa3's draft extend is eager and needs no mirror (fa3_max_seq_len_k)
-
-
-def _tree_reason(args) -> str | None:
-    """A tree wider than steps + 1 runs its draft extend in tree-drafting's tree-width graph or eagerly. Eagerly, every
-    step would need ``materialize`` (a blocking read after the whole previous step, longer than the release's wait), so
-    such a server keeps the synchronous path. Read from the switch and, once the draft worker has decided, from the
-    decision tree-drafting records on the server args."""
-    from .tree_drafting import DRAFT_EXTEND_GRAPH
-
-    topk = getattr(args, "speculative_eagle_topk", None) or 1
-    steps = getattr(args, "speculative_num_steps", None) or 0
-    tokens = getattr(args, "speculative_num_draft_tokens", None) or 0
-    if topk == 1 or tokens <= steps + 1:
-        return None  # the release's own draft-extend graph (steps + 1 tokens per request)
-    if not selection.tree_draft_graph_enabled():
-        env = selection.ENV_TREE_GRAPH
-        return f"tree draft extend without its CUDA graph ({env}={os.environ.get(env)})"
-    decision = getattr(args, "__dict__", {}).get(DRAFT_EXTEND_GRAPH)
-    if decision is not None and not decision.startswith("cuda graph"):
-        return f"tree draft extend {decision}"
-    return None
+    # fa3's draft extend needs no mirror (fa3_max_seq_len_k); a tree without its draft-extend graph keeps the wait
+    return None if fa3 else policy.tree_handoff_reason(args)
 
 
 def applies(batch) -> bool:

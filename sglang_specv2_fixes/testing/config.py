@@ -44,7 +44,7 @@ def nccl_args(url, extra_args=()):
     Not with ``--dp-size`` > 1 without DP attention (``extra_args``: the row's other flags): SGLang's DP controller
     (``DataParallelController.launch_dp_schedulers``) builds every DP rank's ``PortArgs`` from the one
     ``server_args.nccl_port``, so the second rank's ``init_process_group`` fails with EADDRINUSE on a fixed port
-    (seen on 2 x H200, 0.5.11, 2026-11-24, both sides). Left unset, the controller binds a free port per rank."""
+    (both sides, stock and plugin). Left unset, the controller binds a free port per rank."""
     args = list(extra_args)
     if "--dp-size" in args and int(args[args.index("--dp-size") + 1]) > 1 and "--enable-dp-attention" not in args:
         return []

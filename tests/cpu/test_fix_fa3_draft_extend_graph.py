@@ -6,9 +6,8 @@ draft-extend backend is a real ``FlashAttentionBackend`` (its CUDA state left ou
 on a GPU machine and the graph runners replaced by recorders (they capture CUDA graphs).
 * stock builds no draft-extend runner for fa3 (the draft extend runs eagerly every decode step) while it builds one
   for triton;
-* the plugin builds it for an fa3 chain unless SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH is off (the default since its GPU
-  row met on every torch-2.11 release), for a tree (at its width, since session 37) only with that switch at 1 (opt-in:
-  no clear gain for a tree at real size), never for fa4 or a hybrid-SWA pool without a full-to-SWA mapping (0.5.16's
+* the plugin builds it for an fa3 chain unless SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH is off (the default), for a tree
+  (at its width) only with that switch at 1 (opt-in: no clear gain for a tree at real size), never for fa4 or a hybrid-SWA pool without a full-to-SWA mapping (0.5.16's
   draft_extend_metadata_captured_in_graph; before 0.5.16, which lacks it, the same test on the pool), and never off
   CUDA; the decision reaches /server_info (``serving.draft_extend_graph``);
 * a triton worker gets exactly stock's runners, and no decision is written for it;
@@ -42,7 +41,7 @@ from sglang_specv2_fixes import core, patchfile, releases
 from sglang_specv2_fixes.selection import ENV_FA3_GRAPH
 from sglang_specv2_fixes.testing import fa3_cpu
 from sglang_specv2_fixes.testing.causal_ref import D, H, KVH, causal_errors
-from sglang_specv2_fixes.fixes.tree_drafting import DRAFT_EXTEND_GRAPH
+from sglang_specv2_fixes.fixes.draft_extend_graph import DRAFT_EXTEND_GRAPH
 
 FIX = "fa3-draft-extend-graph"
 pytestmark = [
@@ -163,7 +162,7 @@ def test_stock_runs_fa3_draft_extend_eagerly(monkeypatch):
     ("off", 4, {}, True, False, "turned off by SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=off"),
     ("1", 1, {}, True, True, None),
     ("on", 1, {}, True, True, None),
-    ("1", 4, {}, True, True, None),  # a tree, at its width (since session 37, as 0.5.23)
+    ("1", 4, {}, True, True, None),  # a tree, at its width (as 0.5.23)
     (None, 4, {}, True, False, "a tree's fa3 draft-extend graph is opt-in (SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1)"),
     ("", 4, {}, True, False, "(SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1)"),
     ("1", 1, {"fa_impl_ver": 4}, True, False, "fa4: only fa3 has run here"),
@@ -263,7 +262,7 @@ fn = core.resolve_raw(target)
 print('RESULT ' + json.dumps(dict(
     imported_before=before, states={f: report.get(f).state for f in ('tree-drafting', sys.argv[2])},
     warnings=report.warnings,
-    mark=[getattr(f, '__specv2_fix__', None) for f in core._chain(fn) if getattr(f, '__specv2_fix__', None)])))
+    mark=[getattr(f, '__specv2_fix__', None) for f in core.chain(fn) if getattr(f, '__specv2_fix__', None)])))
 """
 
 

@@ -32,7 +32,7 @@ import pytest
 import torch
 from conftest import VERSION, requires_sglang, run_script_json, where_patched
 
-from sglang_specv2_fixes import core, plugin, selection
+from sglang_specv2_fixes import core, plugin, runtime, selection
 from sglang_specv2_fixes.fixes import flashinfer_draft_extend_graph as fix
 
 FIX_NAME = "flashinfer-draft-extend-graph"
@@ -194,8 +194,7 @@ def plans(monkeypatch):
     (None, True), ("", True), ("1", True), ("on", True), ("0", False), ("off", False), ("false", False),
 ])
 def test_switch_on_unless_off(monkeypatch, value, on):
-    """The sync-free plan unless the switch is off: chains since their GPU row passed with it (session 26), trees since
-    theirs did (session 28)."""
+    """The sync-free plan unless the switch is off, for chains and trees."""
     if value is None:
         monkeypatch.delenv(selection.ENV_FLASHINFER_FAST_PLAN, raising=False)
     else:
@@ -332,8 +331,8 @@ def test_fast_plan_reason_verify_handoff(monkeypatch, plan_target):
     triton, so never a flashinfer draft extend in practice): the plan refuses such a server rather than rely on that."""
     from sglang_specv2_fixes.fixes import verify_handoff
 
-    patched = core.is_patched
-    monkeypatch.setattr(core, "is_patched", lambda t: t == fix._VERIFY_WAIT or patched(t))
+    patched = runtime.is_patched
+    monkeypatch.setattr(runtime, "is_patched", lambda t: t == fix._VERIFY_WAIT or patched(t))
     monkeypatch.setattr(verify_handoff, "_SERVER", {})
     admitted = types.SimpleNamespace(
         speculative_algorithm="EAGLE3", attention_backend="triton", decode_attention_backend=None,

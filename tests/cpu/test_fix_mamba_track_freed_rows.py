@@ -250,8 +250,8 @@ print('RESULT ' + json.dumps(dict(
     states={f: report.get(f).state for f in ('tbo-verify-seq-lens', 'mamba-track-freed-rows')},
     warnings=report.warnings, hooks=len(hooks),
     same=core.STATE.built['tbo-verify-seq-lens'][target] is core.STATE.built['mamba-track-freed-rows'][target],
-    ours=any(f is core.STATE.built['mamba-track-freed-rows'][target] for f in core._chain(fn)),
-    mark=[getattr(f, '__specv2_fix__', None) for f in core._chain(fn) if getattr(f, '__specv2_fix__', None)])))
+    ours=any(f is core.STATE.built['mamba-track-freed-rows'][target] for f in core.chain(fn)),
+    mark=[getattr(f, '__specv2_fix__', None) for f in core.chain(fn) if getattr(f, '__specv2_fix__', None)])))
 """
 
 

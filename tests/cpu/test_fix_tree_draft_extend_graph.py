@@ -27,7 +27,7 @@ import torch
 from conftest import patched_here, where_patched
 
 from sglang_specv2_fixes import core, plugin, selection
-from sglang_specv2_fixes.fixes import flashinfer_draft_extend_graph, tree_drafting
+from sglang_specv2_fixes.fixes import draft_extend_graph, flashinfer_draft_extend_graph, tree_drafting
 
 pytestmark = [
     pytest.mark.release_scoped,
@@ -179,7 +179,7 @@ def _triton_metadata(monkeypatch, patched):
     if patched:
         for target, fn in core.build_fix("draft-extend-kv-range").items():
             monkeypatch.setattr(TritonAttnBackend, target.rsplit(".", 1)[1], fn)
-    assert all(core.is_patched(t) for t in tree_drafting.TRITON_DRAFT_EXTEND_METADATA) == patched
+    assert all(core.is_patched(t) for t in draft_extend_graph.TRITON_DRAFT_EXTEND_METADATA) == patched
 
 
 def test_stock_captures_a_draft_extend_graph_of_the_wrong_width(monkeypatch):
@@ -266,7 +266,7 @@ def _check_flashinfer_decision(monkeypatch, width, fi_env, tree_env, metadata, t
 
 
 @pytest.mark.parametrize("fi_env,tree_env,metadata,token_map,captured,why", [
-    (None, None, True, None, True, None),  # on by default since its GPU rows (session 21)
+    (None, None, True, None, True, None),  # on by default
     ("0", None, True, None, False, "turned off by SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0"),
     ("1", None, True, None, True, None),
     ("on", None, True, None, True, None),
@@ -283,7 +283,7 @@ def test_plugin_flashinfer_tree_graph_decision(monkeypatch, fi_env, tree_env, me
 
 
 @pytest.mark.parametrize("fi_env,tree_env,metadata,token_map,captured,why", [
-    (None, None, True, None, True, None),  # on by default since its GPU row met (session 25)
+    (None, None, True, None, True, None),  # on by default
     ("1", None, True, None, True, None),  # #28782 captures chains and trees
     ("0", None, True, None, False, "turned off by SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0"),
     ("1", "0", True, None, True, None),  # the tree switch is for trees only

@@ -1,5 +1,5 @@
-"""verify-handoff on fa3 (on unless SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0; opt-in until its GPU row met on
-2026-11-29), on the releases' real functions (0.5.11 / 0.5.12.x, where the fix patches).
+"""verify-handoff on fa3 (on unless SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0), on the releases' real functions
+(0.5.11 / 0.5.12.x, where the fix patches).
 
 * The server rule (``server_reason``): an fa3 server takes the handoff unless the switch is off, chains and trees alike
   (fa3's draft extend runs eagerly and needs no mirror, or in fa3-draft-extend-graph's graph, whose replay gets
@@ -59,7 +59,7 @@ def _server(**kw):
     (None, None, TREE, True),
     ("1", None, {}, True),
     ("1", None, TREE, True),
-    (None, "1", {}, True),  # the draft-extend graph's replay passes no stale mirror either (since session 37)
+    (None, "1", {}, True),  # the draft-extend graph's replay passes no stale mirror either
     (None, None, dict(decode_attention_backend="triton"), False),
     ("0", None, {}, False),
     ("off", None, TREE, False),

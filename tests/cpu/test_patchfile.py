@@ -17,7 +17,7 @@ import sys
 import traceback
 
 import pytest
-from conftest import LINE, VERSION
+from conftest import LINE, ROOT, VERSION
 
 from sglang_specv2_fixes import installed, patchfile, releases
 from sglang_specv2_fixes.catalog import Patched
@@ -474,3 +474,33 @@ def test_compose_line_errors(pkg, line, message):
     head, rest = text.split("\n\n", 1)
     with pytest.raises(PatchError, match=message):
         patchfile.parse(head + "\n" + line.format(m=module) + "\n\n" + rest)
+
+
+# ------------------------------------------------------------------------------- the message command
+def test_message_replaces_the_free_text_only(tmp_path):
+    """``patchfile message``: every stored file reads back as itself (a file whose message render filled), a new
+    message changes the text between the header and the first hunk and nothing else, and a message that would change
+    more (a line that reads as a header or hunk) is refused."""
+    import glob
+
+    files = sorted(glob.glob(os.path.join(ROOT, "patches", "*", "*.patch")))
+    assert len(files) > 100
+    same = 0
+    for path in files:
+        text = open(path, encoding="utf-8").read()
+        if patchfile.with_message(text, patchfile.message_of(text)) == text:
+            same += 1
+        new = patchfile.with_message(text, "What changes and why. " * 12)
+        assert patchfile.message_of(new) == ("What changes and why. " * 12).strip()
+        assert new.split("\n\n", 1)[0] == text.split("\n\n", 1)[0]  # the header, fingerprints included
+        assert new[new.index("\n--- a/"):] == text[text.index("\n--- a/"):]  # every hunk
+    assert same >= len(files) - 2  # hand-wrapped messages aside, the stored files are render's fill
+    path = tmp_path / "x.patch"
+    path.write_text(open(files[0], encoding="utf-8").read(), encoding="utf-8")
+    old = patchfile.message_of(path.read_text(encoding="utf-8"))
+    word = old.split()[3]
+    assert patchfile._main(["message", str(path), "--replace", word, "WORD"]) == 0
+    assert patchfile.message_of(path.read_text(encoding="utf-8")) == old.replace(word, "WORD")
+    assert patchfile._main(["message", str(path), "--replace", "no such text", "x"]) == 1
+    with pytest.raises(PatchError):  # filled, the second line would start a file's diff
+        patchfile.with_message(path.read_text(encoding="utf-8"), "x" * 99 + " --- a/sglang/x.py +++ b/sglang/x.py")

@@ -100,7 +100,7 @@ print('RESULT ' + json.dumps(dict(
     states={f: report['fixes'][f]['state'] for f in targets},
     reasons={f: report['fixes'][f]['reason'] for f in targets},
     patched={t: core.is_patched(t) for ts in targets.values() for t in ts},
-    ours={t: any(f is core.STATE.built.get(fix, {}).get(t) for f in core._chain(core.resolve_raw(t)))
+    ours={t: any(f is core.STATE.built.get(fix, {}).get(t) for f in core.chain(core.resolve_raw(t)))
           for fix, ts in targets.items() for t in ts},
     plain={t: inspect.isfunction(core.STATE.built[fix][t]) for fix, ts in targets.items() for t in ts},
     warnings=report['warnings'])))
@@ -217,7 +217,7 @@ else:  # as SGLang imports them
         importlib.import_module(module)
 report = plugin.announce('scheduler')
 hooks = [h for _, h, _ in HookRegistry._hooks[target]]
-runs = [f for f in core._chain(core.resolve_raw(target)) if getattr(f, patchfile.MARK, None)]
+runs = [f for f in core.chain(core.resolve_raw(target)) if getattr(f, patchfile.MARK, None)]
 print('RESULT ' + json.dumps(dict(
     states={f: [report.get(f).state, report.get(f).reason] for f in (first, later)}, warnings=report.warnings,
     hooks=[getattr(h, patchfile.MARK, None) for h in hooks], runs=[getattr(f, patchfile.MARK) for f in runs],

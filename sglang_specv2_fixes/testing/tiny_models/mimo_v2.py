@@ -35,7 +35,7 @@ vocab 1024 (``llama.write_tokenizer``). Non-obvious fields (file:function of the
 * full and SWA attention: 2 KV heads each, 4 query heads, head dim 64 for Q/K and V (hub: 4 vs 8 KV heads,
   192 / 128). The triton backend (``TritonAttnBackend.__init__``) sizes its kernels from one KV head count and one
   V head dim for every layer; with the hub's asymmetric heads (tried first: 1 vs 2 KV heads, V dim 32) the first
-  prefill on the GPU hit an illegal memory access (0.5.14, 2026-11-24). The SWA pool still gets its own
+  prefill on the GPU hit an illegal memory access (0.5.14). The SWA pool still gets its own
   ``swa_*`` fields (``model_runner_kv_cache_mixin.py``, ``is_hybrid_swa_compress``).
 * ``add_swa_attention_sink_bias`` true, ``add_full_attention_sink_bias`` false (hub values): sinks on the SWA layers
   and the MTP layer (``MiMoV2Attention``; ``ModelConfig._detect_attention_sinks``); fa3 and triton take ``sinks``.
