@@ -10,7 +10,7 @@ test. ``TestFa3DraftExtendGraphTree``: the same at tree width (3 steps / topk 4 
 on 0.5.11 / 0.5.12.x, where an explicit tree is spec v1). Runs on every torch-2.11 release the fix patches (0.5.11 -
 0.5.17: the release set below follows the table). The chain class met on all of them (sessions 35, 37, 38), the tree
 class on all but 0.5.14 / 0.5.15.post1, whose stock side has not run (sessions 38, 39; docs/proof.md). fa3 is not in the
-device bundle: carry the release's own fa3 in parts first (``ci/make_fa3_parts.sh``, ``ci/gpu_fa3.sh``;
+device bundle: carry the release's own fa3 in parts first (``ci/gpu/lease.sh fa3-parts``, then ``add`` / ``inst``;
 docs/design/device-bundles.md). Needs a Hopper GPU."""
 
 import unittest

@@ -6,7 +6,7 @@ leak checks, greedy equal to an fa3 target-only server, decode logprobs equal to
 tree under its mask) and the tree's draft extend eagerly (its tree-width graph metadata is ported for triton and
 flashinfer only). Stock falls back to spec v1 for explicit topk > 1; the plugin with the switch off too (and says
 why). Upstream 0.5.13 - 0.5.17 run the default invocation's tree on fa3 (0.5.17, 2026-11-29). fa3 is not in the
-device bundle: carry the release's own fa3 in parts (``ci/make_fa3_parts.sh``, ``ci/gpu_fa3.sh``). Hopper only."""
+device bundle: carry the release's own fa3 in parts (``ci/gpu/lease.sh fa3-parts``, then ``add`` / ``inst``). Hopper only."""
 
 import unittest
 

@@ -2,8 +2,8 @@
 4 steps / topk 8 / 16 draft tokens on an explicit ``--attention-backend fa3``, the checks of
 ``test_tree_fa3_topk4.py`` (``testing.rows.TreeRow``) at the wider tree: fa3's cascade target verify with a 16-token
 mask and its topk-8 draft decode. Stock falls back to spec v1 for explicit topk > 1. Met on 0.5.11, 0.5.12 and 0.5.12.post1
-(2026-11-29, with the switch set to 1 while fa3 trees were opt-in; docs/gpu-runs/2026-11-29-s35/). fa3 is not in the device bundle: carry it in parts (``ci/make_fa3_parts.sh``,
-``ci/gpu_fa3.sh``). Hopper only."""
+(2026-11-29, with the switch set to 1 while fa3 trees were opt-in; docs/gpu-runs/2026-11-29-s35/). fa3 is not in the device bundle: carry it in parts (``ci/gpu/lease.sh fa3-parts``,
+then ``add`` / ``inst``). Hopper only."""
 
 import unittest
 
