@@ -46,7 +46,7 @@ def test_every_slot_fits_sglangs_port_limits(gpu_bg):
     cmd = gpu_bg.row_command("0.5.11", "test_swa.py", gpu_bg.MAX_SLOTS - 1, 460, "/tmp/x")
     assert re.search(rf"--port-base {bases[-1]}\b", cmd), cmd
     assert cmd.count("--mode-env") == 1  # check mode on the plugin side, nothing else by default
-    cmd = gpu_bg.row_command("0.5.11", "test_tree_topk8.py", 0, 460, "/tmp/x",
+    cmd = gpu_bg.row_command("0.5.11", "test_tree_topk.py", 0, 460, "/tmp/x",
                              ["SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1"])
     assert "--mode-env auto:SGLANG_SPECV2_FIXES_CHECK=1 --mode-env auto:SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1" in cmd
     assert "--modes" not in cmd
