@@ -136,6 +136,34 @@ def test_every_row_launches_as_recorded(rows_on_path, monkeypatch):
         assert got[name]["tests"] == want[name]["tests"], (name, got[name]["file"])
 
 
+@pytest.mark.parametrize("short", [None, 5])
+def test_length_rounds_fail_on_a_request_cut_short(monkeypatch, short):
+    """SpecChecks.check_length_rounds (the dummy-weight rows' load check) on a stand-in server: passes when every
+    request returns its tokens by length, fails when one comes back short."""
+    import unittest
+
+    from sglang_specv2_fixes.testing import rows
+
+    asked = []
+
+    def fake_post(body):
+        want = body["sampling_params"]["max_new_tokens"]
+        asked.append(want)
+        got = want - 1 if short is not None and len(asked) == short else want
+        return {"meta_info": {"finish_reason": {"type": "length"}, "completion_tokens": got}}
+
+    monkeypatch.setattr(rows, "post", fake_post)
+    monkeypatch.setattr(rows, "server_info", lambda: {"internal_states": [{"avg_spec_accept_length": 2.5}]})
+    case = type("Case", (rows.SpecChecks, unittest.TestCase), {"runTest": lambda self: None})()
+    check = lambda: case.check_length_rounds("stand-in", 4, 2, 60, lambda i: 3 + i, 2)  # noqa: E731
+    if short is None:
+        check()
+    else:
+        with pytest.raises(AssertionError):
+            check()
+    assert sorted(asked) == [3, 3, 4, 4, 5, 5, 6, 6]
+
+
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
         sys.exit(__doc__)
