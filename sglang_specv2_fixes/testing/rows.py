@@ -1,6 +1,6 @@
 """Test mixins of the registered speculative rows: ``SpecChecks`` (assertions shared by every speculative row),
 ``ServerRow`` (one server per class: its reference prefetched, then the launch, stopped after the class),
-``ChainChecks`` (a chain row's five test cases), ``TreeRow`` (tree drafting at a width), ``DefaultInvocationRow``
+``ChainChecks`` (a chain row's five test cases), ``FinishLineRow`` (a finish-line row's server), ``TreeRow`` (tree drafting at a width), ``DefaultInvocationRow``
 (no spec-shape or backend flags) and ``RetractRow`` (retraction with chunked prefill at a page size), ``HandoffRow``
 (verify-handoff's checks). Mixed in *before* ``CustomTestCase`` (``class T(TreeRow, CustomTestCase)``) so their
 setUpClass wins."""
@@ -11,8 +11,9 @@ import requests
 
 from .client import (concurrent_generate, flush_cache, generate, health_ok, post, rescore_logprobs, server_info,
                      specv2_state)
+from . import finish_line
 from .config import common_without_backend, prompts
-from .reference import prefetch_reference, reference_outputs
+from .reference import prefetch_reference, prefetch_responses, reference_outputs
 from .server import TIMEOUT, URL, eagle3_args, launch, stop
 from ..selection import ENV_PROBE
 
@@ -202,6 +203,27 @@ class ChainChecks:
 
     def test_5_alive(self):
         self.check_alive()
+
+
+class FinishLineRow(ServerRow):
+    """The server of a finish-line row (test_finish_line.py, test_min_tokens_per_position.py): EAGLE3 ``SPEC`` (steps,
+    topk, draft tokens) on the shared flags, no forced retraction; the target-only answers to the row's /generate
+    ``BODIES`` (``finish_line.received`` of each) prefetched first."""
+
+    SPEC = (3, 1, 4)
+    BODIES = ()
+
+    @classmethod
+    def prefetch_target_only(cls):
+        prefetch_responses(cls.BODIES, keep=finish_line.received)
+
+    @classmethod
+    def launch_args(cls):
+        return eagle3_args(*cls.SPEC)
+
+    @classmethod
+    def server_env(cls):
+        return {}
 
 
 class TreeRow(ServerRow):

@@ -30,7 +30,7 @@ from sglang_specv2_fixes.testing.client import post, server_info, specv2_state
 from sglang_specv2_fixes.testing.config import MODELS_DIR, common_with_grammar, prompts
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import SpecChecks
-from sglang_specv2_fixes.testing.server import AB, launch, stop
+from sglang_specv2_fixes.testing.server import AB, eagle3_args, launch, stop
 from sglang_specv2_fixes.testing.tiny_models import qwen3_next
 from sglang.test.test_utils import CustomTestCase
 
@@ -56,10 +56,9 @@ class TestHybridMambaServes(CustomTestCase):
     def setUpClass(cls):
         path = qwen3_next.build(MODELS_DIR)
         cls.process = launch(
-            ["--speculative-algorithm", "NEXTN", "--speculative-draft-model-path", path,
-             "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
-             "--load-format", "dummy", "--speculative-draft-load-format", "dummy",
-             "--mamba-scheduler-strategy", "extra_buffer", "--max-running-requests", "16"],
+            eagle3_args(3, 1, 4, algorithm="NEXTN", draft_path=path)
+            + ["--load-format", "dummy", "--speculative-draft-load-format", "dummy",
+               "--mamba-scheduler-strategy", "extra_buffer", "--max-running-requests", "16"],
             target=path, env={"SGLANG_TEST_RETRACT": "1", "SGLANG_SPECV2_FIXES_PROBE": "1"},
             common=common_with_grammar())
 
