@@ -1,9 +1,9 @@
 """Test mixins of the registered speculative rows: ``SpecChecks`` (assertions shared by every speculative row),
 ``ServerRow`` (one server per class: its reference prefetched, then the launch, stopped after the class),
-``ChainChecks`` (a chain row's five test cases), ``FinishLineRow`` (a finish-line row's server), ``TreeRow`` (tree drafting at a width), ``DefaultInvocationRow``
-(no spec-shape or backend flags) and ``RetractRow`` (retraction with chunked prefill at a page size), ``HandoffRow``
-(verify-handoff's checks). Mixed in *before* ``CustomTestCase`` (``class T(TreeRow, CustomTestCase)``) so their
-setUpClass wins."""
+``ChainChecks`` (a chain row's five test cases), ``FinishLineRow`` (a finish-line row's server), ``TreeRow`` (tree
+drafting at a width), ``DefaultInvocationRow`` (no spec-shape or backend flags), ``RetractRow`` (retraction with
+chunked prefill at a page size) and ``HandoffRow`` (verify-handoff's checks). Mixed in *before* ``CustomTestCase``
+(``class T(TreeRow, CustomTestCase)``) so their setUpClass wins."""
 
 import concurrent.futures
 

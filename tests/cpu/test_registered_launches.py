@@ -1,6 +1,6 @@
 """Every registered row's servers, as its setUpClass starts them: the launches (model, URL, every flag, the
-environment) and the target-only references each test case asks for, and its test methods, with the server start stubbed (no GPU), compared
-with tests/cpu/registered_launches.json. The rows share their launch code (sglang_specv2_fixes.testing.rows /
+environment) and the target-only references each test case asks for, and its test methods, with the server start
+stubbed (no GPU), compared with tests/cpu/registered_launches.json. The rows share their launch code (sglang_specv2_fixes.testing.rows /
 sessions / server) and several cases share a file, so a change to a shared helper or a merge of row files must leave
 each case's servers as they were. A row whose flags change on purpose rewrites the file:
 
