@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Serving benchmark on the lent GPU machine (no network), from the repo root, with .device-bundle/<RELEASE>
-# (or the combined .device-bundle/both of ci/make_combined_bundle.sh) carried:
+# (or the combined .device-bundle/both of ci/gpu/make_combined_bundle.sh) carried:
 #   bash bench/gpu_bench.sh RELEASE [bench/serving.py args]
 #   bash bench/gpu_bench.sh 0.5.11 --side plugin=auto@0.5.11 --side upstream=off@0.5.17   # two releases, one GPU
-# Same preparation as ci/gpu_run.sh (unpack the SGLang bundle, make the plugin's entry point visible, the
+# Same preparation as ci/gpu/lease.sh's `run` step (unpack the SGLang bundle, make the plugin's entry point visible, the
 # `sglang` console shim that popen_launch_server runs), py-spy from a carried .whl/py_spy-*.whl (for
 # --host-profile-seconds; carry ".whl" beside the bundle), then bench/serving.py into ${OUT:-build}/bench-RELEASE
 # (one folder down: results.json, results.md, serving.png, pairs.png, server.log).
@@ -12,7 +12,7 @@
 set -uo pipefail
 T0=$(date +%s)
 V=${1:?usage: gpu_bench.sh RELEASE [serving.py args]}; shift
-source ci/gpu_prepare.sh "$V" || exit 1   # bundle, entry point, `sglang` shim
+source ci/gpu/prepare.sh "$V" || exit 1   # bundle, entry point, `sglang` shim
 # a --side NAME=SELECTION@RELEASE on another release: unpack that bundle too (.device-bundle/RELEASE or the combined
 # .device-bundle/both), in a subshell: serving.py puts ${SPECV2_UNPACK_ROOT:-/tmp}/sglang-RELEASE on that server's
 # PYTHONPATH in place of $V's
@@ -21,7 +21,7 @@ for _x in "$@"; do
   _s=""; [ "$_prev" = --side ] && _s=$_x; case "$_x" in --side=*) _s=${_x#--side=} ;; esac; _prev=$_x
   case "$_s" in *@*) _r=${_s#*@}; _r=${_r%%,*} ;; *) continue ;; esac
   if [ "$_r" != "$V" ]; then
-    (SPECV2_UNPACK_ONLY=1 source ci/gpu_env.sh "$_r" > /dev/null) && echo "[gpu_bench] side $_s: sglang $_r unpacked" \
+    (SPECV2_UNPACK_ONLY=1 source ci/gpu/env.sh "$_r" > /dev/null) && echo "[gpu_bench] side $_s: sglang $_r unpacked" \
       || echo "[gpu_bench] side $_s: unpacking sglang $_r failed (its server will be refused)"
   fi
 done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The serving benchmark (bench/serving.py) for several releases in one device call, from the repo root, with
-# .device-bundle/<RELEASE> (one release) or .device-bundle/both (ci/make_combined_bundle.sh) carried:
+# .device-bundle/<RELEASE> (one release) or .device-bundle/both (ci/gpu/make_combined_bundle.sh) carried:
 #   bash bench/gpu_real_size.sh "RELEASE [RELEASE ...]" [--split "A,B C"] [--waves] [--tiny] [bench/serving.py args]
 # (--split / --waves / --tiny may stand anywhere after the releases: session 31's background run, which put them after
 # serving.py's args, had serving.py refuse --waves)
@@ -9,7 +9,7 @@
 # configurations spread one part per GPU group (a configuration's pairs always on one group). A part takes TP GPUs
 # (--real-size-tp, default 1): part o (release k, part j, o = k*P + j) gets GPUs o*TP .. o*TP+TP-1, base port
 # ${REAL_SIZE_PORT0:-12500} + 400*o (a part's servers use base .. base + 299, and SGLang 0.5.17+ binds gRPC on each
-# server's port + 10000: clear of ci/gpu_bg.py's rows and their gRPC images, below the ephemeral port range, where a
+# server's port + 10000: clear of ci/gpu/bg.py's rows and their gRPC images, below the ephemeral port range, where a
 # connection's local port can take a fixed port first (session 30 lost a server at 52600 so). A part without its
 # GPUs is skipped, unless --waves: then parts run in waves of as many as the GPUs hold, each wave given an equal share
 # of the time left. Into $OUT (default build/real-size; build with --tiny):
@@ -78,10 +78,10 @@ if [ $((TOP + 10000)) -gt 65535 ]; then
 fi
 [ "$TOP" -lt "$EPH" ] || echo "[gpu_real_size] WARNING: ports up to $TOP reach the ephemeral range (from $EPH): a connection may hold one"
 for v in "${RELS[@]}"; do  # unpack each bundle once, before the parts start side by side
-  bash -c "source ci/gpu_prepare.sh $v" > /dev/null || echo "[gpu_real_size] preparing $v failed"
+  bash -c "source ci/gpu/prepare.sh $v" > /dev/null || echo "[gpu_real_size] preparing $v failed"
 done
 # the models once (serving.py would write them too, under a lock): tokenizers / torch from the first release's env
-[ "$NAME" = bench ] || (source ci/gpu_prepare.sh "${RELS[0]}" > /dev/null && python3 bench/real_size_models.py --model "$MODEL") \
+[ "$NAME" = bench ] || (source ci/gpu/prepare.sh "${RELS[0]}" > /dev/null && python3 bench/real_size_models.py --model "$MODEL") \
   || echo "[gpu_real_size] writing the models failed"
 echo "[gpu_real_size] $NGPU GPU(s), TP $TP, model $MODEL; releases ${RELS[*]}; parts: ${PARTS[*]}; $((WMAX + 1)) wave(s);" \
      "preparation took $(( $(date +%s) - T0 ))s; commit ${SPECV2_COMMIT:-unrecorded}"

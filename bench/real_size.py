@@ -54,7 +54,7 @@ CONFIGS = {
                        about="EAGLE3 tree, 3 steps / topk 8 / 16 tokens, page size 1 (stock: spec v1 fallback)"),
     "nospec": dict(spec=None, extra=[], about="no speculation (target only)"),
     # issue 30's default invocation: SGLang chooses the draft shape and the attention backend (fa3 for Llama on
-    # Hopper: carry the fa3 kernels, ci/gpu_fa3.sh); a side's --server-args backend still wins
+    # Hopper: carry the fa3 kernels, ci/gpu/lease.sh add / inst); a side's --server-args backend still wins
     "default": dict(spec="default", drop=["--attention-backend"], extra=list(DRAFT_DUMMY),
                     about="EAGLE3 with the draft path only: no step / topk / token or attention-backend flags"),
 }

@@ -64,7 +64,7 @@ TINY_CONFIGS = dict(CONFIGS)  # CONFIGS is the active set: --real-size swaps in 
 REAL_SIZE = False  # --real-size (set by parse_args)
 DEFAULT_SIDES = [report.side_label(s) for s in report.DEFAULT_SIDES]  # stock=off, plugin=auto
 DEFAULT_REPEATS = "1,nospec@8=3,eagle3-topk1@8=3"
-BASE_PORT = 12500  # below the ephemeral port range; clear of ci/gpu_bg.py's rows (its slot_ports)
+BASE_PORT = 12500  # below the ephemeral port range; clear of ci/gpu/bg.py's rows (its slot_ports)
 SEED = 1  # bench_serving --seed: the same prompts on both sides
 LOG_CAP_BYTES = 12 * 2 ** 20  # server.log: the GPU machine returns files up to 16 MiB
 POINT_OVERHEAD_S = 2.5  # planning: a point's cost on top of its load (bench_serving's warm-up request, cache flush)
@@ -991,7 +991,7 @@ def dry_run(a):
     for s in a.sides:
         where = os.path.join(a.release_root, f"sglang-{s.release}")
         if s.release and s.release != running and not os.path.isdir(where):
-            print(f"[dry-run] {s.name}: {where} is not unpacked here (source ci/gpu_env.sh {s.release} first)")
+            print(f"[dry-run] {s.name}: {where} is not unpacked here (source ci/gpu/env.sh {s.release} first)")
     print(f"[dry-run] out: {a.out}/{{results.json,results.md,serving.png,pairs.png,server.log}}")
     print(f"[dry-run] budget {a.budget_s:.0f}s" + ("" if REAL_SIZE else
                                                   f"; tiny models in {md} (built by sglang_specv2_fixes.testing.tiny_models)"))
@@ -1048,7 +1048,7 @@ def build_parser():
     add("--side", action="append", metavar="NAME=SELECTION[@RELEASE][,ENV=VAL...]",
         help=f"a side; give it twice, baseline first (default: {' '.join('--side ' + s for s in DEFAULT_SIDES)})")
     add("--release-root", default=os.environ.get("SPECV2_UNPACK_ROOT", "/tmp"),
-        help="where ci/gpu_env.sh unpacks each release (sglang-RELEASE), for @RELEASE sides (default "
+        help="where ci/gpu/env.sh unpacks each release (sglang-RELEASE), for @RELEASE sides (default "
              "$SPECV2_UNPACK_ROOT or /tmp)")
     add("--max-total-tokens", default=None, help="both servers' --max-total-tokens (default: COMMON's; real size: 32768)")
     add("--repeats", default=DEFAULT_REPEATS, help="a/b pairs per point: N, or rules N,CONFIG=N,CONFIG@C=N,@C=N (later "

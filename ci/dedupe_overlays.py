@@ -1,8 +1,8 @@
 """Hard-link identical files across the CPU release overlays (ci/setup_cpu_env.sh calls it after they install).
 
 Sixteen overlays carry sixteen copies of sglang and of flashinfer, and most of those files are byte-identical
-between neighbouring releases: about 1.8 GiB of the 4 GiB. The CI machine's free disk varies (a run of stop 37
-ran out during setup), so setup keeps one copy. Only files with the same path inside their overlay and the same
+between neighbouring releases: about 1.8 GiB of the 4 GiB. The CI machine's free disk varies (setup can run
+out of it), so setup keeps one copy. Only files with the same path inside their overlay and the same
 size are compared, by content; a hard link is made through a temp name and a rename, so an interrupted run
 leaves every file in place. Nothing writes into an overlay after setup (Python's bytecode cache writes new files).
 

@@ -14,7 +14,7 @@
 # Anchors: one release per decode-step layout, so each gets the whole suite:
 #   0.5.11        SchedulerOutputProcessorMixin decode path; the four fixes patched (the original target)
 #   0.5.13.post1  scheduler_components.batch_result_processor; spec v1 still present (is_spec_v2)
-# 0.5.12.x (the mixin too) was an anchor until the CI run passed 60 minutes (2026-11-26: 4633 s); the fixes' own
+# 0.5.12.x (the mixin too) was an anchor until the CI run passed 60 minutes; the fixes' own
 # tests that read its objects (draft-extend-kv-range, chunked-prefill-draft-chain, draft-decode-positions,
 # skip-stale-overlap-updates) are release_scoped, so they run there as on every release they apply to.
 # 0.5.14+ (spec v2 only, Req.kv from 0.5.16) get the release-scoped subset only: many whole-suite tests

@@ -236,8 +236,7 @@ def tests_ran(log_path):
 def failed_an_assertion(log_path):
     """Whether a failed run's log shows a test's assertion failing (unittest's ``FAIL:`` or an ``AssertionError``),
     rather than only errors: a server that never started or lost its port fails a row too, and its stock side then
-    proves nothing about the bug (session 30: 0.5.13's stock side lost its reference server's port; its exit code
-    read as 'stock fails'). Reported, not judged: a crash the bug causes can fail a test without an assertion."""
+    proves nothing about the bug (a stock side that lost its reference server's port would read as 'stock fails'). Reported, not judged: a crash the bug causes can fail a test without an assertion."""
     try:
         with open(log_path, errors="replace") as f:
             return any(line.startswith("FAIL:") or "AssertionError" in line for line in f)

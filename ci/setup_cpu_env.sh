@@ -27,7 +27,7 @@ export PIP_NO_CACHE_DIR=${PIP_NO_CACHE_DIR:-1}
 # the table's queries need only the package's source (no sglang, no deps)
 table() { PYTHONPATH="$ROOT" "$VENV/bin/python" -m sglang_specv2_fixes.releases "$@"; }
 
-# The CI machine's disk is shared and was once nearly full (stop 44: 346 MB free, every install failed at +27 s).
+# The CI machine's disk is shared and can be nearly full (then every install fails within seconds).
 # Before installing, wait (SPECV2_DISK_WAIT_S, default 900 s; progress each minute) until the space this run still
 # needs is free; a failed install is retried once after the same wait.
 avail_kb() { df -Pk "$(dirname "$VENV")" | awk 'NR == 2 {print $4}'; }

@@ -1,16 +1,19 @@
 """Test mixins of the registered speculative rows: ``SpecChecks`` (assertions shared by every speculative row),
-``TreeRow`` (tree drafting at a width), ``DefaultInvocationRow`` (no spec-shape or backend flags) and ``RetractRow``
-(retraction with chunked prefill at a page size), ``HandoffRow`` (verify-handoff's checks). Mixed
-in *before* ``CustomTestCase`` (``class T(TreeRow, CustomTestCase)``) so their setUpClass wins."""
+``ServerRow`` (one server per class: its reference prefetched, then the launch, stopped after the class),
+``ChainChecks`` (a chain row's five test cases), ``FinishLineRow`` (a finish-line row's server), ``TreeRow`` (tree
+drafting at a width), ``DefaultInvocationRow`` (no spec-shape or backend flags), ``RetractRow`` (retraction with
+chunked prefill at a page size) and ``HandoffRow`` (verify-handoff's checks). Mixed in *before* ``CustomTestCase``
+(``class T(TreeRow, CustomTestCase)``) so their setUpClass wins."""
 
 import concurrent.futures
 
 import requests
 
-from .client import (concurrent_generate, flush_cache, generate, health_ok, rescore_logprobs, server_info,
+from .client import (concurrent_generate, flush_cache, generate, health_ok, post, rescore_logprobs, server_info,
                      specv2_state)
+from . import finish_line
 from .config import common_without_backend, prompts
-from .reference import prefetch_reference, reference_outputs
+from .reference import prefetch_reference, prefetch_responses, reference_outputs
 from .server import TIMEOUT, URL, eagle3_args, launch, stop
 from ..selection import ENV_PROBE
 
@@ -68,6 +71,32 @@ class SpecChecks:
         for i, o in enumerate(outs):
             self.assertEqual(o["meta_info"]["completion_tokens"], 4 + (i * 13) % 90)
         return outs
+
+    def check_length_rounds(self, label, n, rounds, seed, max_new_tokens, workers):
+        """``rounds`` rounds of ``n`` concurrent greedy requests that ignore EOS (``prompts(n, seed=seed + round)``, at
+        most ``workers`` at once; request i asks for ``max_new_tokens(i)`` tokens): every one finishes by length with
+        exactly that many, and the server reports an acceptance length (speculative verify steps ran). For rows on
+        dummy weights, whose greedy text is no oracle; ``label`` starts the printed summary."""
+        outs = []
+        for rnd in range(rounds):
+            ps = prompts(n, seed=seed + rnd)
+
+            def one(i):
+                body = {"input_ids": ps[i], "sampling_params": {"temperature": 0, "ignore_eos": True,
+                                                                "max_new_tokens": max_new_tokens(i)}}
+                return i, post(body)
+
+            with concurrent.futures.ThreadPoolExecutor(workers) as ex:
+                outs += list(ex.map(one, range(n)))
+        wrong = [f"request {i}: {o['meta_info']['finish_reason']} {o['meta_info']['completion_tokens']} tokens"
+                 for i, o in outs
+                 if o["meta_info"]["finish_reason"]["type"] != "length"
+                 or o["meta_info"]["completion_tokens"] != max_new_tokens(i)]
+        accept = server_info()["internal_states"][0].get("avg_spec_accept_length")
+        print(f"{label}: {len(wrong)} of {len(outs)} requests wrong; {wrong[:4]}; avg_spec_accept_length {accept}")
+        self.assertEqual(len(outs), n * rounds)
+        self.assertEqual(wrong, [])
+        self.assertIsNotNone(accept)
 
     def check_accept_length(self, minimum):
         accept = server_info()["internal_states"][0].get("avg_spec_accept_length")
@@ -129,8 +158,75 @@ class SpecChecks:
         self.check_alive()
 
 
+class ServerRow(SpecChecks):
+    """One server under test per class, mixed in *before* CustomTestCase (its setUpClass wins over unittest's no-op
+    one): the target-only reference its checks compare with is prefetched first (``prefetch_target_only``), then
+    ``launch(cls.launch_args(), env=cls.server_env())`` (forced retraction and ``ENV``); it stops after the class."""
 
-class TreeRow(SpecChecks):
+    ENV = {}  # extra server environment
+
+    @classmethod
+    def launch_args(cls):
+        raise NotImplementedError
+
+    @classmethod
+    def server_env(cls):
+        return {"SGLANG_TEST_RETRACT": "1", **cls.ENV}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.prefetch_target_only()
+        cls.process = launch(cls.launch_args(), env=cls.server_env())
+
+    @classmethod
+    def tearDownClass(cls):
+        stop(cls.process)
+
+
+class ChainChecks:
+    """The test cases of a chain row's server (with ``ServerRow``): greedy = target-only, decode logprobs = prefill,
+    32 concurrent requests, acceptance above MIN_ACCEPT, alive afterwards."""
+
+    MIN_ACCEPT = 2.0
+
+    def test_1_greedy_equals_target_only(self):
+        self.check_greedy_equals_target_only()
+
+    def test_2_decode_logprobs_match_prefill(self):
+        self.check_decode_logprobs_match_prefill()
+
+    def test_3_concurrent_load(self):
+        self.check_concurrent_load(32)
+
+    def test_4_acceptance_kept(self):
+        self.check_accept_length(self.MIN_ACCEPT)
+
+    def test_5_alive(self):
+        self.check_alive()
+
+
+class FinishLineRow(ServerRow):
+    """The server of a finish-line row (test_finish_line.py, test_min_tokens_per_position.py): EAGLE3 ``SPEC`` (steps,
+    topk, draft tokens) on the shared flags, no forced retraction; the target-only answers to the row's /generate
+    ``BODIES`` (``finish_line.received`` of each) prefetched first."""
+
+    SPEC = (3, 1, 4)
+    BODIES = ()
+
+    @classmethod
+    def prefetch_target_only(cls):
+        prefetch_responses(cls.BODIES, keep=finish_line.received)
+
+    @classmethod
+    def launch_args(cls):
+        return eagle3_args(*cls.SPEC)
+
+    @classmethod
+    def server_env(cls):
+        return {}
+
+
+class TreeRow(ServerRow):
     """A tree-drafting row, mixed in *before* CustomTestCase (``class T(TreeRow, CustomTestCase)``, so its
     setUpClass wins over unittest's no-op one): EAGLE3 STEPS / TOPK / TOKENS at page_size 1 with
     forced retraction. Stock falls back to spec v1 for explicit topk > 1 (asserted first); the plugin
@@ -139,17 +235,11 @@ class TreeRow(SpecChecks):
 
     STEPS = TOPK = TOKENS = MIN_ACCEPT = None
     LAUNCH_ARGS = ()  # the server under test only (e.g. "--tp-size", "2"); its target-only reference stays TP 1
-    ENV = {}  # extra server environment
 
     @classmethod
-    def setUpClass(cls):
-        cls.prefetch_target_only()
-        cls.process = launch(eagle3_args(steps=cls.STEPS, topk=cls.TOPK, tokens=cls.TOKENS) + ["--page-size", "1"]
-                             + list(cls.BACKEND_ARGS) + list(cls.LAUNCH_ARGS), env={"SGLANG_TEST_RETRACT": "1", **cls.ENV})
-
-    @classmethod
-    def tearDownClass(cls):
-        stop(cls.process)
+    def launch_args(cls):
+        return (eagle3_args(steps=cls.STEPS, topk=cls.TOPK, tokens=cls.TOKENS) + ["--page-size", "1"]
+                + list(cls.BACKEND_ARGS) + list(cls.LAUNCH_ARGS))
 
     def test_1_spec_v2_tree_is_used(self):
         info = server_info()
@@ -215,7 +305,7 @@ class DefaultInvocationRow(SpecChecks):
         self.check_alive()
 
 
-class RetractRow(SpecChecks):
+class RetractRow(ServerRow):
     """A retract guard row, mixed in before CustomTestCase like ``TreeRow``: EAGLE3 3/1/4 on spec v2 at PAGE_SIZE with forced
     retraction (SGLANG_TEST_RETRACT); long prompts (PROMPT_LEN) split by CHUNK-sized chunked prefill
     while short requests decode; 64 concurrent mixed-length requests. ``--enable-mixed-chunk`` is
@@ -230,17 +320,13 @@ class RetractRow(SpecChecks):
         return prompts(24, seed=21, lo=lo, hi=hi) + prompts(24, seed=22)
 
     @classmethod
-    def setUpClass(cls):
+    def prefetch_target_only(cls):
         prefetch_reference(cls.long_and_short_prompts(), 40)
-        cls.process = launch(
-            eagle3_args(3, 1, 4) + ["--page-size", str(cls.PAGE_SIZE), "--enable-mixed-chunk",
-                                    "--chunked-prefill-size", str(cls.CHUNK), "--max-running-requests", "32"],
-            env={"SGLANG_TEST_RETRACT": "1"},
-        )
 
     @classmethod
-    def tearDownClass(cls):
-        stop(cls.process)
+    def launch_args(cls):
+        return eagle3_args(3, 1, 4) + ["--page-size", str(cls.PAGE_SIZE), "--enable-mixed-chunk",
+                                       "--chunked-prefill-size", str(cls.CHUNK), "--max-running-requests", "32"]
 
     def test_1_config(self):
         info = server_info()
@@ -262,7 +348,7 @@ class RetractRow(SpecChecks):
         self.check_alive()
 
 
-class HandoffRow(SpecChecks):
+class HandoffRow(ServerRow):
     """One server of a verify-handoff row (test_verify_handoff.py, test_verify_handoff_fa3.py), mixed in before
     CustomTestCase: EAGLE3 STEPS / TOPK / TOKENS on BACKEND_ARGS' backend with CUDA graphs, page size 1, forced
     retraction, the probe on, ENV in the server's environment. test_7: the probe counts no host wait on a verify."""
@@ -271,17 +357,14 @@ class HandoffRow(SpecChecks):
     MIN_ACCEPT = 2.0  # the walk model's draft: 4.0 (the most 3 steps give) for the chain and the 3 / 4 / 8 tree
     BACKEND_ARGS = ("--attention-backend", "triton")
     LAUNCH_ARGS = ()  # the server under test only
-    ENV = {}  # extra server environment
 
     @classmethod
-    def setUpClass(cls):
-        cls.prefetch_target_only()
-        cls.process = launch(eagle3_args(cls.STEPS, cls.TOPK, cls.TOKENS) + list(cls.BACKEND_ARGS)
-                             + list(cls.LAUNCH_ARGS), env={"SGLANG_TEST_RETRACT": "1", ENV_PROBE: "1", **cls.ENV})
+    def launch_args(cls):
+        return eagle3_args(cls.STEPS, cls.TOPK, cls.TOKENS) + list(cls.BACKEND_ARGS) + list(cls.LAUNCH_ARGS)
 
     @classmethod
-    def tearDownClass(cls):
-        stop(cls.process)
+    def server_env(cls):
+        return {"SGLANG_TEST_RETRACT": "1", ENV_PROBE: "1", **cls.ENV}
 
     def test_1_greedy_equals_target_only(self):
         self.check_greedy_equals_target_only()

@@ -25,9 +25,10 @@ def models():
     return tiny_models.build_all(MODELS_DIR)
 
 
-def eagle3_args(steps=3, topk=1, tokens=4, algorithm="EAGLE3", draft="eagle3"):
-    m = models()
-    args = ["--speculative-algorithm", algorithm, "--speculative-draft-model-path", m[draft]]
+def eagle3_args(steps=3, topk=1, tokens=4, algorithm="EAGLE3", draft="eagle3", draft_path=None):
+    """The speculative flags: ``draft`` names one of the tiny models, ``draft_path`` gives a draft directory instead
+    (e.g. a detector draft, ``tiny_models.detectors``); ``steps=None`` leaves the spec shape to SGLang."""
+    args = ["--speculative-algorithm", algorithm, "--speculative-draft-model-path", draft_path or models()[draft]]
     if steps is not None:
         args += ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", str(topk),
                  "--speculative-num-draft-tokens", str(tokens)]
@@ -38,10 +39,9 @@ def mimo_multi_layer_args(path, max_running):
     """Multi-layer EAGLE v2 on the tiny MiMo-V2-Flash shape at ``path`` (``tiny_models.mimo_v2``): the checkpoint is
     target and MTP draft, dummy weights, EAGLE 3 steps / topk 1 / 4 tokens, fa3 (SGLang turns
     ``--enable-multi-layer-eagle`` on by itself for MiMo-V2 with EAGLE; flashinfer refuses its ``sinks=``)."""
-    return ["--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", path,
-            "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
-            "--load-format", "dummy", "--speculative-draft-load-format", "dummy",
-            "--max-running-requests", str(max_running), "--attention-backend", "fa3"]
+    return eagle3_args(3, 1, 4, algorithm="EAGLE", draft_path=path) + [
+        "--load-format", "dummy", "--speculative-draft-load-format", "dummy",
+        "--max-running-requests", str(max_running), "--attention-backend", "fa3"]
 
 
 def launch(extra_args, env=None, target=None, common=None, fixes=None):

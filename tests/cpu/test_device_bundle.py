@@ -1,4 +1,4 @@
-"""The device bundle layout (ci/make_combined_bundle.sh + ci/gpu_env.sh) on synthetic release bundles: a
+"""The device bundle layout (ci/gpu/make_combined_bundle.sh + ci/gpu/env.sh) on synthetic release bundles: a
 combined carry with an overlay release must unpack on the device to exactly what that release's own
 bundle holds, and ``importlib.metadata`` must read its version (on the GPU, a leftover empty dist-info of the
 base release once made 0.5.12 read as version None, so the plugin declared it unsupported)."""
@@ -40,7 +40,7 @@ def make_release(root, version, extra):
 def unpack(root, version, bundle):
     env = {**os.environ, "SPECV2_UNPACK_ONLY": "1", "SPECV2_UNPACK_ROOT": str(root / "unpacked"), "PYTHONPATH": ""}
     (root / "unpacked").mkdir(exist_ok=True)
-    p = subprocess.run(["bash", "-c", f"source {ROOT}/ci/gpu_env.sh {version} {bundle} && echo PP=$PYTHONPATH"],
+    p = subprocess.run(["bash", "-c", f"source {ROOT}/ci/gpu/env.sh {version} {bundle} && echo PP=$PYTHONPATH"],
                        cwd=root, env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     return root / "unpacked" / f"sglang-{version}"
@@ -50,7 +50,7 @@ def test_overlay_release_unpacks_to_its_own_bundle(tmp_path):
     make_release(tmp_path, "9.1.0", {"sglang/srt/only_a.py": "A = 1\n"})
     make_release(tmp_path, "9.2.0.post1", {"sglang/srt/changed.py": "V = 'post1'\n", "sglang/srt/gone.py": ""})
     make_release(tmp_path, "9.2.0", {"sglang/srt/changed.py": "V = 'base'\n", "sglang/srt/new.py": "N = 1\n"})
-    p = subprocess.run(["bash", os.path.join(ROOT, "ci", "make_combined_bundle.sh"), "9.1.0", "9.2.0.post1",
+    p = subprocess.run(["bash", os.path.join(ROOT, "ci", "gpu", "make_combined_bundle.sh"), "9.1.0", "9.2.0.post1",
                         "9.2.0=9.2.0.post1"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     both = tmp_path / ".device-bundle" / "both"
@@ -84,30 +84,43 @@ def test_overlay_release_unpacks_to_its_own_bundle(tmp_path):
     (1, "a b", {"a": "0", "b": "0"}),
 ])
 def test_gpu_matrix_deals_gpus_round_robin(tmp_path, ngpu, releases, expected):
+    """ci/gpu/lease.sh matrix runs its own ``run`` step once per release, each on its GPUs and port range (the release
+    environment and the runner stubbed: a python3 on PATH that prints its arguments)."""
     import shutil
 
-    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "gpu").mkdir(parents=True)
     (tmp_path / "bin").mkdir()
-    shutil.copy(os.path.join(ROOT, "ci", "gpu_matrix.sh"), tmp_path / "ci")
-    (tmp_path / "ci" / "gpu_run.sh").write_text('echo "RUN $1 $*"\n')
+    shutil.copy(os.path.join(ROOT, "ci", "gpu", "lease.sh"), tmp_path / "ci" / "gpu")
+    (tmp_path / "ci" / "gpu" / "prepare.sh").write_text(":\n")
+    fake = tmp_path / "bin" / "python3"
+    fake.write_text('#!/bin/sh\necho "PY $*"\n')
+    fake.chmod(0o755)
     smi = tmp_path / "bin" / "nvidia-smi"
     smi.write_text("#!/bin/sh\n" + "".join(f"echo 'GPU {i}: H200'\n" for i in range(ngpu)))
     smi.chmod(0o755)
-    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "BENCH_ROOT": str(tmp_path)}
     env.pop("OUT", None)
-    p = subprocess.run(["bash", "ci/gpu_matrix.sh", releases, "--jobs", "7"], cwd=tmp_path, env=env,
+    env.pop("SPECV2_COMMIT", None)  # run and matrix record nothing of their own
+    p = subprocess.run(["bash", "ci/gpu/lease.sh", "matrix", releases, "--jobs", "7"], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
-    got = {}
+    got, bases = {}, set()
     for line in p.stdout.splitlines():
-        words = line.split()  # [REL] RUN REL REL --gpus G --port-base P --jobs 7
-        got[words[2]] = words[words.index("--gpus") + 1]
+        words = line.split()  # [REL] PY ci/run_registered.py --out ROOT/specv2-runs/REL --gpus G --port-base P --jobs 7
+        if words[1:3] != ["PY", "ci/run_registered.py"]:
+            assert words[1:] == ["PY", "-m", "sglang_specv2_fixes", "status"], line
+            continue
+        rel = words[0].strip("[]")
+        assert words[words.index("--out") + 1] == str(tmp_path / "specv2-runs" / rel)
+        got[rel] = words[words.index("--gpus") + 1]
+        bases.add(words[words.index("--port-base") + 1])
         assert words[-2:] == ["--jobs", "7"]
     assert got == expected
+    assert len(bases) == len(expected)  # a port range of its own per release
 
 
 def test_xgrammar_overlay_unpacks_into_a_tree_without_it(tmp_path):
-    """ci/make_xgrammar_overlay.sh's output beside a make_bundle.sh bundle: gpu_env.sh puts xgrammar into the
+    """ci/gpu/make_xgrammar_overlay.sh's output beside a make_bundle.sh bundle: ci/gpu/env.sh puts xgrammar into the
     release's tree (once; a tree that has xgrammar, e.g. a slim bundle's, is left alone)."""
     make_release(tmp_path, "9.3.0", {})
     xg = tmp_path / ".device-bundle" / "9.3.0-xgrammar"
@@ -126,7 +139,7 @@ def test_xgrammar_overlay_unpacks_into_a_tree_without_it(tmp_path):
     assert (again / "xgrammar" / "__init__.py").read_text() == "XG = 'bundle'\n"
 
 
-SHIMS = os.path.join(ROOT, "ci", "bundle_shims")
+SHIMS = os.path.join(ROOT, "ci", "gpu", "bundle_shims")
 FAKE_BACKENDS = {  # module -> source: what 0.5.15.post1+ import while capturing spec-v2 draft graphs
     "dsa_backend": "class Defined:\n    pass\nimport cutlass.cute\n",
     "deepseek_v4_backend": "import some_other_missing_package\n",
@@ -180,5 +193,5 @@ def test_bundle_shim_leaves_importable_modules_alone(tmp_path):
 
 
 def test_gpu_prepare_puts_the_bundle_shim_on_the_path():
-    src = open(os.path.join(ROOT, "ci", "gpu_prepare.sh")).read()
-    assert '$PWD/ci/bundle_shims' in src and os.path.exists(os.path.join(SHIMS, "sitecustomize.py"))
+    src = open(os.path.join(ROOT, "ci", "gpu", "prepare.sh")).read()
+    assert '$PWD/ci/gpu/bundle_shims' in src and os.path.exists(os.path.join(SHIMS, "sitecustomize.py"))

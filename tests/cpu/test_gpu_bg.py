@@ -1,4 +1,4 @@
-"""ci/gpu_bg.py, the background row dispatcher of the GPU sessions: every slot's ports stay inside what SGLang
+"""ci/gpu/bg.py, the background row dispatcher of the GPU sessions: every slot's ports stay inside what SGLang
 accepts (session 9: slots past 8 got a gRPC port over 65535 and their rows died at startup on both sides), apart
 from every other slot's and the benchmark's ports and their gRPC images, below the ephemeral range (session 30: a row
 at 35000 and a benchmark server at 52600 lost their ports to it), and a row queued again is reported from its new
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.release_independent  # ci/run_cpu_tests.sh: on the firs
 @pytest.fixture()
 def gpu_bg(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECV2_BG_DIR", str(tmp_path / "bg"))
-    spec = importlib.util.spec_from_file_location("gpu_bg_under_test", os.path.join(ROOT, "ci", "gpu_bg.py"))
+    spec = importlib.util.spec_from_file_location("gpu_bg_under_test", os.path.join(ROOT, "ci", "gpu", "bg.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -46,7 +46,7 @@ def test_every_slot_fits_sglangs_port_limits(gpu_bg):
     cmd = gpu_bg.row_command("0.5.11", "test_swa.py", gpu_bg.MAX_SLOTS - 1, 460, "/tmp/x")
     assert re.search(rf"--port-base {bases[-1]}\b", cmd), cmd
     assert cmd.count("--mode-env") == 1  # check mode on the plugin side, nothing else by default
-    cmd = gpu_bg.row_command("0.5.11", "test_tree_topk8.py", 0, 460, "/tmp/x",
+    cmd = gpu_bg.row_command("0.5.11", "test_tree_topk.py", 0, 460, "/tmp/x",
                              ["SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1"])
     assert "--mode-env auto:SGLANG_SPECV2_FIXES_CHECK=1 --mode-env auto:SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1" in cmd
     assert "--modes" not in cmd

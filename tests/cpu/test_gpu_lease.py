@@ -1,4 +1,4 @@
-"""ci/gpu_lease.sh, the steps of a GPU lease (one device call each): it refuses to run without the commit it records,
+"""ci/gpu/lease.sh, the steps of a GPU lease (one device call each): it refuses to run without the commit it records,
 names its steps on a wrong one, returns from ``poll`` as soon as the benchmark's log says it ended, and ``collect``
 brings a benchmark back with its oversized logs cut (a device call returns limited files)."""
 
@@ -11,8 +11,9 @@ from conftest import ROOT
 
 pytestmark = pytest.mark.release_independent  # ci/run_cpu_tests.sh: on the first anchor release only
 
-SCRIPT = os.path.join(ROOT, "ci", "gpu_lease.sh")
-STEPS = ("unpack", "add", "inst", "rows", "arows", "models", "bench", "wait", "poll", "collect", "status")
+SCRIPT = os.path.join(ROOT, "ci", "gpu", "lease.sh")
+STEPS = ("bundle", "combine", "fa3-parts", "xgrammar", "unpack", "add", "inst", "rows", "arows", "queue", "run",
+         "matrix", "models", "bench", "wait", "poll", "collect", "status")
 
 
 def lease(*args, env=None, timeout=120):
@@ -64,7 +65,7 @@ def test_collect_cuts_oversized_logs(tmp_path):
     ({}, "0", "8", "600", None),
     ({"ROWS_GPUS": "1", "ROWS_SLOTS": "6", "ROWS_TIMEOUT": "900", "ROWS_TESTS": "TestX"}, "1", "6", "900", "TestX")])
 def test_rows_queue_both_modes_on_the_chosen_gpu(tmp_path, env, gpus, slots, timeout, tests):
-    # a python3 on PATH that records its arguments stands in for ci/gpu_bg.py (which would unpack a bundle)
+    # a python3 on PATH that records its arguments stands in for ci/gpu/bg.py (which would unpack a bundle)
     fake, log = tmp_path / "bin", tmp_path / "calls"
     fake.mkdir()
     (fake / "python3").write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
@@ -75,6 +76,28 @@ def test_rows_queue_both_modes_on_the_chosen_gpu(tmp_path, env, gpus, slots, tim
     calls = log.read_text().splitlines()
     assert [c.split(" --modes ")[1].split()[0] for c in calls] == ["off", "auto"]
     for c in calls:
-        assert c.startswith("ci/gpu_bg.py start 0.5.14 test_a.py test_b.py --modes ")
+        assert c.startswith("ci/gpu/bg.py start 0.5.14 test_a.py test_b.py --modes ")
         assert f"--gpus {gpus}" in c and f"--slots {slots}" in c and f"--timeout {timeout}" in c
         assert (f"--tests {tests}" in c) if tests else ("--tests" not in c)
+
+
+def test_every_script_the_lease_runs_is_there():
+    """The lease's steps, ci/gpu/bg.py's row command and the benchmarks call each other by path from the repo root:
+    every ci/ and bench/ path they name exists (a moved script would only show on the GPU machine)."""
+    import re
+
+    named = set()
+    for f in ("ci/gpu/lease.sh", "ci/gpu/bg.py", "ci/gpu/prepare.sh", "bench/gpu_bench.sh", "bench/gpu_real_size.sh"):
+        named |= set(re.findall(r"\b((?:ci|bench)/[\w/.-]+\.(?:sh|py))\b", open(os.path.join(ROOT, f)).read()))
+    assert {"ci/gpu/prepare.sh", "ci/gpu/bg.py", "ci/run_registered.py", "ci/gpu/env.sh"} <= named, named
+    assert [p for p in sorted(named) if not os.path.exists(os.path.join(ROOT, p))] == []
+    for script in ("make_bundle_slim.sh", "make_combined_bundle.sh", "make_fa3_parts.sh", "make_xgrammar_overlay.sh"):
+        assert f'"$HERE/{script}"' in open(SCRIPT).read() and os.path.exists(os.path.join(ROOT, "ci", "gpu", script))
+
+
+def test_run_and_matrix_need_no_commit(tmp_path):
+    """``run`` / ``matrix`` record nothing of their own (the runner writes the results): no SPECV2_COMMIT needed; the
+    background steps keep asking for it (test_the_commit_is_required)."""
+    env = {k: v for k, v in os.environ.items() if k != "SPECV2_COMMIT"}
+    p = subprocess.run(["bash", SCRIPT, "run"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "usage: run RELEASE" in p.stderr and "SPECV2_COMMIT" not in p.stderr, p.stderr

@@ -369,7 +369,8 @@ def test_gpu_bench_unpacks_the_carried_py_spy_wheel(tmp_path):
     for d in ("bench", "ci", ".whl", "sglang_specv2_fixes"):
         (repo / d).mkdir(parents=True)
     shutil.copy(os.path.join(BENCH, "gpu_bench.sh"), repo / "bench")
-    (repo / "ci" / "gpu_prepare.sh").write_text(":\n")
+    (repo / "ci" / "gpu").mkdir()
+    (repo / "ci" / "gpu" / "prepare.sh").write_text(":\n")
     (repo / "sglang_specv2_fixes" / "__main__.py").write_text("")
     (repo / "bench" / "serving.py").write_text("import shutil, sys\nprint('serving.py py-spy:', shutil.which('py-spy'))\n")
     bindir = tmp_path / "bin"

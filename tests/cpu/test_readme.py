@@ -5,7 +5,7 @@
 * README.md and the user/maintainer docs it links: every relative link and image points to an existing file, and
   every ``#anchor`` to a heading of that file (GitHub's heading ids);
 * the README's performance table equal to the parity data it cites (docs/bench/upstream-parity.json);
-* one version in pyproject.toml, ``__version__``, the newest CHANGELOG.md entry and ci/gpu_prepare.sh;
+* one version in pyproject.toml, ``__version__``, the newest CHANGELOG.md entry and ci/gpu/prepare.sh;
 * the wheel (``pip wheel``, built from a copy of the tracked package files) holds the plugin and its patch files
   but not ``sglang_specv2_fixes/testing/``; an editable install of the same tree still imports the test helpers.
 
@@ -170,14 +170,14 @@ def test_readme_performance_table_is_the_parity_data():
 
 def test_version_is_the_same_everywhere():
     """pyproject.toml's version is the package's ``__version__``, the newest CHANGELOG.md entry and the entry-point
-    record ci/gpu_prepare.sh writes on the GPU machine."""
+    record ci/gpu/prepare.sh writes on the GPU machine."""
     from sglang_specv2_fixes import __version__
 
     with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
         (project,) = re.findall(r'^version = "([^"]+)"$', f.read(), re.M)
     with open(os.path.join(ROOT, "CHANGELOG.md"), encoding="utf-8") as f:
         changelog = re.findall(r"^## \[([^\]]+)\]", f.read(), re.M)
-    with open(os.path.join(ROOT, "ci", "gpu_prepare.sh"), encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "ci", "gpu", "prepare.sh"), encoding="utf-8") as f:
         records = set(re.findall(r"sglang_specv2_fixes-([0-9][^/]*?)\.dist-info", f.read()))
     assert project == __version__ == changelog[0], (project, __version__, changelog[:1])
     assert records == {project}, records

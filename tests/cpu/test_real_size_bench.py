@@ -507,7 +507,8 @@ def driver(tmp_path, ngpu, *args, releases="0.5.11 0.5.12.post1", script="gpu_re
             d.mkdir(parents=True)
         for f in ("gpu_real_size.sh", "gpu_bench_all.sh", "plot.py", "real_size_report.py"):
             shutil.copy(os.path.join(BENCH, f), repo / "bench" / f)
-        (repo / "ci" / "gpu_prepare.sh").write_text(":\n")
+        (repo / "ci" / "gpu").mkdir()
+        (repo / "ci" / "gpu" / "prepare.sh").write_text(":\n")
         (repo / "bench" / "gpu_bench.sh").write_text(STUB_BENCH)
         (repo / "bench" / "real_size_models.py").write_text(
             "import os, sys\nopen(os.environ['STUB_LOG'], 'a').write('models|' + ' '.join(sys.argv[1:]) + '\\n')\n")

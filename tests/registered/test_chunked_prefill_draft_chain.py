@@ -21,7 +21,7 @@ from sglang_specv2_fixes.testing.config import prompts
 from sglang_specv2_fixes.testing.reference import prefetch_reference
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import SpecChecks
-from sglang_specv2_fixes.testing.server import launch, models, stop
+from sglang_specv2_fixes.testing.server import eagle3_args, launch, models, stop
 from sglang_specv2_fixes.testing.tiny_models import detectors
 from sglang.test.test_utils import CustomTestCase
 
@@ -45,9 +45,7 @@ class TestChunkedPrefillDraftChain(SpecChecks, CustomTestCase):
         models()  # the tiny models the detector is derived from
         draft = detectors.draft("prevtoken")
         prefetch_reference(boundary_prompts() + control_prompts(), TOKENS)
-        cls.process = launch(["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft,
-                              "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-                              "--speculative-num-draft-tokens", "4", "--chunked-prefill-size", str(CHUNK)])
+        cls.process = launch(eagle3_args(3, 1, 4, draft_path=draft) + ["--chunked-prefill-size", str(CHUNK)])
 
     @classmethod
     def tearDownClass(cls):

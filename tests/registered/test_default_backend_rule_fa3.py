@@ -5,7 +5,8 @@ fa3 that 0.5.11 / 0.5.12.x choose before topk is known, as upstream 0.5.13 - 0.5
 2026-11-29: fa3, steps 5 / topk 4 / 8 draft tokens, spec v2), and runs the auto-chosen tree on spec v2 tree drafting.
 Greedy output equals an fa3 target-only server; concurrent load with retraction, a concurrent abort and strict busy
 leak checks. Stock runs the unfinished spec-v2 tree path on fa3 (test_default_spec_params.py's device-side assert).
-fa3 is not in the device bundle: carry it in parts (``ci/make_fa3_parts.sh``, ``ci/gpu_fa3.sh``). Hopper only."""
+fa3 is not in the device bundle: carry it in parts (``ci/gpu/lease.sh fa3-parts``, then ``add`` / ``inst``).
+Hopper only."""
 
 import unittest
 

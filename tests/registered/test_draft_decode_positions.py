@@ -16,7 +16,7 @@ from sglang_specv2_fixes.testing.config import prompts
 from sglang_specv2_fixes.testing.reference import prefetch_reference
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import SpecChecks
-from sglang_specv2_fixes.testing.server import launch, models, stop
+from sglang_specv2_fixes.testing.server import eagle3_args, launch, models, stop
 from sglang_specv2_fixes.testing.tiny_models import detectors
 from sglang.test.test_utils import CustomTestCase
 
@@ -36,9 +36,7 @@ class TestDraftDecodePositions(SpecChecks, CustomTestCase):
         models()  # the tiny models the detector is derived from
         draft = detectors.draft("prevtoken")
         prefetch_reference(row_prompts(), TOKENS)
-        cls.process = launch(["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft,
-                              "--speculative-num-steps", str(STEPS), "--speculative-eagle-topk", "1",
-                              "--speculative-num-draft-tokens", str(STEPS + 1)])
+        cls.process = launch(eagle3_args(STEPS, 1, STEPS + 1, draft_path=draft))
 
     @classmethod
     def tearDownClass(cls):

@@ -19,7 +19,7 @@ import unittest
 from sglang_specv2_fixes.testing.client import concurrent_generate, server_info
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import SpecChecks
-from sglang_specv2_fixes.testing.server import launch, models, stop
+from sglang_specv2_fixes.testing.server import eagle3_args, launch, models, stop
 from sglang_specv2_fixes.testing.tiny_models import detectors
 from sglang.test.test_utils import CustomTestCase
 
@@ -33,9 +33,7 @@ class TestDraftExtendKvRange(SpecChecks, CustomTestCase):
         models()  # the tiny models the detector is derived from
         draft = detectors.draft("lookahead")
         cls.prefetch_target_only()
-        cls.process = launch(["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft,
-                              "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-                              "--speculative-num-draft-tokens", "4"])
+        cls.process = launch(eagle3_args(3, 1, 4, draft_path=draft))
 
     @classmethod
     def tearDownClass(cls):

@@ -6,26 +6,20 @@ bodies changing topk-1 behaviour, which must stay byte-identical to upstream."""
 import unittest
 
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
-from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
+from sglang_specv2_fixes.testing.server import eagle3_args
 from sglang_specv2_fixes.testing.client import server_info
-from sglang_specv2_fixes.testing.rows import SpecChecks
+from sglang_specv2_fixes.testing.rows import ServerRow
 from sglang.test.test_utils import CustomTestCase
 
 register_specv2_ci(est_time=240, suite="specv2-gpu", releases="patched&gpu&up-to:0.5.12.post1")
 
 
-class _EagleChain(SpecChecks):
+class _EagleChain(ServerRow):
     EXTRA = []
 
     @classmethod
-    def setUpClass(cls):
-        cls.prefetch_target_only()
-        cls.process = launch(eagle3_args(3, 1, 4, algorithm="EAGLE", draft="eagle") + cls.EXTRA,
-                             env={"SGLANG_TEST_RETRACT": "1"})
-
-    @classmethod
-    def tearDownClass(cls):
-        stop(cls.process)
+    def launch_args(cls):
+        return eagle3_args(3, 1, 4, algorithm="EAGLE", draft="eagle") + cls.EXTRA
 
     def test_1_greedy_equals_target_only(self):
         self.check_greedy_equals_target_only()

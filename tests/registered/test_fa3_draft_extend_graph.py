@@ -10,7 +10,7 @@ test. ``TestFa3DraftExtendGraphTree``: the same at tree width (3 steps / topk 4 
 on 0.5.11 / 0.5.12.x, where an explicit tree is spec v1). Runs on every torch-2.11 release the fix patches (0.5.11 -
 0.5.17: the release set below follows the table). The chain class met on all of them (sessions 35, 37, 38), the tree
 class on all but 0.5.14 / 0.5.15.post1, whose stock side has not run (sessions 38, 39; docs/proof.md). fa3 is not in the
-device bundle: carry the release's own fa3 in parts first (``ci/make_fa3_parts.sh``, ``ci/gpu_fa3.sh``;
+device bundle: carry the release's own fa3 in parts first (``ci/gpu/lease.sh fa3-parts``, then ``add`` / ``inst``;
 docs/design/device-bundles.md). Needs a Hopper GPU."""
 
 import unittest
@@ -18,8 +18,8 @@ import unittest
 from sglang_specv2_fixes.selection import ENV_FA3_GRAPH
 from sglang_specv2_fixes.testing.client import server_info, specv2_state
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
-from sglang_specv2_fixes.testing.rows import SpecChecks, TreeRow
-from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
+from sglang_specv2_fixes.testing.rows import ChainChecks, ServerRow, TreeRow
+from sglang_specv2_fixes.testing.server import eagle3_args
 from sglang.test.test_utils import CustomTestCase
 
 register_specv2_ci(est_time=480, suite="specv2-gpu", releases="fix:fa3-draft-extend-graph&gpu",
@@ -28,33 +28,14 @@ register_specv2_ci(est_time=480, suite="specv2-gpu", releases="fix:fa3-draft-ext
 STEPS, TOPK, TOKENS = 3, 1, 4
 
 
-class TestFa3DraftExtendGraph(SpecChecks, CustomTestCase):
+class TestFa3DraftExtendGraph(ChainChecks, ServerRow, CustomTestCase):
     BACKEND_ARGS = ("--attention-backend", "fa3")
+    ENV = {ENV_FA3_GRAPH: "1"}
+    MIN_ACCEPT = 2.0
 
     @classmethod
-    def setUpClass(cls):
-        cls.prefetch_target_only()
-        cls.process = launch(eagle3_args(STEPS, TOPK, TOKENS) + list(cls.BACKEND_ARGS),
-                             env={"SGLANG_TEST_RETRACT": "1", ENV_FA3_GRAPH: "1"})
-
-    @classmethod
-    def tearDownClass(cls):
-        stop(cls.process)
-
-    def test_1_greedy_equals_target_only(self):
-        self.check_greedy_equals_target_only()
-
-    def test_2_decode_logprobs_match_prefill(self):
-        self.check_decode_logprobs_match_prefill()
-
-    def test_3_concurrent_load(self):
-        self.check_concurrent_load(32)
-
-    def test_4_acceptance_kept(self):
-        self.check_accept_length(2.0)
-
-    def test_5_alive(self):
-        self.check_alive()
+    def launch_args(cls):
+        return eagle3_args(STEPS, TOPK, TOKENS) + list(cls.BACKEND_ARGS)
 
     def test_6_draft_extend_graph_on_fa3(self):
         serving = specv2_state(server_info())["serving"]

@@ -11,9 +11,9 @@ import unittest
 
 from sglang_specv2_fixes.testing import finish_line
 from sglang_specv2_fixes.testing.config import prompts
-from sglang_specv2_fixes.testing.reference import prefetch_responses, reference_responses
+from sglang_specv2_fixes.testing.reference import reference_responses
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
-from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
+from sglang_specv2_fixes.testing.rows import FinishLineRow
 from sglang.test.test_utils import CustomTestCase
 
 register_specv2_ci(est_time=300, suite="specv2-gpu", releases="gpu&fix:multi-token-finish",
@@ -24,17 +24,8 @@ CASES = finish_line.cases(PROMPTS, seed=5)
 BODIES = [body for _, body in CASES]
 
 
-class _FinishLine:
-    SPEC = (3, 1, 4)  # speculative steps, topk, draft tokens
-
-    @classmethod
-    def setUpClass(cls):
-        prefetch_responses(BODIES, keep=finish_line.received)
-        cls.process = launch(eagle3_args(*cls.SPEC))
-
-    @classmethod
-    def tearDownClass(cls):
-        stop(cls.process)
+class _FinishLine(FinishLineRow):
+    BODIES = BODIES
 
     def test_1_the_cases_reach_their_finish(self):
         """The premise: the oracle's greedy output is the predicted walk, and the stops are reached."""

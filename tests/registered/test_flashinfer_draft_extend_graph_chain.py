@@ -28,8 +28,8 @@ import unittest
 from sglang_specv2_fixes.selection import ENV_FLASHINFER_FAST_PLAN
 from sglang_specv2_fixes.testing.client import server_info, specv2_state
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
-from sglang_specv2_fixes.testing.rows import SpecChecks
-from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
+from sglang_specv2_fixes.testing.rows import ChainChecks, ServerRow
+from sglang_specv2_fixes.testing.server import eagle3_args
 from sglang.test.test_utils import CustomTestCase
 
 # two servers (the sync-free plan, flashinfer's own plan) in one file: one class alone was estimated at 240 s
@@ -40,7 +40,7 @@ STEPS, TOPK, TOKENS = 3, 1, 4
 DECISION = f"cuda graph (flashinfer), {TOKENS} tokens per request"
 
 
-class FlashinferChainRow(SpecChecks):
+class FlashinferChainRow(ChainChecks, ServerRow):
     """One server of the row, mixed in before CustomTestCase (its setUpClass wins): the chain on flashinfer with its
     draft-extend graph, ``ENV`` added to the server's environment, ``PLAN`` the replay plan's part of the graph
     decision the plugin must report (none with SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0)."""
@@ -48,31 +48,11 @@ class FlashinferChainRow(SpecChecks):
     BACKEND_ARGS = ("--attention-backend", "flashinfer")
     ENV = {}
     PLAN = ""
+    MIN_ACCEPT = 2.0
 
     @classmethod
-    def setUpClass(cls):
-        cls.prefetch_target_only()
-        cls.process = launch(eagle3_args(STEPS, TOPK, TOKENS) + ["--page-size", "1"] + list(cls.BACKEND_ARGS),
-                             env={"SGLANG_TEST_RETRACT": "1", **cls.ENV})
-
-    @classmethod
-    def tearDownClass(cls):
-        stop(cls.process)
-
-    def test_1_greedy_equals_target_only(self):
-        self.check_greedy_equals_target_only()
-
-    def test_2_decode_logprobs_match_prefill(self):
-        self.check_decode_logprobs_match_prefill()
-
-    def test_3_concurrent_load(self):
-        self.check_concurrent_load(32)
-
-    def test_4_acceptance_kept(self):
-        self.check_accept_length(2.0)
-
-    def test_5_alive(self):
-        self.check_alive()
+    def launch_args(cls):
+        return eagle3_args(STEPS, TOPK, TOKENS) + ["--page-size", "1"] + list(cls.BACKEND_ARGS)
 
     def test_6_draft_extend_graph_on_flashinfer(self):
         serving = specv2_state(server_info())["serving"]

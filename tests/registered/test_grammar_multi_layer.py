@@ -11,7 +11,7 @@ dense MLP, 3 MTP layers) with dummy weights as both target and draft, with xgram
 4 tokens, on **fa3**: MiMo-V2 passes ``sinks=`` to every attention call, which flashinfer refuses. triton stops in
 the multi-layer draft extend: with CUDA graphs on, the SWA window indices are None (``triton-draft-extend-swa``);
 eager, ``seq_lens_sum`` is None. docs/gpu-runs/2026-11-24-s13/ has the tries. fa3 is not in the device bundle, so
-its library is carried in parts first (``ci/make_fa3_parts.sh``, then ``ci/gpu_fa3.sh add`` / ``install``; see
+its library is carried in parts first (``ci/gpu/lease.sh fa3-parts``, then ``add`` / ``inst``; see
 docs/design/device-bundles.md). Without it, both sides stop at startup.
 
 On 0.5.13 - 0.5.15.post1 the multi-layer draft needs the plugin's ``multi-layer-draft`` to serve (its tree mask sized

@@ -30,7 +30,7 @@ from sglang_specv2_fixes.testing.client import post, server_info, specv2_state
 from sglang_specv2_fixes.testing.config import MODELS_DIR, common_with_grammar, prompts
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import SpecChecks
-from sglang_specv2_fixes.testing.server import AB, launch, stop
+from sglang_specv2_fixes.testing.server import AB, eagle3_args, launch, stop
 from sglang_specv2_fixes.testing.tiny_models import qwen3_next
 from sglang.test.test_utils import CustomTestCase
 
@@ -47,18 +47,18 @@ def max_new_tokens(i):
 
 
 class TestHybridMambaServes(CustomTestCase):
-    # no target-only reference (dummy weights): SpecChecks' liveness and abort checks only
+    # no target-only reference (dummy weights): SpecChecks' length, liveness and abort checks only
     check_alive = SpecChecks.check_alive
     check_concurrent_abort = SpecChecks.check_concurrent_abort
+    check_length_rounds = SpecChecks.check_length_rounds
 
     @classmethod
     def setUpClass(cls):
         path = qwen3_next.build(MODELS_DIR)
         cls.process = launch(
-            ["--speculative-algorithm", "NEXTN", "--speculative-draft-model-path", path,
-             "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
-             "--load-format", "dummy", "--speculative-draft-load-format", "dummy",
-             "--mamba-scheduler-strategy", "extra_buffer", "--max-running-requests", "16"],
+            eagle3_args(3, 1, 4, algorithm="NEXTN", draft_path=path)
+            + ["--load-format", "dummy", "--speculative-draft-load-format", "dummy",
+               "--mamba-scheduler-strategy", "extra_buffer", "--max-running-requests", "16"],
             target=path, env={"SGLANG_TEST_RETRACT": "1", "SGLANG_SPECV2_FIXES_PROBE": "1"},
             common=common_with_grammar())
 
@@ -75,27 +75,7 @@ class TestHybridMambaServes(CustomTestCase):
         self.assertEqual(state, "applied" if AB in ("auto", FIX) else "disabled")
 
     def test_2_mixed_lengths_with_retraction(self):
-        outs = []
-        for rnd in range(ROUNDS):
-            ps = prompts(N, seed=60 + rnd)
-
-            def one(i):
-                body = {"input_ids": ps[i], "sampling_params": {"temperature": 0, "ignore_eos": True,
-                                                                "max_new_tokens": max_new_tokens(i)}}
-                return i, post(body)
-
-            with concurrent.futures.ThreadPoolExecutor(N) as ex:
-                outs += list(ex.map(one, range(N)))
-        wrong = [f"request {i}: {o['meta_info']['finish_reason']} {o['meta_info']['completion_tokens']} tokens"
-                 for i, o in outs
-                 if o["meta_info"]["finish_reason"]["type"] != "length"
-                 or o["meta_info"]["completion_tokens"] != max_new_tokens(i)]
-        accept = server_info()["internal_states"][0].get("avg_spec_accept_length")
-        print(f"hybrid mamba serves ({AB}): {len(wrong)} of {len(outs)} requests wrong; {wrong[:4]}; "
-              f"avg_spec_accept_length {accept}")
-        self.assertEqual(len(outs), N * ROUNDS)
-        self.assertEqual(wrong, [])
-        self.assertIsNotNone(accept)
+        self.check_length_rounds(f"hybrid mamba serves ({AB})", N, ROUNDS, 60, max_new_tokens, N)
         self.check_alive()
 
     def test_3_regex_requests_finish_in_launched_verifies(self):

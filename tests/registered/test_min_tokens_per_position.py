@@ -18,9 +18,10 @@ import unittest
 from sglang_specv2_fixes.testing import finish_line
 from sglang_specv2_fixes.testing.client import server_info, specv2_state
 from sglang_specv2_fixes.testing.config import prompts
-from sglang_specv2_fixes.testing.reference import prefetch_responses, reference_responses
+from sglang_specv2_fixes.testing.reference import reference_responses
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
-from sglang_specv2_fixes.testing.server import AB, eagle3_args, launch, stop
+from sglang_specv2_fixes.testing.rows import FinishLineRow
+from sglang_specv2_fixes.testing.server import AB
 from sglang.test.test_utils import CustomTestCase
 
 register_specv2_ci(est_time=300, suite="specv2-gpu", releases="gpu&fix:min-tokens-per-position",
@@ -32,17 +33,8 @@ CASES = finish_line.min_tokens_cases(PROMPTS, seed=11)
 BODIES = [body for _, body, _ in CASES]
 
 
-class _MinTokens:
-    SPEC = (3, 1, 4)  # speculative steps, topk, draft tokens
-
-    @classmethod
-    def setUpClass(cls):
-        prefetch_responses(BODIES, keep=finish_line.received)
-        cls.process = launch(eagle3_args(*cls.SPEC))
-
-    @classmethod
-    def tearDownClass(cls):
-        stop(cls.process)
+class _MinTokens(FinishLineRow):
+    BODIES = BODIES
 
     def test_1_the_oracle_stops_where_predicted(self):
         """The premise: where min_tokens <= k the target alone stops at the walk's index k (the stop token is

@@ -20,8 +20,8 @@ to spec v1 (the tree class's test 0, and test 7, which needs spec-v2 steps to co
 (fa3 trees, no handoff) should fail test 7 in both classes (not run on a GPU). Why
 (docs/bench/default-fa3-tree-profile-2026-11-29.md): on fa3 the default invocation's c = 8 point was 0.90 - 0.93 of
 upstream 0.5.17, the plugin's scheduler blocked in ``maybe_wait_verify_done``; with the handoff 1.10 / 1.00
-(docs/gpu-runs/2026-11-29-s36/). fa3 is not in the device bundle: carry it in parts (``ci/make_fa3_parts.sh``,
-``ci/gpu_fa3.sh``). Hopper only."""
+(docs/gpu-runs/2026-11-29-s36/). fa3 is not in the device bundle: carry it in parts (``ci/gpu/lease.sh fa3-parts``,
+then ``add`` / ``inst``). Hopper only."""
 
 import unittest
 

@@ -9,7 +9,7 @@ so SGLang runs ``MultiLayerEagleWorkerV2``: one draft ModelRunner per step (``Tp
 _init_multi_layer_eagle_model_runners``, ``draft_model_idx`` 0 … num_steps-1), each a one-layer ``MiMoV2MTP``.
 
 Served with ``--attention-backend fa3`` (tests/registered/test_grammar_multi_layer.py, fa3 carried to the GPU
-machine in parts: ci/gpu_fa3.sh). Nothing else the device bundle has can serve it: flashinfer refuses the ``sinks=``
+machine in parts: ci/gpu/lease.sh fa3-parts / add / inst). Nothing else the device bundle has can serve it: flashinfer refuses the ``sinks=``
 every MiMo-V2 attention call passes; triton with CUDA graphs gives the sliding-window MTP layer no window indices
 in the draft-extend graph (known bug ``triton-draft-extend-swa``), and triton eager meets a ``seq_lens_sum`` of None
 in the multi-layer draft on 0.5.13 … 0.5.15.post1 (``multi-layer-tree-mask-seq-lens-sum``).

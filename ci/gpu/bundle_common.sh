@@ -1,4 +1,4 @@
-# Sourced by ci/make_bundle_slim.sh and ci/make_xgrammar_overlay.sh: how both fetch wheels for the GPU image
+# Sourced by ci/gpu/make_bundle_slim.sh and ci/gpu/make_xgrammar_overlay.sh: how both fetch wheels for the GPU image
 # (CPython 3.12, x86-64 manylinux) and slim a site tree (docs/design/device-bundles.md, "What is dropped").
 
 # pip download flags: binary wheels for the GPU image's interpreter and platform, not this machine's

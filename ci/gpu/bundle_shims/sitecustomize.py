@@ -1,4 +1,4 @@
-"""Device-bundle import shim (GPU test machine only; ci/gpu_prepare.sh puts this folder on PYTHONPATH).
+"""Device-bundle import shim (GPU test machine only; ci/gpu/prepare.sh puts this folder on PYTHONPATH).
 
 From 0.5.15.post1, ``EagleDraftWorker._capture_cuda_graphs`` (spec v2) imports the DeepSeek sparse-attention and
 DeepSeek-V4 attention backends on CUDA only to list graph-capable backend classes for an ``isinstance`` check.

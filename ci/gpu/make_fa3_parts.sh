@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The FA3 library of a release's sgl-kernel wheel (sgl_kernel/flash_ops.abi3.so, ~1 GB; ../shared/device/make_bundle.sh
 # leaves it out) as xz parts that fit one device call each beside the working tree:
-#   bash ci/make_fa3_parts.sh RELEASE [PART_MB]   # -> .device-bundle/RELEASE-fa3/pNN/part + SHA256SUMS
+#   bash ci/gpu/lease.sh fa3-parts RELEASE [PART_MB]   # -> .device-bundle/RELEASE-fa3/pNN/part + SHA256SUMS
 # Needs the wheel in /tmp/bundle-cache/RELEASE/ (make_bundle.sh's download cache). On the device, one call per part
-# while the machine stays warm: `bash ci/gpu_fa3.sh add RELEASE`, carrying .device-bundle/RELEASE-fa3/pNN; then
-# `bash ci/gpu_fa3.sh install RELEASE` after `source ci/gpu_prepare.sh RELEASE` (docs/design/device-bundles.md).
+# while the machine stays warm: `ci/gpu/lease.sh add RELEASE`, carrying .device-bundle/RELEASE-fa3/pNN; then
+# `ci/gpu/lease.sh inst RELEASE RELEASE` (docs/gpu-host.md).
 set -euo pipefail
 V=${1:?usage: make_fa3_parts.sh RELEASE [PART_MB]}; MB=${2:-34}
 WHL=$(ls /tmp/bundle-cache/"$V"/sglang_kernel-*.whl | head -1)

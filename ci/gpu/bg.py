@@ -6,16 +6,16 @@ outlives the call, and /tmp stays while the machine is warm (a next call within 
 unpacks the one bundle it carried and queues that release's rows, and one dispatcher runs the queue with a
 global cap on rows at once, while the next calls bring the next bundles::
 
-    python3 ci/gpu_bg.py start RELEASE FILE [FILE ...] [--slots K] [--timeout T] [--plugin-env KEY=VALUE ...]
+    python3 ci/gpu/bg.py start RELEASE FILE [FILE ...] [--slots K] [--timeout T] [--plugin-env KEY=VALUE ...]
                                  [--gpus 0,1] [--tests PATTERN]
         (this call) unpack .device-bundle/RELEASE (+ RELEASE-xgrammar) into /tmp/sglang-RELEASE
-        (ci/gpu_env.sh), queue one task per FILE (basenames, as ci/run_registered.py --files), start the
+        (ci/gpu/env.sh), queue one task per FILE (basenames, as ci/run_registered.py --files), start the
         dispatcher if it is not running; returns at once
-    python3 ci/gpu_bg.py wait SECONDS
+    python3 ci/gpu/bg.py wait SECONDS
         print progress until every queued row has finished or SECONDS pass, then pack what has finished into
         $OUT: bg-results.md (one table per release) and bg-runs.tar.gz (per row results.json/.md and logs)
 
-Each row is ``ci/run_registered.py --files FILE --jobs 1`` in RELEASE's environment (ci/gpu_prepare.sh), plugin
+Each row is ``ci/run_registered.py --files FILE --jobs 1`` in RELEASE's environment (ci/gpu/prepare.sh), plugin
 side in check mode, on a port base of its own slot (``port_base``: 20000 + 40 * slot, interleaved; ``slot_ports``:
 MAX_SLOTS rows at once, below the ephemeral port range). The first ``start`` snapshots the repo into /tmp/specv2-bg/repo, and rows run from there, so a
 later call's working tree (what the next call transfers) never changes code under running rows; SPECV2_COMMIT
@@ -39,7 +39,8 @@ import tarfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+CI = os.path.dirname(HERE)
+ROOT = os.path.dirname(CI)
 BG = os.environ.get("SPECV2_BG_DIR", "/tmp/specv2-bg")
 QUEUE, RUNS, SNAP = os.path.join(BG, "queue"), os.path.join(BG, "runs"), os.path.join(BG, "repo")
 PIDFILE, DLOG, CONF = os.path.join(BG, "dispatcher.pid"), os.path.join(BG, "dispatcher.log"), os.path.join(BG, "conf.json")
@@ -59,10 +60,10 @@ def dispatcher_alive():
 
 def unpack(release):
     """Unpack the carried bundle in this call (the bundle may be gone from the next call's working tree). A release
-    unpacked before skips gpu_env.sh's import check (~20 s per start beside running rows: session 38 lost a call's
-    limit to twelve of them)."""
+    unpacked before skips env.sh's import check (~20 s per start beside running rows: a dozen of them can use up a
+    call's limit)."""
     again = os.path.exists(f"/tmp/sglang-{release}/.ready")
-    p = subprocess.run(["bash", "-c", f"source ci/gpu_prepare.sh {release}"], cwd=ROOT, capture_output=True, text=True,
+    p = subprocess.run(["bash", "-c", f"source ci/gpu/prepare.sh {release}"], cwd=ROOT, capture_output=True, text=True,
                        env={**os.environ, **({"SPECV2_UNPACK_ONLY": "1"} if again else {})})
     if again and p.returncode == 0:
         say(f"{release}: unpacked before (rc 0)")
@@ -79,8 +80,8 @@ def start(a):
         shutil.copytree(ROOT, SNAP, ignore=shutil.ignore_patterns(".device-bundle", ".git", "build", "__pycache__"))
         say(f"code snapshot {SNAP} (commit {os.environ.get('SPECV2_COMMIT', 'unrecorded')})")
     unpack(a.release)
-    # a later start keeps what an earlier one set unless it says otherwise (session 8: a start without --slots
-    # lowered the cap of rows already planned for)
+    # a later start keeps what an earlier one set unless it says otherwise (a start without --slots must not
+    # lower the cap of rows already planned for)
     conf = json.load(open(CONF)) if os.path.exists(CONF) else dict(slots=5, timeout=460, commit="unrecorded")
     if a.slots is not None:
         if not 1 <= a.slots <= MAX_SLOTS:
@@ -101,7 +102,7 @@ def start(a):
     if mixed:
         say(f"WARNING: rows on GPUs {' and '.join(sorted(mixed))} at once: SGLang refuses to start a multi-GPU server "
             "whose GPUs' free memory differs by more than 10% ('The memory capacity is unbalanced'), which one-GPU rows "
-            "beside it cause (session 18 lost every dp2 row so); queue multi-GPU rows alone")
+            "beside it cause; queue multi-GPU rows alone")
     if not dispatcher_alive():
         log = open(DLOG, "a")
         p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "dispatch"], cwd=SNAP, stdout=log,
@@ -138,7 +139,7 @@ def row_command(release, file, slot, timeout, out, plugin_env=(), modes=None, gp
                     for kv in plugin_env)
     extra += (" --modes " + " ".join(map(shlex.quote, modes))) if modes else ""
     extra += "".join(f" --tests {shlex.quote(t)}" for t in tests)
-    return ("source ci/gpu_prepare.sh {r} > /dev/null && python3 ci/run_registered.py --out {o} --files {f} "
+    return ("source ci/gpu/prepare.sh {r} > /dev/null && python3 ci/run_registered.py --out {o} --files {f} "
             "--jobs 1 --timeout {t} --gpus {g} --port-base {p} --mode-env auto:SGLANG_SPECV2_FIXES_CHECK=1{x}; "
             "echo $? > {o}/rc").format(r=release, o=out, f=file, t=timeout, g=shlex.quote(gpus), p=port_base(slot),
                                         x=extra)
@@ -150,9 +151,8 @@ def row_command(release, file, slot, timeout, out, plugin_env=(), modes=None, gp
 # port + 10000 (ServerArgs: SGLANG_GRPC_PORT defaults to port + 10000, at most 65535). Slots interleave 40 ports
 # apart (as run_registered's own jobs do), so no row's port or gRPC image is another's, and all stay below Linux's
 # ephemeral range (net.ipv4.ip_local_port_range, 32768 - 60999 by default), where an outgoing connection or a
-# get_free_port() may hold any port: session 30's slot 7 (base 35000 in the old 2000-apart layout) lost its row to
-# "address already in use", and a benchmark at 52600 lost a server the same way. Session 9's 4000-port spacing had
-# put slots past 65535 - 10000. bench/gpu_real_size.sh's parts sit at 12500 + 400 * part, clear of all of these.
+# get_free_port() may hold any port (a row there can lose its server to "address already in use"), and no slot's
+# gRPC image passes 65535. bench/gpu_real_size.sh's parts sit at 12500 + 400 * part, clear of all of these.
 ROW_OFFSETS = tuple(sorted({m + r + d for m in (0, 1000) for r in (0, 500) for d in (0, 20)}
                            | {m + d for m in (0, 1000) for d in range(233, 239)}))
 PORT_FIRST, SLOT_STEP, GRPC_OFFSET, EPHEMERAL_FLOOR = 20000, 40, 10000, 32768
@@ -189,7 +189,7 @@ EARLIER_RUN = re.compile(r"\.run\d+$")
 def fresh_run_dir(release, file, modes=None):
     """The row's run directory, empty (``FILE@MODE+MODE`` for a row run with its own ``--modes``, which may run beside
     the same file's default row). A row queued again (e.g. a timeout re-run) moves its earlier run aside to
-    NAME.runK: wait() and pack() read the new run, not the earlier one's rc and results (session 9)."""
+    NAME.runK: wait() and pack() read the new run, not the earlier one's rc and results."""
     out = os.path.join(RUNS, release, file[:-3] + ("@" + "+".join(modes) if modes else ""))
     if os.path.exists(out):
         k = 1
@@ -281,8 +281,8 @@ def pack():
     out = os.environ.get("OUT")
     if not out:
         return
-    sys.path[:0] = [HERE, ROOT]  # run_registered imports sglang_specv2_fixes
-    md = [f"Background rows (ci/gpu_bg.py), commit {json.load(open(CONF)).get('commit')}", ""]
+    sys.path[:0] = [CI, ROOT]  # ci/run_registered.py, which imports sglang_specv2_fixes
+    md = [f"Background rows (ci/gpu/bg.py), commit {json.load(open(CONF)).get('commit')}", ""]
     by_rel = {}
     for rel, f, rj in rows():
         by_rel.setdefault(rel, []).append((f, rj))

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # Slim variant of ../shared/device/make_bundle.sh for SGLang 0.5.13.post1 - 0.5.17 (works for earlier ones too):
 # same resolver (../shared/device/resolve_deps.py, read-only), same layout (.device-bundle/V/{site,fi}.tar.xz +
-# pins.txt, consumed by ci/gpu_env.sh / ci/gpu_prepare.sh), plus
+# pins.txt, consumed by ci/gpu/env.sh / ci/gpu/prepare.sh), plus
 #   - xgrammar at the release's own pin (the resolver skips it, but 0.5.13.post1+ import it at server start:
 #     sglang/srt/function_call/*_detector.py, entrypoints/openai/protocol.py)
 #   - more slimming, so that one release's folder stays <= 58 MB (64 MiB carry cap minus the work tree).
 # Every drop below is explained in docs/design/device-bundles.md.
 #
-#   ci/make_bundle_slim.sh 0.5.17                # -> .device-bundle/0.5.17/{site,fi}.tar.xz, pins.txt
-#   BUNDLE_CACHE=/tmp/bundle-cache ci/make_bundle_slim.sh 0.5.17   # keep downloaded wheels between runs
-#   KEEP_SITE=/tmp/site-0.5.17 ci/make_bundle_slim.sh 0.5.17       # also keep the slimmed, unpacked site
+#   bash ci/gpu/lease.sh bundle 0.5.17              # -> .device-bundle/0.5.17/{site,fi}.tar.xz, pins.txt
+#   BUNDLE_CACHE=/tmp/bundle-cache bash ci/gpu/lease.sh bundle 0.5.17  # keep downloaded wheels between runs
+#   KEEP_SITE=/tmp/site-0.5.17 bash ci/gpu/lease.sh bundle 0.5.17      # also keep the slimmed, unpacked site
 set -euo pipefail
 V=${1:?usage: make_bundle_slim.sh SGLANG_VERSION [OUT_DIR]}
 OUT=${2:-.device-bundle/$V}
 HERE=$(cd "$(dirname "$0")" && pwd)
-SHARED=${SHARED_DEVICE:-$HERE/../../shared/device}
+SHARED=${SHARED_DEVICE:-$HERE/../../../shared/device}
 PY=${PYTHON:-python3}
 MAX_MB=${MAX_MB:-58}
 WORK=$(mktemp -d)
@@ -80,7 +80,7 @@ rmdir "$S"/nvidia 2>/dev/null || true
 find "$S" -name '*.cpython-3[0-9]*-x86_64-linux-gnu.so' ! -name '*.cpython-312-*' -delete
 # zstandard's CFFI backend is used only with PYTHON_ZSTANDARD_IMPORT_POLICY=cffi (CPython loads backend_c)
 rm -f "$S"/zstandard/_cffi*.so
-# xgrammar's static library and headers, type stubs, bytecode caches, DWARF debug info (ci/bundle_common.sh)
+# xgrammar's static library and headers, type stubs, bytecode caches, DWARF debug info (ci/gpu/bundle_common.sh)
 slim_site "$S"
 
 mkdir -p "$WORK/fi/flashinfer" "$OUT"

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Once per CPU machine, from the repo root (needs the package registry):
-#   bash ci/make_xgrammar_overlay.sh RELEASE      # -> .device-bundle/RELEASE-xgrammar/site.tar.xz (< 1 MB)
+#   bash ci/gpu/lease.sh xgrammar RELEASE             # -> .device-bundle/RELEASE-xgrammar/site.tar.xz (< 1 MB)
 # xgrammar at RELEASE's own pin, for the bundles that lack it (../shared/device/make_bundle.sh leaves it out:
-# 0.5.11, 0.5.12, 0.5.12.post1; ci/make_bundle_slim.sh bundles already carry it). Carry it beside the release's
-# bundle (`carry: [".device-bundle/RELEASE", ".device-bundle/RELEASE-xgrammar"]`): ci/gpu_env.sh unpacks it into
+# 0.5.11, 0.5.12, 0.5.12.post1; ci/gpu/make_bundle_slim.sh bundles already carry it). Carry it beside the release's
+# bundle (`carry: [".device-bundle/RELEASE", ".device-bundle/RELEASE-xgrammar"]`): ci/gpu/env.sh unpacks it into
 # the same tree when that tree has no xgrammar. The grammar rows (test_grammar_overlap_28986.py) need it.
-# Slimmed as make_bundle_slim.sh slims its site (slim_site of ci/bundle_common.sh).
+# Slimmed as make_bundle_slim.sh slims its site (slim_site of ci/gpu/bundle_common.sh).
 set -euo pipefail
 V=${1:?usage: make_xgrammar_overlay.sh RELEASE}
 PY=${PYTHON:-python3}

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Merge per-release device bundles (../shared/device/make_bundle.sh output) into one carry that fits the
 # device's 64 MiB cap:
-#   bash ci/make_combined_bundle.sh 0.5.11 0.5.12.post1 [0.5.12=0.5.12.post1 ...]   # -> .device-bundle/both/
+#   bash ci/gpu/lease.sh combine 0.5.11 0.5.12.post1 [0.5.12=0.5.12.post1 ...]   # -> .device-bundle/both/
 # Plain releases: files identical in all of them go into common.tar.xz once, the rest into RELEASE.tar.xz.
 # V=BASE (a release that differs from a plain one in a handful of files, e.g. 0.5.12 vs 0.5.12.post1): only
 # V.overlay.tar.xz (files that differ from or are missing in BASE's unpacked site), V.remove (BASE's files
 # that V lacks) and V.base; its FlashInfer part is BASE's when their contents are identical.
-# On the device: carry [".device-bundle/both"]; ci/gpu_env.sh unpacks common + the release's part(s).
+# On the device: carry [".device-bundle/both"]; ci/gpu/env.sh unpacks common + the release's part(s).
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: make_combined_bundle.sh REL_A REL_B [V=BASE ...]" >&2; exit 2; }
 OUT=.device-bundle/both; W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
