@@ -1,6 +1,6 @@
 """test_dsv3_mtp_strict.py's strict MTP row on fa3 (``--attention-backend fa3`` with an MLA target: SGLang's
 ``FlashAttentionBackend`` in its MLA mode): page size 1 without the radix cache, page size 64 with it. fa3 is not in the
-device bundle: carry the release's own fa3 in parts (``ci/make_fa3_parts.sh``, ``ci/gpu_fa3.sh``). Hopper only. A
+device bundle: carry the release's own fa3 in parts (``ci/gpu/lease.sh fa3-parts``, then its ``add`` / ``inst`` steps). Hopper only. A
 combination a release refuses at startup must be listed in that file's ``REFUSED`` (test_0 shows the refusal is
 clear)."""
 
