@@ -42,8 +42,8 @@ from sglang_specv2_fixes.testing.server import MODELS_DIR, TIMEOUT, URL, launch,
 from sglang_specv2_fixes.testing.tiny_models import deepseek_v3
 from sglang.test.test_utils import CustomTestCase
 
-# bug_in: the probe's committed-over-allocated check failed on stock 0.5.11 in test_page_align_decode.py (a stale overlap
-# result, #23456, ``skip-stale-overlap-updates``); that is scheduler code, not the model's, so it is expected here too
+# bug_in: on stock the probe sees a finished or retracted request's KV counters moved by a late overlap result (#23456,
+# ``skip-stale-overlap-updates``): scheduler code, not the model's, so it fails where that fix is patched
 register_specv2_ci(est_time=300, suite="specv2-gpu", releases="gpu", bug_in="fix:skip-stale-overlap-updates")
 
 EOS = 2  # the tiny tokenizer's </s>
