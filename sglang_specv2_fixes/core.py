@@ -1,8 +1,9 @@
 """Plan, register and verify fixes; the per-process report and state.
 
-    plan()      -> Report   decide every fix's state for the installed release (reads files, imports
+    plan()      -> Report   decide every fix's state for the imported release (reads files, imports
                             nothing from sglang): upstream / open / not-applicable / disabled / refused /
-                            present / ready
+                            present / ready, or unverified (a note whose check fails); damaged plugin data
+                            (a missing or unreadable patch file) refuses the fixes it touches, with the cause
     register(r)             apply each READY fix's patch file to the installed source, compile the patched
                             functions and hand them to SGLang's HookRegistry (REPLACE); an ``on_import`` fix
                             whose modules are not imported yet is built, applied and verified when they are
@@ -31,7 +32,7 @@ from . import __version__, catalog, installed, patchfile, releases
 from .catalog import Fix, Note, Patched
 from .fingerprint import fingerprint_in_file
 from .fixes import ALL_FIXES
-from .selection import Selection, opt_in_reason, opted_in, unknown_release_mode
+from .selection import Selection, opt_in_reason, opted_in, unknown_release_mode, unknown_variables
 
 logger = logging.getLogger("sglang_specv2_fixes")
 
@@ -81,6 +82,9 @@ class Report:
     # a release the table does not know, planned by fingerprint (SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE=fingerprint):
     # the closest known code line ("none" when nothing matched); None otherwise
     fingerprint_match: Optional[str] = None
+    # failures inside the plugin (damaged data, an unexpected exception): one line each, naming the cause
+    errors: List[str] = dataclasses.field(default_factory=list)
+    plugin_path: str = dataclasses.field(default_factory=installed.plugin_path)  # the copy of the plugin that runs
 
     @property
     def supported(self) -> bool:
@@ -107,6 +111,8 @@ class Report:
             "selection": self.selection,
             "fixes": {f.name: f.as_dict() for f in self.fixes},
             "warnings": list(self.warnings),
+            "errors": list(self.errors),
+            "plugin_path": self.plugin_path,
         }
 
     def summary(self) -> str:
@@ -121,7 +127,7 @@ class Report:
         unknown = "" if self.code_line else f" (not in the table; by fingerprint, closest {self.fingerprint_match})"
         return (
             f"sglang-specv2-fixes {self.plugin_version} on sglang {self.sglang_version}{unknown} "
-            f"[selection={self.selection}, pid={os.getpid()}]: {parts}"
+            f"[selection={self.selection}, pid={os.getpid()}, from {self.plugin_path}]: {parts}"
         )
 
 
@@ -138,15 +144,33 @@ def _installed_fp(module: str, qualname: str) -> Optional[str]:
     return fingerprint_in_file(path, qualname) if path else None
 
 
-def _plan_note(st: FixStatus, entry: Note) -> FixStatus:
+def _plan_note(st: FixStatus, entry: Note, line: str = "") -> FixStatus:
+    """A note's state where its check holds; ``unverified`` where the installed source is not the code the note
+    describes (never taken on trust: the release may not be the one its version says)."""
     st.state, st.reason = entry.state, entry.reason
     if entry.check:
         module, qualname, expected = entry.check
         installed = _installed_fp(module, qualname)
         ok = installed == expected
         st.targets.append(TargetCheck(f"{module}.{qualname}", expected, installed, ok))
-        st.reason += " (source verified)" if ok else " (installed source differs from the release: not verified)"
+        if ok:
+            st.reason += " (source verified)"
+        else:
+            st.state = catalog.UNVERIFIED
+            st.reason = (f"the release table says {entry.state} on {line or 'this release'}, but "
+                         f"{module}.{qualname} " + ("is not in the installed sglang" if installed is None else
+                                                    f"has fingerprint {installed}, not {expected}") +
+                         f": not verified, nothing patched ({entry.reason})")
     return st
+
+
+def _damaged(e: BaseException, where: str) -> str:
+    """One line naming a failure inside the plugin (its data or its code), for a fix's reason and ``errors``."""
+    if isinstance(e, FileNotFoundError):
+        return f"damaged install: {e.filename or where} is missing (reinstall {installed.DIST})"
+    if isinstance(e, OSError):
+        return f"damaged install: {e.filename or where} is unreadable ({e.strerror or e}; reinstall {installed.DIST})"
+    return f"failure inside the plugin reading {where}: {type(e).__name__}: {e} (reinstall {installed.DIST} or report it)"
 
 
 def _plan_patch(st: FixStatus, entry: Patched, selection: Selection, line: str, composed=None) -> FixStatus:
@@ -186,10 +210,15 @@ def _plan_patch(st: FixStatus, entry: Patched, selection: Selection, line: str, 
 
 
 def plan(selection: Selection, version: Optional[str] = None, fixes=None) -> Report:
+    """Every fix's state for sglang ``version`` (default: the imported one, with the environment's warnings: an
+    imported sglang its dist-info disagrees with, a plugin copy that is not the installed one, unknown variables)."""
     fixes = ALL_FIXES if fixes is None else fixes
-    version = installed.version() if version is None else version
+    env = []
+    if version is None:
+        version = installed.version()
+        env = [w for w in (installed.mismatch(), installed.plugin_mismatch()) if w] + unknown_variables(ALL_FIXES)
     line = releases.code_line(version)
-    report = Report(__version__, version, line, selection.canonical, [])
+    report = Report(__version__, version, line, selection.canonical, [], warnings=env)
     if line is None and version is not None and unknown_release_mode() == "fingerprint":
         from .survey import plan_unknown  # only here: an unknown release, opted in
 
@@ -202,14 +231,26 @@ def plan(selection: Selection, version: Optional[str] = None, fixes=None) -> Rep
         else:
             entry = releases.entry(fix.name, line)
             if isinstance(entry, Note):
-                _plan_note(st, entry)
+                _plan_note(st, entry, line)
+                if st.state == catalog.UNVERIFIED:
+                    report.warnings.append(f"{fix.name} unverified: {st.reason}")
             elif not opted_in(fix):
                 st.patch = f"patches/{fix.name}/{entry.name}.patch"
                 st.state, st.reason = catalog.DISABLED, opt_in_reason(fix, st.patch)
             else:
-                _plan_patch(st, entry, selection, line, composed)
-                if st.state == catalog.REFUSED:
-                    report.warnings.append(f"{fix.name} refused: {st.reason}")
+                try:
+                    _plan_patch(st, entry, selection, line, composed)
+                except Exception as e:  # damaged plugin data (a missing or unreadable patch file): this fix only
+                    st.reason, st.targets = _damaged(e, st.patch or fix.name), []
+                    if selection.wants(fix.name):
+                        st.state = catalog.REFUSED
+                        report.errors.append(f"{fix.name} refused: {st.reason}")
+                    else:  # not selected: nothing of it is touched
+                        st.state = catalog.DISABLED
+                        st.reason = f"not selected (selection: {selection.canonical}); {st.reason}"
+                else:
+                    if st.state == catalog.REFUSED:
+                        report.warnings.append(f"{fix.name} refused: {st.reason}")
         report.fixes.append(st)
     return _compose(report)
 
@@ -220,7 +261,11 @@ def _composed_fingerprints(line: str) -> Dict[tuple, set]:
     out: Dict[tuple, set] = {}
     for fix, entry in releases.LINES[line].fixes.items():
         if isinstance(entry, Patched):
-            for c in patchfile.load(fix, entry.name).composes:
+            try:
+                pf = patchfile.load(fix, entry.name)
+            except Exception:  # damaged plugin data: the fix itself is refused when it is planned (plan)
+                continue
+            for c in pf.composes:
                 for name in (fix, c.fix):
                     out.setdefault((name, c.dotted), set()).add(c.after)
     return out
@@ -259,6 +304,22 @@ def _compose(report: Report) -> Report:
             else:
                 owner[t.dotted] = (st, t.after)
     return report
+
+
+NOT_IN_EFFECT = (catalog.REFUSED, catalog.FAILED, catalog.UNVERIFIED)  # states status exits 1 for
+
+
+def strict_failures(report: Report, selection: Selection) -> List[str]:
+    """With ``SGLANG_SPECV2_FIXES_STRICT=1``: why startup must stop (empty: it need not, or strict mode is off).
+    Every selected fix that cannot be applied (refused, failed, unverified) and, for any selection but off, a release
+    the plugin cannot plan (unknown, or no sglang)."""
+    from .selection import ENV_STRICT, strict
+
+    if not strict() or selection.mode == "off":
+        return []
+    if not report.supported:
+        return [unsupported(report.sglang_version)]
+    return [f"{f.name} {f.state}" for f in report.fixes if f.state in NOT_IN_EFFECT and selection.wants(f.name)]
 
 
 # ------------------------------------------------------------------------------- process-wide state

@@ -2,7 +2,9 @@
 
     auto            every fix this release needs (default)
     auto,-NAME[,-NAME...]  auto without these (e.g. to measure or work around one fix); "auto" may be left out
-    off | none      nothing is patched (status and reporting still work)
+    -NAME[,-NAME...]       the same as auto,-NAME[,...]
+    off | none      nothing is patched (status and reporting still work); 0 / false / no as well
+    1 | true | yes | on    the same as auto (as the switches read them: every on value means the default)
     NAME[,NAME...]  exactly these; a name is a fix name or one of its upstream PR numbers ("#23456",
                     "23456"); a fix that goes beyond upstream is named by its name only
 
@@ -13,8 +15,9 @@ every report uses.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
-from typing import FrozenSet, Iterable, Optional
+from typing import FrozenSet, Iterable, List, Optional
 
 ENV = "SGLANG_SPECV2_FIXES"
 ENV_PROBE = "SGLANG_SPECV2_FIXES_PROBE"  # test-only scheduler-state probe (tests/registered)
@@ -43,7 +46,8 @@ ENV_VERIFY_HANDOFF = "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF"
 ENV_VERIFY_HANDOFF_FA3 = "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3"
 FLAG = "--specv2-fixes"
 AUTO_VALUES = ("", "auto", "default")  # the selection's spellings of auto (empty: as unset), case-insensitive
-OFF_VALUES = ("off", "none", "0", "false")
+ON_VALUES = ("1", "true", "yes", "on")  # the switches' on values: for the selection, auto
+OFF_VALUES = ("off", "none", "0", "false", "no")
 # a release the table does not know: "skip" (default: one warning, nothing patched) or "fingerprint" (patch a fix only
 # where every target equals a known release's `before` exactly; survey.plan_unknown)
 ENV_UNKNOWN_RELEASE = "SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE"
@@ -88,7 +92,7 @@ def parse(value: Optional[str], fixes: Iterable) -> Selection:
     fixes = list(fixes)
     raw = (value if value is not None else "auto").strip()
     low = raw.lower()
-    if low in AUTO_VALUES:
+    if low in AUTO_VALUES or low in ON_VALUES:
         return Selection("auto", raw=raw or "auto")
     if low in OFF_VALUES:
         return Selection("off", raw=raw)
@@ -117,10 +121,18 @@ def parse(value: Optional[str], fixes: Iterable) -> Selection:
         else:
             names.add(canon)
     if unknown:
-        raise _invalid(f"unknown fix name(s): {', '.join(unknown)}", fixes)
+        raise _invalid(f"unknown fix name(s): {', '.join(_with_guess(u, alias) for u in unknown)}", fixes)
     if without:
         return Selection("auto", raw=raw, without=frozenset(names))
     return Selection("explicit", frozenset(names), raw)
+
+
+def _with_guess(item: str, alias: dict) -> str:
+    """'tree_drafting (did you mean tree-drafting?)': the closest fix name, '_' read as '-'."""
+    names = sorted(set(alias.values()))
+    key = item.lower().replace("_", "-").strip()
+    guess = alias.get(key) or next(iter(difflib.get_close_matches(key, names, 1, 0.75)), None)
+    return f"{item} (did you mean {guess}?)" if guess else item
 
 
 def valid_names(fixes) -> list:
@@ -150,11 +162,75 @@ def unknown_release_mode() -> str:
     return value
 
 
+ENV_STRICT = "SGLANG_SPECV2_FIXES_STRICT"  # =1: a selected fix that cannot be applied stops startup
+ENV_CODE_CACHE = "SGLANG_SPECV2_FIXES_CODE_CACHE"  # fingerprint.py: the start-up cache's folder, or 0 (no cache)
+PREFIX = "SGLANG_SPECV2_FIXES_"
+TEST_PREFIX = PREFIX + "TEST_"  # the CPU tests' own switches (tests/cpu/conftest.py): never warned about
+# the variables that are not a fix's switch (those are declared on the fix: catalog.Switch, Fix.switches / opt_in)
+GLOBAL_VARIABLES = {
+    ENV: "the selection (auto / off / NAME,...)",
+    ENV_UNKNOWN_RELEASE: "a release the table does not know: skip (default) or fingerprint",
+    ENV_STRICT: "=1: a selected fix that cannot be applied (refused, failed, unverified) stops startup",
+    ENV_CODE_CACHE: "the start-up code cache's folder, or 0 for none",
+    ENV_PROBE: "=1: the scheduler-state probe, published in /server_info (tests)",
+    ENV_CHECK: "=1: the probe's invariants stop the scheduler (debugging)",
+    ENV_PROBE_DIR: "with the probe: every scheduler rank writes its view there",
+}
+# variables of earlier versions: what replaces them (the warning says it)
+REMOVED_VARIABLES = {
+    PREFIX + "MIN_TOKENS_PER_POSITION": "min-tokens-per-position is on by default; auto,-min-tokens-per-position leaves it out",
+    PREFIX + "READ_DONE_AFTER_REPLAY": "draft-extend-read-done-order is on by default; auto,-draft-extend-read-done-order leaves it out",
+}
+
+
+def known_variables(fixes) -> dict:
+    """Every ``SGLANG_SPECV2_FIXES_*`` variable this version reads: name -> what it does (the fixes' switches
+    included, with their fix)."""
+    out = dict(GLOBAL_VARIABLES)
+    for f in fixes:
+        for sw in f.switches:
+            out.setdefault(sw.env, f"{f.name}: {sw.effect}")
+        if f.opt_in:
+            out.setdefault(f.opt_in, f"{f.name}: =1 plans it (opt-in)")
+    return out
+
+
+def unknown_variables(fixes, env=None) -> List[str]:
+    """One warning per ``SGLANG_SPECV2_FIXES_*`` variable in ``env`` (default: this process's) that this version does
+    not read, with the closest known name or what replaced it."""
+    env = os.environ if env is None else env
+    known = known_variables(fixes)
+    out = []
+    for name in sorted(n for n in env if n.startswith(PREFIX) and n not in known and not n.startswith(TEST_PREFIX)):
+        if name in REMOVED_VARIABLES:
+            out.append(f"{name} is no longer read: {REMOVED_VARIABLES[name]}")
+            continue
+        guess = difflib.get_close_matches(name, list(known), 1, 0.8)
+        fix = name[len(PREFIX):].lower().replace("_", "-")
+        fix = next((f.name for f in fixes if f.name == fix), None)
+        out.append(f"{name} is not a variable this plugin reads (ignored)" +
+                   (f": did you mean {guess[0]}?" if guess else f"; known: {', '.join(sorted(known))}") +
+                   (f" (to leave the fix out: {ENV}=auto,-{fix})" if fix else ""))
+    return out
+
+
+def active_switches(fixes, env=None) -> List[str]:
+    """``NAME=value (what it does)`` for every known variable set in ``env`` besides the selection itself."""
+    env = os.environ if env is None else env
+    known = known_variables(fixes)
+    return [f"{n}={env[n]} ({known[n]})" for n in sorted(known) if n in env and n != ENV]
+
+
+def strict() -> bool:
+    """``SGLANG_SPECV2_FIXES_STRICT=1``: a selected fix that cannot be applied stops startup."""
+    return _flag(ENV_STRICT)
+
+
 def from_env(fixes) -> Selection:
     return parse(os.environ.get(ENV), fixes)
 
 
-_ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")  # the switches' vocabulary
+_ON, _OFF = ON_VALUES, ("0", "false", "no", "off")  # the switches' vocabulary
 
 
 def _flag(name: str) -> bool:

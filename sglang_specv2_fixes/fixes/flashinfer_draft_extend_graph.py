@@ -103,7 +103,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from ..catalog import Fix
+from ..catalog import Fix, switch
 
 logger = logging.getLogger("sglang_specv2_fixes")
 
@@ -130,6 +130,11 @@ FIX = Fix(
     ),
     removal="delete when 0.5.13.post1 leaves the supported releases (upstream from 0.5.14)",
     on_import=True,  # flashinfer_backend: imported by a flashinfer server's attention backend, not by every process
+    switches=(
+        switch("SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH", "on", "=0: flashinfer's draft extend runs eagerly"),
+        switch("SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN", "chains on, trees off",
+               "=0: the graph's replays use flashinfer's own plan (its device-to-host copies); =1: trees too"),
+    ),
 )
 
 # ------------------------------------------------------------------ code the patched functions call

@@ -43,7 +43,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from ..catalog import Fix
+from ..catalog import Fix, switch
 from ..selection import ENV_FA3_TREES, fa3_trees_enabled
 
 logger = logging.getLogger("sglang_specv2_fixes")
@@ -55,6 +55,12 @@ FIX = Fix(
     what="ServerArgs._handle_speculative_decoding routes topk > 1 after auto_choose_speculative_params (an auto-chosen attention backend is re-chosen by upstream's default rule on the final topk; page_size == 1 dense models on flashinfer/triton keep spec v2, everything else spec v1 with a warning); EAGLEWorkerV2.verify uses the accepted width as bonus stride and compacts the accepted tree path (target KV via move_accepted_tokens_to_target_kvcache, predict, hidden states) to the front of each request block; move_accepted_tokens_to_target_kvcache launches bs * accept_index.shape[1]; EagleDraftWorker.init_cuda_graphs skips the num_steps+1-wide draft-extend graph for trees (and captures flashinfer's for chains where flashinfer-draft-extend-graph's rule allows); the busy leak check runs for spec v2 tree drafting",
     why="default EAGLE/EAGLE3 params (auto-chosen topk 4) keep the overlap scheduler on and run the unfinished spec v2 tree path: out-of-bounds reads (device-side assert 'vectorized gather kernel index out of bounds' under concurrency) and wrong bonus tokens / hidden states / KV",
     removal="delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream re-landed it in 0.5.13.post1, where spec v1 is gone)",
+    switches=(
+        switch("SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH", "on",
+               "=0: a tree's draft extend runs eagerly (no tree-width draft-extend CUDA graph, on any backend)"),
+        switch("SGLANG_SPECV2_FIXES_FA3_TREES", "on",
+               "=0: no spec-v2 trees on fa3 (an explicit fa3 tree runs spec v1, the default invocation gets flashinfer)"),
+    ),
 )
 
 # ------------------------------------------------------------------ code the patched functions call

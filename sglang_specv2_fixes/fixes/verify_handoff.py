@@ -136,7 +136,7 @@ import logging
 import os
 import threading
 
-from ..catalog import Fix
+from ..catalog import Fix, switch
 from .. import selection
 from ..selection import ENV_VERIFY_HANDOFF, ENV_VERIFY_HANDOFF_FA3, turned_off
 
@@ -164,6 +164,10 @@ FIX = Fix(
         "0.5.17, 13 - 20 % at TP 2; trees, with the same wait, reach 0.88 - 0.96 of 0.5.17's tree tok/s)"
     ),
     removal="delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)",
+    switches=(
+        switch("SGLANG_SPECV2_FIXES_VERIFY_HANDOFF", "on", "=0: every server keeps the release's host wait"),
+        switch("SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3", "on", "=0: fa3 servers keep the release's host wait"),
+    ),
 )
 
 # test-only counters (read by the probe): steps that took the stream wait, host waits kept, worker fallbacks
