@@ -3,7 +3,8 @@
     status [--json] [--wide]  the imported sglang, this plugin's copy, the switches set, each fix's state and
                               reason, fingerprint checks (no GPU, nothing imported from sglang, nothing patched)
     matrix [--markdown]       the fix x release compatibility table of this plugin version
-    index                     the patch index (what / why / PRs / which patch file on which release)
+    index                     the patch index (what / why / PRs / which patch file on which release / switches)
+    variables [--markdown]    every SGLANG_SPECV2_FIXES_* variable this version reads, the fixes' switches included
     check-selection [VALUE]   validate a selection with status's checks and say what it patches (default:
                               $SGLANG_SPECV2_FIXES); the same exit status as status
     diff FIX [--release V]    the patch file a release gets for FIX (default: the installed release)
@@ -63,6 +64,11 @@ COMMANDS = {  # name: (one line for the command list, the command's own --help d
         "For every fix: what is patched and how, the bug it fixes, its upstream PRs, which patch file each "
         "release gets, and when the patch can be removed (the docstring of sglang_specv2_fixes/fixes/__init__.py "
         "holds the same text).",
+    ),
+    "variables": (
+        "every SGLANG_SPECV2_FIXES_* variable this version reads",
+        "The global variables and every fix's switches (declared on the fix), with what unset means and what setting "
+        "them does; --markdown: as docs/usage.md's table. status warns about any other SGLANG_SPECV2_FIXES_* variable.",
     ),
     "check-selection": (
         "validate a selection and show what it patches",
@@ -311,6 +317,16 @@ def _index(args) -> int:
     return 0
 
 
+def _variables(args) -> int:
+    if args.markdown:
+        print(export.variables_markdown(), end="")
+        return 0
+    for name, what in selection.known_variables(ALL_FIXES).items():
+        print(name)
+        print(_fill(what, "    "))
+    return 0
+
+
 # ---------------------------------------------------------------------------------- check-selection
 def _patched_on(name: str) -> str:
     vs = releases.release_set(f"fix:{name}")
@@ -512,6 +528,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--wide", action="store_true", help="no wrapping; full target names and their fingerprints")
     command("matrix", _matrix).add_argument("--markdown", action="store_true", help="as the README's Markdown table")
     command("index", _index)
+    command("variables", _variables).add_argument("--markdown", action="store_true", help="as docs/usage.md's table")
     c = command("check-selection", _check_selection)
     c.add_argument("value", nargs="?", metavar="VALUE",
                    help=f"auto, off or a comma list of fix names / PR numbers (default: ${selection.ENV})")

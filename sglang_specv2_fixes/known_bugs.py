@@ -421,7 +421,7 @@ BUGS: Tuple[Bug, ...] = (
         "waits for verify_done, no seq_lens D2H, device prefix lengths for the draft extend; every other batch keeps "
         "the release's synchronous path); on by default since its GPU row met for chains (2026-11-27; at real size "
         "1.06 - 1.23x a 0.5.11 chain's tok/s, 0.98 - 1.02x upstream 0.5.17's at TP 1; the row's tree class passed on "
-        "0.5.11 / 0.5.12 / 0.5.12.post1 on 2026-11-27), SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0 turns it off; for fa3 "
+        "0.5.11 / 0.5.12 / 0.5.12.post1 on 2026-11-27), auto,-verify-handoff leaves it out; for fa3 "
         "(fa3's metadata takes the page tables' static width without the host mirror, as 0.5.17) since its row met on "
         "the same three releases (2026-11-29: the default invocation on fa3 went from 0.90 - 0.93 to 1.00 - 1.10x "
         "upstream 0.5.17's at c = 8), SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0 leaves fa3 out. 0.5.13 has no host wait on verify_done (#25879); but on 0.5.13.x "

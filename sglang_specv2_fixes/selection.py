@@ -38,9 +38,6 @@ ENV_FA3_GRAPH = "SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH"
 # spec-v2 tree drafting on fa3 (tree-drafting, 0.5.11 / 0.5.12.x), and the default invocation left on the fa3 that
 # those releases and upstream 0.5.13 - 0.5.17 pick: on unless set to an off value (its rows met on a GPU, 2026-11-29)
 ENV_FA3_TREES = "SGLANG_SPECV2_FIXES_FA3_TREES"
-# the spec-v2 decode preparation without the host wait on the previous verify (verify-handoff, #25879): on unless
-# set to an off value
-ENV_VERIFY_HANDOFF = "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF"
 # verify-handoff on fa3 (its replay and eager draft-extend metadata bounded without the host mirror): on unless set to
 # an off value
 ENV_VERIFY_HANDOFF_FA3 = "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3"
@@ -180,6 +177,7 @@ GLOBAL_VARIABLES = {
 REMOVED_VARIABLES = {
     PREFIX + "MIN_TOKENS_PER_POSITION": "min-tokens-per-position is on by default; auto,-min-tokens-per-position leaves it out",
     PREFIX + "READ_DONE_AFTER_REPLAY": "draft-extend-read-done-order is on by default; auto,-draft-extend-read-done-order leaves it out",
+    PREFIX + "VERIFY_HANDOFF": "auto,-verify-handoff leaves verify-handoff out (VERIFY_HANDOFF_FA3=0: fa3 servers only)",
 }
 
 
@@ -285,13 +283,6 @@ def flashinfer_draft_graph_enabled() -> bool:
     rows ran on a GPU (2026-11-27): trees of 0.5.11 / 0.5.12.x (docs/gpu-runs/2026-11-27-s21/), chains and trees of
     0.5.13.x (docs/gpu-runs/2026-11-27-s24/), chains of 0.5.11 / 0.5.12.x (docs/gpu-runs/2026-11-27-s25/)."""
     return _unless_off(ENV_FLASHINFER_GRAPH)
-
-
-def verify_handoff_enabled() -> bool:
-    """verify-handoff (0.5.11 / 0.5.12.x triton chains: the decode preparation without the host wait on the previous
-    verify): on unless SGLANG_SPECV2_FIXES_VERIFY_HANDOFF is set to an off value (0 / false / no / off). It was opt-in
-    until its row had run on a GPU (2026-11-27, 0.5.11 / 0.5.12 / 0.5.12.post1, docs/gpu-runs/2026-11-27-s23/)."""
-    return _unless_off(ENV_VERIFY_HANDOFF)
 
 
 def verify_handoff_fa3_enabled() -> bool:

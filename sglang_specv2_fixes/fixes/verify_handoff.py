@@ -124,7 +124,7 @@ docs/gpu-runs/2026-11-27-s25/), and 0.5.12.post1's tree topk 8 reached 1.00 / 1.
 (docs/gpu-runs/2026-11-29-s36/, tests/registered/test_verify_handoff_fa3.py on 0.5.11, 0.5.12 and 0.5.12.post1: the
 same checks against an fa3 target-only server; stock failed only the host-wait count and, for an explicit fa3 tree, its
 spec-v1 fallback): the default invocation on Hopper (fa3, topk 4 tree) went from 0.90 / 0.93 to 1.10 / 1.00 of upstream
-0.5.17 at c = 8 on 0.5.11 / 0.5.12.post1 (docs/bench/upstream-parity.md). ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0``
+0.5.17 at c = 8 on 0.5.11 / 0.5.12.post1 (docs/bench/upstream-parity.md). ``SGLANG_SPECV2_FIXES=auto,-verify-handoff``
 turns the fix off, ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0`` only on fa3 (``server_reason``).
 
 Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13).
@@ -138,7 +138,7 @@ import threading
 
 from ..catalog import Fix, switch
 from .. import selection
-from ..selection import ENV_VERIFY_HANDOFF, ENV_VERIFY_HANDOFF_FA3, turned_off
+from ..selection import ENV_VERIFY_HANDOFF_FA3, turned_off
 
 logger = logging.getLogger("sglang_specv2_fixes")
 
@@ -165,7 +165,6 @@ FIX = Fix(
     ),
     removal="delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)",
     switches=(
-        switch("SGLANG_SPECV2_FIXES_VERIFY_HANDOFF", "on", "=0: every server keeps the release's host wait"),
         switch("SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3", "on", "=0: fa3 servers keep the release's host wait"),
     ),
 )
@@ -194,8 +193,6 @@ def server_reason(args) -> str | None:
 
 
 def _server_reason(args) -> str | None:
-    if not selection.verify_handoff_enabled():
-        return turned_off(ENV_VERIFY_HANDOFF)
     g = lambda name, default=None: getattr(args, name, default)  # noqa: E731
     if (g("speculative_algorithm") or "").upper() not in ("EAGLE", "EAGLE3"):
         return f"speculative algorithm {g('speculative_algorithm')}: only EAGLE / EAGLE3 were read for it"
