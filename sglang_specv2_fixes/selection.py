@@ -203,11 +203,12 @@ def unknown_variables(fixes, env=None) -> List[str]:
         if name in REMOVED_VARIABLES:
             out.append(f"{name} is no longer read: {REMOVED_VARIABLES[name]}")
             continue
-        guess = difflib.get_close_matches(name, list(known), 1, 0.8)
+        guess = difflib.get_close_matches(name, list(known) + list(REMOVED_VARIABLES), 1, 0.8)
+        gone = f" (no longer read: {REMOVED_VARIABLES[guess[0]]})" if guess and guess[0] in REMOVED_VARIABLES else ""
         fix = name[len(PREFIX):].lower().replace("_", "-")
         fix = next((f.name for f in fixes if f.name == fix), None)
         out.append(f"{name} is not a variable this plugin reads (ignored)" +
-                   (f": did you mean {guess[0]}?" if guess else f"; known: {', '.join(sorted(known))}") +
+                   (f": did you mean {guess[0]}?{gone}" if guess else f"; known: {', '.join(sorted(known))}") +
                    (f" (to leave the fix out: {ENV}=auto,-{fix})" if fix else ""))
     return out
 

@@ -147,6 +147,7 @@ print('RESULT ' + json.dumps(dict(states={f.name: f.state for f in r.fixes}, err
 
 
 def loaded(env, prelude=""):
+    """LOAD in a fresh interpreter outside the checkout (``env``'s PYTHONPATH decides which plugin copy imports)."""
     p = subprocess.run([sys.executable, "-c", prelude + LOAD], capture_output=True, text=True, env=env, cwd="/",
                        timeout=300)
     res = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
@@ -188,12 +189,13 @@ def test_a_missing_patch_file_refuses_that_fix_only(tmp_path):
 @requires_sglang
 def test_an_exception_inside_the_plugin_is_one_error_line():
     prelude = "from sglang_specv2_fixes import core\ndef boom(report): raise RuntimeError('a bug')\ncore.register = boom\n"
-    p, r = loaded(child_env(), prelude)
+    env = env_with(ROOT, *[p for p in child_env()["PYTHONPATH"].split(os.pathsep) if "releases" in p])
+    p, r = loaded(env, prelude)
     assert r is not None and p.returncode == 0, p.stderr[-3000:]
     assert "Failed to execute" not in p.stderr and "Traceback" not in p.stderr, p.stderr[-3000:]
     assert [ln for ln in p.stderr.splitlines() if "RuntimeError: a bug" in ln] and len(r["errors"]) == 1
     assert "failed inside the plugin" in r["errors"][0] and r["info"] == r["errors"]
-    p, r = loaded(child_env(SGLANG_SPECV2_FIXES_STRICT="1"), prelude)
+    p, r = loaded(dict(env, SGLANG_SPECV2_FIXES_STRICT="1"), prelude)
     assert r is None and p.returncode != 0 and "RuntimeError: a bug" in p.stderr
 
 
@@ -264,7 +266,9 @@ def test_check_selection_reads_sglang_plugins(monkeypatch, capsys):
 
 @requires_sglang
 @pytest.mark.parametrize("name, guess", [
-    ("SGLANG_SPECV2_FIXES_VERIFY_HANDOF", "did you mean SGLANG_SPECV2_FIXES_VERIFY_HANDOFF?"),
+    ("SGLANG_SPECV2_FIXES_VERIFY_HANDOF", "did you mean SGLANG_SPECV2_FIXES_VERIFY_HANDOFF? (no longer read: "
+                                          "auto,-verify-handoff"),
+    ("SGLANG_SPECV2_FIXES_FA3_TREE", "did you mean SGLANG_SPECV2_FIXES_FA3_TREES?"),
     ("SGLANG_SPECV2_FIXES_TREE_DRAFTING", "to leave the fix out: SGLANG_SPECV2_FIXES=auto,-tree-drafting"),
     ("SGLANG_SPECV2_FIXES_STRICTT", "did you mean SGLANG_SPECV2_FIXES_STRICT?"),
     ("SGLANG_SPECV2_FIXES_READ_DONE_AFTER_REPLAY", "auto,-draft-extend-read-done-order leaves it out"),
