@@ -439,8 +439,8 @@ BUGS: Tuple[Bug, ...] = (
         affected=span("0.5.11", "0.5.13.post1"), fixed_in="0.5.14", answer="flashinfer-draft-extend-graph",
         reason="patched on 0.5.11 … 0.5.12.post1 for trees (the spec-v2 tree path is the plugin's there): flashinfer's "
         "DRAFT_EXTEND_V2 graph metadata at a constant num_draft_tokens width, captured by tree-drafting's "
-        "init_cuda_graphs; on by default since its GPU rows met (2026-11-27; SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0 "
-        "turns it off); chains there too (tree-drafting's init_cuda_graphs asks flashinfer_graph_backends), on by "
+        "init_cuda_graphs; on by default since its GPU rows met (2026-11-27; auto,-flashinfer-draft-extend-graph "
+        "leaves it out); chains there too (tree-drafting's init_cuda_graphs asks flashinfer_graph_backends), on by "
         "default since their row met A/B on 0.5.11, 0.5.12 and 0.5.12.post1 (2026-11-27, session 25). On 0.5.13 / "
         "0.5.13.post1 for chains and trees: 0.5.14's "
         "DRAFT_EXTEND_V2 branches of _prepare_cuda_graph_metadata / init_forward_metadata_out_graph and flashinfer on "

@@ -25,10 +25,6 @@ ENV_CHECK = "SGLANG_SPECV2_FIXES_CHECK"  # debug: the probe's invariants stop th
 ENV_PROBE_DIR = "SGLANG_SPECV2_FIXES_PROBE_DIR"  # test-only: every scheduler rank writes its probe view there
 # the spec-v2 draft-extend CUDA graph at tree width (tree-drafting, triton): on by default, =0 turns it off
 ENV_TREE_GRAPH = "SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH"
-# flashinfer's spec-v2 draft-extend CUDA graph (flashinfer-draft-extend-graph, #28782): on by default for the trees of
-# 0.5.11 / 0.5.12.x and the chains and trees of 0.5.13.x, =0 turns it off (ENV_TREE_GRAPH=0 keeps every tree-width
-# draft-extend graph off)
-ENV_FLASHINFER_GRAPH = "SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH"
 # that graph's replays planned from host-known indptrs, without flashinfer's device-to-host copies
 # (flashinfer-draft-extend-graph, upstream 0.5.14's fast_prefill_plan): chains unless set to an off value, trees with =1
 ENV_FLASHINFER_FAST_PLAN = "SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN"
@@ -177,6 +173,8 @@ GLOBAL_VARIABLES = {
 REMOVED_VARIABLES = {
     PREFIX + "MIN_TOKENS_PER_POSITION": "min-tokens-per-position is on by default; auto,-min-tokens-per-position leaves it out",
     PREFIX + "READ_DONE_AFTER_REPLAY": "draft-extend-read-done-order is on by default; auto,-draft-extend-read-done-order leaves it out",
+    PREFIX + "FLASHINFER_DRAFT_GRAPH": "auto,-flashinfer-draft-extend-graph leaves flashinfer's draft-extend graph out "
+                                       "(TREE_DRAFT_GRAPH=0: trees only)",
     PREFIX + "VERIFY_HANDOFF": "auto,-verify-handoff leaves verify-handoff out (VERIFY_HANDOFF_FA3=0: fa3 servers only)",
 }
 
@@ -276,14 +274,6 @@ def tree_draft_graph_enabled() -> bool:
     an off value (0 / false / no / off). It was opt-in until the tree rows of the registered matrix had run with it
     on (2026-11-24, 0.5.11 and 0.5.12.post1, docs/gpu-runs/2026-11-24-s10/)."""
     return _unless_off(ENV_TREE_GRAPH)
-
-
-def flashinfer_draft_graph_enabled() -> bool:
-    """flashinfer's spec-v2 draft-extend CUDA graph (upstream #28782): on unless
-    SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH is set to an off value (0 / false / no / off). The default since the
-    rows ran on a GPU (2026-11-27): trees of 0.5.11 / 0.5.12.x (docs/gpu-runs/2026-11-27-s21/), chains and trees of
-    0.5.13.x (docs/gpu-runs/2026-11-27-s24/), chains of 0.5.11 / 0.5.12.x (docs/gpu-runs/2026-11-27-s25/)."""
-    return _unless_off(ENV_FLASHINFER_GRAPH)
 
 
 def verify_handoff_fa3_enabled() -> bool:

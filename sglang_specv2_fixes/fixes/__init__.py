@@ -394,11 +394,10 @@ flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA gr
         DRAFT_EXTEND_V2 branch (causal paged prefill, prefix_lens=None, no ragged part) with a
         constant num_draft_tokens query layout per request; the draft-extend graph is captured for
         chains and trees by tree-drafting's init_cuda_graphs (0.5.11 / 0.5.12.x) and by 0.5.13.x's
-        init_cuda_graphs (flashinfer_graph_backends); SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0
-        turns it off. FlashInferIndicesUpdaterPrefill.call_begin_forward plans the graph's replays
-        from host-known indptrs (upstream 0.5.14's fast_prefill_plan layout, through flashinfer's
-        own plan) for chains and trees; SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0 keeps
-        flashinfer's own plan
+        init_cuda_graphs (flashinfer_graph_backends).
+        FlashInferIndicesUpdaterPrefill.call_begin_forward plans the graph's replays from host-known
+        indptrs (upstream 0.5.14's fast_prefill_plan layout, through flashinfer's own plan) for
+        chains and trees; SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0 keeps flashinfer's own plan
     Why: flashinfer's spec-v2 draft extend runs eagerly in these releases (one launch per layer and
         a paged_kernel_lens.sum().item() sync per step); upstream 0.5.14 captures it (#28782: ~10%
         median latency); the replay's flashinfer plan copies its indptrs to the host, a wait on the
@@ -406,8 +405,6 @@ flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA gr
     - applied: patches/flashinfer-draft-extend-graph/0.5.11.patch (0.5.11 … 0.5.12.post1)
     - applied: patches/flashinfer-draft-extend-graph/0.5.13.patch (0.5.13 … 0.5.13.post1)
     - upstream (0.5.14 … 0.5.23)
-    Switch: SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH (unset: on) =0: flashinfer's draft extend
-        runs eagerly
     Switch: SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN (unset: chains on, trees off) =0: the graph's
         replays use flashinfer's own plan (its device-to-host copies); =1: trees too
     Removal: delete when 0.5.13.post1 leaves the supported releases (upstream from 0.5.14)

@@ -29,7 +29,7 @@ the worker side is in 0.5.13.post1 as ``_finalize_accept_tree_path`` / ``_compac
   stride comes with draft-extend-kv-range, #27545), captured only where draft_extend_graph_at_tree_width
   allows (on by default since the tree rows ran with it on a GPU; ``SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0``
   turns it off; flashinfer's graph, upstream #28782, with flashinfer-draft-extend-graph's metadata, on by default
-  since its rows ran on a GPU, ``SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0`` turns it off), else eager; the same
+  since its rows ran on a GPU, ``auto,-flashinfer-draft-extend-graph`` leaves it out), else eager; the same
   function asks ``flashinfer_draft_extend_graph.flashinfer_graph_backends`` about a chain whose backend is not on the
   release's list (#28782 captures flashinfer's graph for chains too);
 * ``SchedulerRuntimeCheckerMixin.self_check_during_busy``: the busy leak check runs for spec v2
@@ -262,7 +262,7 @@ def tree_draft_extend_graph_reason(worker):
       TP 2 included) it is the default, and SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0 turns it off.
     * flashinfer: flashinfer-draft-extend-graph (the DRAFT_EXTEND_V2 branches of its graph metadata, upstream
       #28782 / 0.5.14), whose rule is ``flashinfer_draft_extend_graph.flashinfer_graph_reason``. The default since its
-      rows met on a GPU (2026-11-27); SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0 turns it off.
+      rows met on a GPU (2026-11-27); auto,-flashinfer-draft-extend-graph leaves it out.
     * fa3: fa3-draft-extend-graph (fa3's DRAFT_EXTEND_V2 graph metadata is width-generic: the query width it keeps is
       the captured tokens per request, the rest is rebuilt before each replay; upstream 0.5.23 captures it for trees
       too), whose rule is ``fa3_draft_extend_graph.fa3_tree_reason``: for trees opt-in
