@@ -57,8 +57,9 @@ def _dist_version() -> Optional[str]:
 
 
 def _dist_package(dist_name: str, package: str) -> Optional[str]:
-    """The package folder that the dist-info of ``dist_name`` describes (None: no dist-info, or it lists no such
-    package). An editable install names its source folder in direct_url.json."""
+    """The package folder that the dist-info of ``dist_name`` describes (None: no dist-info, or no such folder beside
+    it). An editable install names its source folder in direct_url.json. Read without the RECORD (sglang's lists
+    thousands of files): a start-up cost the plugin must not pay."""
     try:
         dist = importlib.metadata.distribution(dist_name)
     except importlib.metadata.PackageNotFoundError:
@@ -67,14 +68,13 @@ def _dist_package(dist_name: str, package: str) -> Optional[str]:
         import json
 
         url = json.loads(dist.read_text("direct_url.json") or "{}")
-        if url.get("dir_info", {}).get("editable") and url.get("url", "").startswith("file://"):
-            return os.path.join(url["url"][len("file://"):], package)
     except ValueError:
-        pass
-    for f in dist.files or ():
-        if f.parts and f.parts[0] == package and f.name == "__init__.py" and len(f.parts) == 2:
-            return os.path.dirname(str(dist.locate_file(f)))
-    return None
+        url = {}
+    if url.get("dir_info", {}).get("editable") and url.get("url", "").startswith("file://"):
+        where = os.path.join(url["url"][len("file://"):], package)
+    else:
+        where = str(dist.locate_file(package))
+    return where if os.path.isfile(os.path.join(where, "__init__.py")) else None
 
 
 def _same(a: str, b: str) -> bool:
