@@ -5,15 +5,23 @@ outputs): an 8B- (``--real-size-model 8b``, default) or 70B-shaped Llama target 
 ``bench/real_size_models.py`` (config + tokenizer) served with dummy weights; ``--real-size-tp N`` adds ``--tp-size
 N`` to both servers (sharing the same N GPUs); ``SGLANG_SIMULATE_ACC_LEN`` (``--acc-len``, default 3.0) in both
 servers' environment, since dummy weights accept nothing; configurations ``eagle3-topk1``, ``tree-topk4``,
-``tree-topk8`` (``nospec`` and ``default``, the invocation without spec-shape or backend flags, on request); COMMON resized for two servers on one GPU with a 32768-token KV pool on both;
+``tree-topk8`` (``nospec`` and ``default``, the invocation without spec-shape or backend flags, on request);
 200 input / 256 output tokens, 3 pairs per point; no greedy identity check (the tiny real-weight runs keep it).
+
+Server flags (``--invocation``): ``user`` (default) serves each side as a user would: the model, the speculative
+settings, ``--attention-backend triton`` (left out by ``default``), dummy weights and the KV pool
+(``--max-total-tokens``, equal on both sides) and nothing else, so SGLang's own defaults (piecewise CUDA graphs,
+CUDA graph sizes, memory fraction, sampling and grammar backends) hold on both sides. ``harness`` adds the registered
+tests' COMMON flags resized for two servers on one GPU (``--disable-piecewise-cuda-graph``, ``--cuda-graph-bs``,
+``--mem-fraction-static``, ``--sampling-backend pytorch``, ``--grammar-backend none``, ``--sleep-on-idle``):
+benchmark-only switches; such points are labelled ``harness`` in every summary.
 Budget, memory and why the TP 2 point is the 8B shape: docs/bench/README.md. The TP 2 command (one call on
 nvidia-h200-x2 with .device-bundle/both carried)::
 
     SPECV2_COMMIT=<hash> bash bench/gpu_real_size.sh "0.5.11 0.5.12.post1" --waves --real-size-tp 2 \
         --configs tree-topk4 --concurrency 1 8 32 --repeats 2 --point-seconds 3 --first-launch-s 120
 
-then ``bench/real_size_report.py --previous docs/bench/real-size-latest.json RESULTS...`` with the call's
+then ``bench/real_size_report.py --previous PREVIOUS/real-size-latest.json RESULTS...`` with the call's
 ``bench-RELEASE/results.json`` (in its real-size-out.tar.gz) keeps the TP 1 points beside the new TP 2 ones.
 """
 
@@ -31,6 +39,10 @@ ROOT = os.path.dirname(HERE)
 ENV_VAR = "SGLANG_SIMULATE_ACC_LEN"
 DRAFT_DUMMY = ["--speculative-draft-load-format", "dummy"]
 TREE = ["--page-size", "1"]  # the plugin's spec v2 tree path needs page size 1 (stock sends topk > 1 to spec v1)
+INVOCATIONS = ("user", "harness")
+# the user invocation: what a user passes besides the model and the speculative settings (the backend under test,
+# dummy weights); the harness adds --max-total-tokens (both sides) and --tp-size N (TP > 1) to both invocations
+USER_FLAGS = ["--attention-backend", "triton", "--load-format", "dummy"]
 
 # name -> (speculative steps, topk, draft tokens) or None, extra server args (serving.CONFIGS' format)
 CONFIGS = {
@@ -84,6 +96,9 @@ def add_args(ap):
                    help="target shape (bench/real_size_models.py; default 8b)")
     g.add_argument("--real-size-tp", type=int, choices=TP_SIZES, default=1,
                    help="--tp-size of both servers (default 1); they share the same GPUs (CUDA_VISIBLE_DEVICES)")
+    g.add_argument("--invocation", choices=INVOCATIONS, default="user",
+                   help="user (default): the flags a user passes and the KV pool only; harness: plus the registered "
+                        "tests' COMMON flags (benchmark-only switches such as --disable-piecewise-cuda-graph)")
     g.add_argument("--acc-len", type=float, default=3.0,
                    help=f"{ENV_VAR} of both servers in --real-size mode (default 3.0)")
 
@@ -132,9 +147,16 @@ def replace(args, flag, values):
     return out + ([flag] + list(values) if values is not None else [])
 
 
+def invocation(a):
+    return getattr(a, "invocation", None) or "user"
+
+
 def common(base, a):
-    """The tests' COMMON flags resized for two real-size servers on the same GPU(s), with dummy weights; at TP N
-    ``--tp-size N`` (the same on both sides)."""
+    """Both sides' flags besides the model, the configuration's and the KV pool: ``--invocation user``, USER_FLAGS;
+    ``harness``, the tests' COMMON flags resized for two real-size servers on the same GPU(s), with dummy weights; at
+    TP N ``--tp-size N`` (the same on both sides)."""
+    if invocation(a) == "user":
+        return list(USER_FLAGS) + (["--tp-size", str(a.real_size_tp)] if int(a.real_size_tp) != 1 else [])
     out = replace(list(base), "--mem-fraction-static", [MEM_FRACTION])
     out = replace(out, "--cuda-graph-bs", GRAPH_BS)
     out = replace(out, "--cuda-graph-max-bs", [GRAPH_BS[-1]])
@@ -183,6 +205,7 @@ def commit():
 
 def meta(a):
     return dict(acc_len=float(a.acc_len), env=env(a), env_on="both servers (their launch environment)",
+                invocation=invocation(a),
                 model=real_size_models.describe(a.real_size_model), tp=int(a.real_size_tp),
                 gpu_memory_estimate_gib=memory(a)["per_gpu"], models_dir=models_dir(), commit=commit(),
                 load_format="dummy (target and draft)", greedy=GREEDY_SKIPPED["skipped"])

@@ -16,7 +16,9 @@ configurations the runs do not have. Two layouts (docs/bench/README.md):
   configuration is also keyed by a's release (``baseline_release``) and the attention ``backend``; points add
   ``pair_ratios`` and their run's ``device``, ``date`` and ``commit`` (a file merged over leases may mix GPUs; ratios
   compare within a run), and the header joins the devices and commits of the points it holds; eagle3-topk1 is named
-  ``chain``.
+  ``chain``. A parity configuration is also keyed by its ``invocation`` (``bench/real_size.py``: ``user``, the flags a
+  user passes, or ``harness``, with benchmark-only switches; runs that did not record one were ``harness``), and each
+  point carries every server flag both sides had (``server_args``) and each side's launch environment (``env``).
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ ACCEPT_TOLERANCE = 0.3  # |measured mean accept length - acc_len| above this is 
 CHAIN_CONTROL = 0.99  # issue 30: where the plugin changes nothing a chain needs, plugin / stock >= this
 PARITY_SIDES = ("upstream", "plugin")
 PARITY_TARGET = 0.97  # issue 30: every point's median plugin / upstream
-PARITY_CONFIG = {"eagle3-topk1": "chain"}  # the issue's name of the configuration; the rest keep serving.py's
+PARITY_CONFIG = {"eagle3-topk1": "chain"}
+HARNESS = "harness"  # the invocation of runs that recorded none: the tests' COMMON flags (bench/real_size.py)  # the issue's name of the configuration; the rest keep serving.py's
 SHAPES = {(4096, 32): "8b", (8192, 80): "70b"}  # bench/real_size_models.py's shapes, for runs that did not record one
 # the speculative path each side should take (plot.spec_path), by side name, for chains and trees
 EXPECTED_PATH = {"stock": ("spec v2 (overlap)", "spec v1 (overlap off)"), "plugin": ("spec v2 (overlap)",) * 2}
@@ -116,6 +119,12 @@ def _backend(cfg):
     return "/".join(sorted(r for r in reported if r)) or named
 
 
+def _launch_env(side):
+    """The variables a side's server got on top of the harness's environment that can change what it serves (SGLang's
+    and the plugin's; PYTHONPATH only names the release folder, recorded as the side's version)."""
+    return {k: v for k, v in (side.get("launch_env") or {}).items() if k.startswith("SGLANG")}
+
+
 def _one(values, what):
     vals = sorted({json.dumps(v, sort_keys=True) for v in values if v is not None})
     if len(vals) > 1:
@@ -161,7 +170,8 @@ class Summary:
         self.mixed = len(shapes) > 1
         for d in self.details:
             d["label"] = (d["config"] + (f" TP{d['tp']}" if d["tp"] != 1 else "") + (f" {d['shape']}" if self.mixed else "")
-                          + (f"\n{d['key'][2]}" if parity else ""))  # parity: the backend
+                          + (f"\n{d['key'][2]}" + (f" ({d['key'][3]})" if d["key"][3] != "user" else "")
+                             if parity else ""))  # parity: the backend (and a harness invocation)
             d["panel"] = f"sglang {d['release']}" + (f" vs {d['key'][1]}" if parity else "")
             if d["point"] is not None and self.mixed:
                 d["point"]["model"] = d["model"]
@@ -204,11 +214,11 @@ class Summary:
             return str(meta.get("sglang")), tp, shape, name
         sides = cfg.get("sides", {})
         rel, base = (sides.get(self.b) or {}).get("version"), (sides.get(self.a) or {}).get("version")
-        return (rel, base, _backend(cfg), tp, shape, name) if rel and base else None
+        return (rel, base, _backend(cfg), rs.get("invocation") or HARNESS, tp, shape, name) if rel and base else None
 
     def order(self, key):
         *head, tp, shape, config = key
-        return [_release_key(head[0])] + ([_release_key(head[1]), head[2]] if self.parity else []) + [
+        return [_release_key(head[0])] + ([_release_key(head[1]), head[2], head[3] != "user"] if self.parity else []) + [
             tp, shape, _config_key(config)]
 
     def of_points(self, points, field):
@@ -216,15 +226,17 @@ class Summary:
         vals = [p.get(field) for p in points]
         return _joined(vals) if self.parity and vals and all(vals) else None
 
-    def point(self, key, c, pairs, ratio, a_tok, b_tok, pair_ratios, device=None, date=None, env=None, commit=None):
+    def point(self, key, c, pairs, ratio, a_tok, b_tok, pair_ratios, device=None, date=None, env=None, commit=None,
+              server_args=None, sides_env=None):
         if not self.parity:
             return {"release": key[0], "config": key[-1], "concurrency": c, self.ratio: ratio, "pairs": pairs,
                     self.a_tok: a_tok, self.b_tok: b_tok, "tp": key[-3]}
-        return {"release": key[0], "baseline_release": key[1], "backend": key[2],
+        return {"release": key[0], "baseline_release": key[1], "backend": key[2], "invocation": key[3],
                 "config": PARITY_CONFIG.get(key[-1], key[-1]), "concurrency": c, self.ratio: ratio, "pairs": pairs,
                 "tp": key[-3], self.a_tok: a_tok, self.b_tok: b_tok, "pair_ratios": pair_ratios, "device": device,
                 "date": date, **({"commit": commit} if commit else {}),
-                **({f"{self.b}_env": env} if env else {})}  # a switch the side set (verify-handoff's)
+                **({f"{self.b}_env": env} if env else {}),  # a switch the side set (verify-handoff's)
+                **({"server_args": server_args} if server_args else {}), **({"env": sides_env} if sides_env else {})}
 
     def detail(self, key, path, run, name, cfg, row):
         a, b, meta = self.a, self.b, run["meta"]
@@ -235,7 +247,8 @@ class Summary:
                                     round(row["output_throughput"][a], 1), round(row["output_throughput"][b], 1),
                                     [round(x, 3) for x in row["pair_throughput_ratios"]], meta.get("device"),
                                     meta.get("date"), (cfg.get("sides", {}).get(b) or {}).get("env"),
-                                    meta["real_size"].get("commit") or self.commit)
+                                    meta["real_size"].get("commit") or self.commit, cfg.get("server_args"),
+                                    {s: _launch_env(sd) for s, sd in cfg.get("sides", {}).items()})
         return d
 
     def carried(self, have):
@@ -246,7 +259,8 @@ class Summary:
         for p in prev.get("points", []):
             model = _hl(p.get("model") or prev.get("model"))
             config = {v: n for n, v in PARITY_CONFIG.items()}.get(p["config"], p["config"]) if self.parity else p["config"]
-            key = (p["release"], *([p["baseline_release"], p["backend"]] if self.parity else []),
+            key = (p["release"], *([p["baseline_release"], p["backend"], p.get("invocation") or HARNESS]
+                                   if self.parity else []),
                    int(p.get("tp") or 1), shape_of(model), config)
             if (key, p["concurrency"]) in have:
                 continue
@@ -255,7 +269,7 @@ class Summary:
                 facts["commit"] = prev.get("commit")
             pt = self.point(key, p["concurrency"], p["pairs"], p[self.ratio], p.get(self.a_tok), p.get(self.b_tok),
                             p.get("pair_ratios"), p.get("device", facts.get("device")), p.get("date", facts.get("date")),
-                            p.get(f"{b}_env"), p.get("commit", facts.get("commit")))
+                            p.get(f"{b}_env"), p.get("commit", facts.get("commit")), p.get("server_args"), p.get("env"))
             row = dict(concurrency=p["concurrency"], pairs=p["pairs"], throughput_ratio=p[self.ratio],
                        pair_throughput_ratios=p.get("pair_ratios") or [],
                        output_throughput={a: p.get(self.a_tok), b: p.get(self.b_tok)}, accept_length={a: None, b: None},
@@ -419,10 +433,15 @@ def parity_markdown(s):
           f"weights) + 1-layer EAGLE3 draft, `{ENV}={j['acc_len']}` on both sides, the same KV pool "
           "(`--max-total-tokens`). Ratio: median over alternating pairs of plugin / upstream output tok/s (> 1: the "
           "plugin is faster). Generated by `bench/real_size_report.py --parity`.", "",
-          "| release | upstream | backend | TP | config | conc | pairs | upstream tok/s | plugin tok/s | plugin / upstream "
-          f"| per pair | device, date, commit ({s.b} side's env) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+          "Invocation `user`: the flags a user passes (model, speculative settings, backend, dummy weights, KV pool) and "
+          "nothing else; `harness`: with the registered tests' benchmark-only flags (`--disable-piecewise-cuda-graph` "
+          "and others). Each point's JSON lists both sides' server flags and launch environment.", "",
+          "| release | upstream | backend | invocation | TP | config | conc | pairs | upstream tok/s | plugin tok/s | "
+          f"plugin / upstream | per pair | device, date, commit ({s.b} side's env) |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in j["points"]:
-        md.append(f"| {p['release']} | {p['baseline_release']} | {p['backend']} | {p.get('tp', 1)} | {p['config']} | "
+        md.append(f"| {p['release']} | {p['baseline_release']} | {p['backend']} | {p.get('invocation') or HARNESS} | "
+                  f"{p.get('tp', 1)} | {p['config']} | "
                   f"{p['concurrency']} | {p['pairs']} | {p.get(s.a_tok, '')} | {p.get(s.b_tok, '')} | "
                   f"{p[s.ratio]:.3f} | {', '.join(f'{x:.3f}' for x in p.get('pair_ratios') or [])} | "
                   f"{p.get('device') or '?'}, {p.get('date') or '?'}" + (f", {p['commit']}" if p.get("commit") else "")
@@ -484,7 +503,7 @@ def main(argv=None):
     ap.add_argument("--commit", default=None, help="commit to record when the runs did not record one")
     ap.add_argument("--previous", default=None, metavar="SUMMARY_JSON",
                     help="an earlier NAME.json whose points are kept where the runs have no (release, tp, shape, "
-                         "config) of their own (e.g. docs/bench/real-size-latest.json: TP 1 beside new TP 2 points)")
+                         "config) of their own (e.g. an earlier real-size-latest.json: TP 1 beside new TP 2 points)")
     ap.add_argument("--parity", action="store_true", help="the upstream-parity summary of upstream/plugin runs "
                     "(chosen by itself when every input has those sides)")
     a = ap.parse_args(argv)

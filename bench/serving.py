@@ -246,7 +246,10 @@ def common_args(a):
 def server_other_args(name, paths, common, a, side=None):
     for flag in CONFIGS[name].get("drop", ()):  # flags the configuration leaves to SGLang (real_size "default")
         common = real_size.replace(common, flag, None)
-    return (common + config_args(name, paths) + shlex.split(a.server_args)
+    own = config_args(name, paths)
+    if REAL_SIZE and real_size.invocation(a) == "user":  # page size 1 is SGLang's default: a user passes no flag
+        own = real_size.replace(own, "--page-size", None)
+    return (common + own + shlex.split(a.server_args)
             + (["--specv2-fixes", side.selection] if side else []))
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# One lease on the lent GPU machine, one device call at a time (docs/gpu-plan.md): each call carries one bundle or
-# fa3 part and runs one or more of these steps; rows and benchmarks run in the background between calls, and the
-# next call must follow within the machine's idle window (~30 s). From the repo root on the GPU machine:
+# One lease on the lent GPU machine, one device call at a time (docs/design/device-bundles.md): each call carries
+# one bundle or fa3 part and runs one or more of these steps; rows and benchmarks run in the background between
+# calls, and the next call must follow within the machine's idle window (~30 s). From the repo root on the GPU
+# machine:
 #
 #   SPECV2_COMMIT=<hash> bash ci/gpu_lease.sh STEP [ARGS]
 #
@@ -24,7 +25,7 @@
 #
 # SPECV2_COMMIT names the code in every record (the machine's copy of the tree has no git). The first `rows` and the
 # first `bench` each snapshot the tree (ci/gpu_bg.py; $BENCH_ROOT/specv2-snap): code carried by later calls does not
-# reach what runs. Session 37's lease (docs/gpu-runs/2026-11-29-s37/) shows a whole sequence.
+# reach what runs.
 set -uo pipefail
 STEP=${1:-}; shift || true
 export SPECV2_COMMIT=${SPECV2_COMMIT:?set SPECV2_COMMIT to the commit the tree is at}

@@ -8,10 +8,10 @@
 _V=${1:?usage: source ci/gpu_prepare.sh RELEASE}
 source ci/gpu_env.sh "$_V" || return 1
 _EP=/tmp/specv2-ep-$_V
-if [ ! -f "$_EP/sglang_specv2_fixes-0.1.0.dist-info/entry_points.txt" ]; then
-  _T=$(mktemp -d /tmp/specv2-ep.XXXXXX); mkdir -p "$_T/sglang_specv2_fixes-0.1.0.dist-info"
-  printf 'Metadata-Version: 2.1\nName: sglang-specv2-fixes\nVersion: 0.1.0\n' > "$_T/sglang_specv2_fixes-0.1.0.dist-info/METADATA"
-  printf '[sglang.srt.plugins]\nspecv2_fixes = sglang_specv2_fixes.plugin:register\n' > "$_T/sglang_specv2_fixes-0.1.0.dist-info/entry_points.txt"
+if [ ! -f "$_EP/sglang_specv2_fixes-0.2.0.dist-info/entry_points.txt" ]; then
+  _T=$(mktemp -d /tmp/specv2-ep.XXXXXX); mkdir -p "$_T/sglang_specv2_fixes-0.2.0.dist-info"
+  printf 'Metadata-Version: 2.1\nName: sglang-specv2-fixes\nVersion: 0.2.0\n' > "$_T/sglang_specv2_fixes-0.2.0.dist-info/METADATA"
+  printf '[sglang.srt.plugins]\nspecv2_fixes = sglang_specv2_fixes.plugin:register\n' > "$_T/sglang_specv2_fixes-0.2.0.dist-info/entry_points.txt"
   chmod 755 "$_T"; mv -T "$_T" "$_EP" 2>/dev/null || rm -rf "$_T"   # lost a race: the winner's copy is identical
 fi
 # ci/bundle_shims: placeholder classes for backend modules whose kernels the bundle cannot carry (its docstring)

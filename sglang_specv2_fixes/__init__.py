@@ -4,4 +4,4 @@ that shipped without them, activated through SGLang's plugin entry point (``sgla
 See README.md, ``python -m sglang_specv2_fixes status`` and ``sglang_specv2_fixes/fixes/__init__.py``.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

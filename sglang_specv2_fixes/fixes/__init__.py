@@ -234,8 +234,8 @@ reasoning-tokens-through-stop  [beyond upstream (#39826, #37450)]  usage.reasoni
     - applied: patches/reasoning-tokens-through-stop/0.5.21.patch (0.5.21)
     - applied: patches/reasoning-tokens-through-stop/0.5.22.patch (0.5.22)
     - applied: patches/reasoning-tokens-through-stop/0.5.23.patch (0.5.23)
-    Removal: delete per release once upstream counts reasoning tokens through the stop (open as of
-        0.5.23)
+    Removal: delete per release once upstream counts reasoning tokens through the stop (#39826 is
+        closed, but no release up to 0.5.23 has a fix)
 
 multi-layer-grammar-mask  [#31978]  multi-layer EAGLE v2 verify: the grammar's vocab mask; eager batches planned
     (0.5.13+)

@@ -1,4 +1,4 @@
-"""Beyond upstream (issue #39826, open PR #37450): ``usage.reasoning_tokens`` counts only the tokens sent.
+"""Beyond upstream (issue #39826, closed; PR #37450, open): ``usage.reasoning_tokens`` counts only the tokens sent.
 
 A request with a reasoning parser counts its reasoning tokens in the decode loop. The loop extends
 ``output_ids`` with the accepted run, calls ``_maybe_update_reasoning_tokens`` (``Req.update_reasoning_tokens``
@@ -7,8 +7,8 @@ runs the finish check that sets ``finished_len``. When a run crosses an EOS / st
 ``max_new_tokens`` while the request is still reasoning, the tokens past the stop are counted too. The
 output streamer sends ``output_ids_through_stop`` and ``completion_tokens = len(that)``, but passes
 ``req.reasoning_tokens`` unchanged, so ``usage.reasoning_tokens`` could exceed ``usage.completion_tokens``.
-Upstream reports it in #39826 (EOS, DFlash) and #37450 (length, open PR). It is open in every release up
-to 0.5.23, and every release from 0.5.11 counts reasoning tokens this way.
+Upstream reports it in #39826 (EOS, DFlash; closed upstream, with no fix in any release up to 0.5.23) and
+#37450 (length, open PR). Every release from 0.5.11 to 0.5.23 counts reasoning tokens this way.
 
 The counted reasoning tokens are always a prefix of the output: counting starts at the first output token
 and stops for good at the think-end marker; 0.5.23's self-opened counting starts only when the output
@@ -20,8 +20,8 @@ list there (``output_ids_``, the one ``completion_tokens`` counts). A request th
 unchanged: its count never exceeds its output. ``req.reasoning_tokens`` itself is left as counted; its only
 other reader, ``--strip-thinking-cache``, asks whether it is positive, and the cap keeps that answer.
 
-Removal: per release once upstream counts reasoning tokens through the stop (#37450 or an equivalent; open as of
-0.5.23).
+Removal: per release once upstream counts reasoning tokens through the stop (#37450 or the change that closed
+#39826; in no release up to 0.5.23).
 """
 
 from __future__ import annotations
@@ -42,5 +42,6 @@ FIX = Fix(
         "a verify step adds its whole accepted run to the reasoning count before the stop / length trim, so "
         "usage.reasoning_tokens could exceed usage.completion_tokens"
     ),
-    removal="delete per release once upstream counts reasoning tokens through the stop (open as of 0.5.23)",
+    removal="delete per release once upstream counts reasoning tokens through the stop (#39826 is closed, but no "
+    "release up to 0.5.23 has a fix)",
 )

@@ -13,4 +13,5 @@ module is imported on its own.
     scenarios   CPU scenarios on the release's real scheduler objects (CPU tests, bench/hot_path_overhead.py)
     standins    import-only stand-ins: sgl_kernel (stubs/, CPU) and datasets (shims/, GPU bundle)
     tiny_models offline tiny real-weight models (python -m sglang_specv2_fixes.testing.tiny_models OUT_DIR)
+    evidence    docs/evidence.tsv (one line per run result: load / problems / append) and docs/evidence.md (markdown)
 """

@@ -31,7 +31,7 @@ def test_plot_merges_parts_run_on_several_gpus():
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     import plot
 
-    real = json.load(open(os.path.join(ROOT, "docs", "bench", "serving-2026-11-22", "0.5.11-results.json")))
+    real = json.load(open(os.path.join(ROOT, "tests", "cpu", "data", "serving-0.5.11-results.json")))
     names = list(real["configs"])
     assert len(names) >= 2
     parts = []

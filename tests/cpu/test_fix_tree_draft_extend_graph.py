@@ -192,7 +192,7 @@ def test_stock_captures_a_draft_extend_graph_of_the_wrong_width(monkeypatch):
 
 
 @pytest.mark.parametrize("env,kv_range,triton,captured,why", [
-    (None, True, True, True, None),  # the default since 2026-11-24 (docs/gpu-runs/2026-11-24-s10/)
+    (None, True, True, True, None),  # the default
     ("1", True, True, True, None),
     ("0", True, True, False, "turned off by SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0"),
     ("off", True, True, False, "turned off by SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=off"),

@@ -7,7 +7,7 @@ loop body, ``is_disable_overlap_for_batch`` and the ``pop_and_process`` order ar
 patched loop, compiled from the release's source and the patch file); the pending result is processed by the
 release's decode step; run_batch is a stub wrapped by the probe's ``_around_run_batch``.
 
-Expected per release (docs/release-survey.md, "#28986"): up to 0.5.16 ``need_grammar_sync`` holds for every
+Expected per release (read from each release's source): up to 0.5.16 ``need_grammar_sync`` holds for every
 speculative grammar decode batch with a pending result, so the stock loop builds B1 with R live, processes B0's result
 (R finishes) and launches B1 with R finished (the probe counts it; check mode raises). From 0.5.17 EAGLE advances the
 grammar inside verify (``supports_grammar_overlap``): no sync, B1 is launched before B0's result is processed, R

@@ -1,15 +1,19 @@
-"""The catalogue of known upstream bugs (sglang_specv2_fixes/known_bugs.py): it agrees with the release table,
-every record's source markers agree with every release's source present here, docs/known-bugs.md and the README's
-sentence are generated from it. Release-independent: the release sources are read as files."""
+"""The catalogue of known upstream bugs (the data sglang_specv2_fixes/known_bugs.json, read by known_bugs.py): it
+agrees with the release table (a fix's record written "table" takes its releases from it), every record's source
+markers agree with every release's source present here, docs/known-bugs.md and the README's sentence are generated
+from it, and the wheel ships the data. Release-independent: the release sources are read as files."""
 
 import dataclasses
+import json
 import os
+import zipfile
 
 import pytest
 from conftest import ROOT
 from release_trees import release_root
 
-from sglang_specv2_fixes import known_bugs, releases
+from sglang_specv2_fixes import catalog, known_bugs, releases
+from sglang_specv2_fixes.catalog import Note, Patched
 from sglang_specv2_fixes.fixes import ALL_FIXES
 from sglang_specv2_fixes.known_bugs import BUGS, NOT_AFFECTED, NOT_BACKPORTED, UPSTREAM, Bug
 
@@ -18,6 +22,75 @@ pytestmark = pytest.mark.release_independent  # ci/run_cpu_tests.sh: on the firs
 SURVEY_ITEMS = "ABCDEFGHIJKLM"  # ../shared/notes/upstream-bug-survey.md section 1; N is the watch list
 WATCH_LIST = {"#32459", "#39826", "#29858", "#28569", "#35822", "#26357"}  # one ref of each watch-list item
 FIXED_BEFORE = {"#21589", "#22049", "#16310", "#23037", "#19730"}  # plus the adaptive-spec clamp (no ref)
+# issue 57's nine bugs (one ref each) and the fix each one names where a fix is written for it (None: not-backported)
+ISSUE_57 = {"#31687": "overlap-war-barrier", "#32209": "dp-draft-graph-rank-agree", "#24413": "outlines-spec-guard",
+            "#36001": "fp4-kv-verify-workspace", "#40681": None, "#35748": "pd-prebuilt-staging-order",
+            "#32334": None, "#30393": None, "#26351": None}
+
+
+def test_the_data_reads_back():
+    assert known_bugs.parse_releases(["0.5.14 -"]) == known_bugs.since("0.5.14")
+    assert known_bugs.parse_releases(["0.5.11", "0.5.13 - 0.5.13.post1"]) == ("0.5.11", "0.5.13", "0.5.13.post1")
+    with pytest.raises(ValueError, match="not a release of the table"):
+        known_bugs.parse_releases(["0.5.11 - 0.5.99"])
+    with open(known_bugs.DATA, encoding="utf-8") as f:
+        written = json.load(f)["bugs"]
+    assert [d["id"] for d in written] == [b.id for b in BUGS]
+    # every fix's record that covers exactly the table's releases takes them from the table instead of a copy
+    for b in BUGS:
+        if b.is_fix and not b.from_table and b.affected == known_bugs.table_affected(b.answer):
+            assert len([r for r in BUGS if r.answer == b.answer]) > 1 or b.fixed_in != known_bugs.table_fixed_in(
+                b.answer), f"{b.id}: write affected / fixed_in as \"table\""
+    assert sum(b.from_table for b in BUGS) >= 20
+
+
+def test_bad_data_is_refused(tmp_path):
+    good = {"id": "x", "title": "t", "refs": [], "found": "here", "symptom": "s", "affected": ["0.5.11"], "fixed_in": "0.5.12",
+            "answer": NOT_BACKPORTED, "reason": "r", "verified": "report only"}
+    path = tmp_path / "bugs.json"
+    for bad, match in ((dict(good, colour="red"), "unknown keys"), (dict(good, affected="table"), "together"),
+                       (dict(good, affected="table", fixed_in="table"), "for a fix's record"),
+                       (dict(good, affected=["0.5.99"]), "not a release"),
+                       ({k: v for k, v in good.items() if k != "title"}, "a title")):
+        path.write_text(json.dumps({"bugs": [bad]}))
+        with pytest.raises(ValueError, match=match):
+            known_bugs.load(str(path))
+    path.write_text(json.dumps({"bugs": [good]}))
+    assert known_bugs.load(str(path))[0].affected == ("0.5.11",)
+
+
+def test_a_table_record_follows_the_table(monkeypatch):
+    """tree-drafting's record is written "table": patch it on 0.5.13's line too and the record says 0.5.11 …
+    0.5.13.post1 affected, fixed upstream in 0.5.14, without an edit to the data."""
+    assert known_bugs.by_id("tree-drafting").affected == known_bugs.span("0.5.11", "0.5.12.post1")
+    lines = dict(releases.LINES)
+    lines["0.5.13"] = dataclasses.replace(lines["0.5.13"], fixes={**lines["0.5.13"].fixes,
+                                                                   "tree-drafting": Patched("0.5.13")})
+    monkeypatch.setattr(releases, "LINES", lines)
+    b = next(r for r in known_bugs.load() if r.id == "tree-drafting")
+    assert b.from_table and b.affected == known_bugs.span("0.5.11", "0.5.13.post1") and b.fixed_in == "0.5.14"
+    assert b.reason.startswith("patched on 0.5.11 … 0.5.13.post1; upstream from 0.5.14")
+
+
+def test_a_fix_absent_from_a_code_line_is_not_applicable_there(monkeypatch):
+    lines = dict(releases.LINES)
+    lines["0.5.23"] = dataclasses.replace(lines["0.5.23"], fixes={
+        n: e for n, e in lines["0.5.23"].fixes.items() if n != "live-accept-metrics"})
+    monkeypatch.setattr(releases, "LINES", lines)
+    states = known_bugs.table_states("live-accept-metrics")
+    assert states["0.5.23"] == catalog.NOT_APPLICABLE and states["0.5.22"] == catalog.APPLIED
+    assert known_bugs.table_affected("live-accept-metrics") == known_bugs.span("0.5.11", "0.5.22")
+
+
+def test_the_wheel_ships_the_data(tmp_path):
+    from test_readme import _build  # pip wheel of a copy of the package (no network)
+
+    _, whl = _build(tmp_path)
+    with zipfile.ZipFile(whl) as z:
+        shipped = z.read("sglang_specv2_fixes/known_bugs.json").decode("utf-8")
+        assert "sglang_specv2_fixes/known_bugs.py" in z.namelist()
+    with open(known_bugs.DATA, encoding="utf-8") as f:
+        assert shipped == f.read()
 
 
 def test_catalogue_agrees_with_the_release_table():
@@ -33,6 +106,44 @@ def test_every_fix_and_every_survey_item_has_a_record():
     assert WATCH_LIST <= refs and FIXED_BEFORE <= refs
     assert any(b.id == "adaptive-spec-downswitch" for b in BUGS)
     assert {b.answer for b in BUGS} <= {f.name for f in ALL_FIXES} | {UPSTREAM, NOT_AFFECTED, NOT_BACKPORTED}
+
+
+def test_issue_57_bugs_have_records_with_markers():
+    for ref, fix in ISSUE_57.items():
+        recs = [b for b in BUGS if ref in b.refs]
+        assert len(recs) == 1, ref
+        b = recs[0]
+        assert b.fix == fix and b.evidence and b.affected, b.id
+        # answered by its fix exactly when the table patches it on every affected release; else not-backported
+        assert b.answer in ({fix, NOT_BACKPORTED} if fix else {NOT_BACKPORTED}), b.id
+
+
+def _table_with(monkeypatch, fix, versions):
+    """The release table with ``fix`` patched (a stand-in patch name) on ``versions``' lines, nothing elsewhere."""
+    lines = {releases.RELEASES[v].line for v in versions}
+    patched = {name: dataclasses.replace(L, fixes={**L.fixes, fix: Patched("x") if name in lines else
+                                                   Note(catalog.NOT_APPLICABLE, "stand-in")})
+               for name, L in releases.LINES.items()}
+    monkeypatch.setattr(releases, "LINES", patched)
+
+
+def test_a_record_answers_its_fix_only_where_the_table_patches_it(monkeypatch):
+    b = known_bugs.by_id("outlines-spec-mask")
+    written = next(r for r in known_bugs._RECORDS if r.id == b.id)
+    fix = "stand-in-fix"
+    rec = dataclasses.replace(written, fix=fix)
+    got = known_bugs.resolve(rec)  # not in the table at all
+    assert got.answer == NOT_BACKPORTED and "not in this plugin's release table yet" in got.reason
+    _table_with(monkeypatch, fix, rec.affected[:-1])  # patched on all but the newest affected release
+    got = known_bugs.resolve(rec)
+    assert got.answer == NOT_BACKPORTED and f"is not patched on {rec.affected[-1]}" in got.reason
+    _table_with(monkeypatch, fix, rec.affected)
+    got = known_bugs.resolve(rec)
+    assert got.answer == fix and got.reason.startswith(f"patched on 0.5.11 … 0.5.23 by {fix}")
+    # a record naming a fix must be written not-backported; one that names no affected release is wrong
+    assert any("answers 'upstream'" in p for p in _with(monkeypatch, ("outlines-spec-mask", dict(answer=UPSTREAM))))
+    assert any("but no release is affected" in p for p in _with(
+        monkeypatch, ("outlines-spec-mask", dict(affected=()))))
 
 
 def _with(monkeypatch, *changes):

@@ -4,6 +4,8 @@
   table equal to ``sglang-specv2-fixes matrix --markdown``, every repository path it names in backticks present;
 * README.md and the user/maintainer docs it links: every relative link and image points to an existing file, and
   every ``#anchor`` to a heading of that file (GitHub's heading ids);
+* the README's performance table equal to the parity data it cites (docs/bench/upstream-parity.json);
+* one version in pyproject.toml, ``__version__``, the newest CHANGELOG.md entry and ci/gpu_prepare.sh;
 * the wheel (``pip wheel``, built from a copy of the tracked package files) holds the plugin and its patch files
   but not ``sglang_specv2_fixes/testing/``; an editable install of the same tree still imports the test helpers.
 
@@ -25,9 +27,8 @@ from conftest import ROOT
 from sglang_specv2_fixes import cli
 
 README = os.path.join(ROOT, "README.md")
-# the docs the README links as its moved sections (the older docs/ records keep their own style)
-DOCS = ["usage.md", "proof.md", "performance.md", "maintaining.md", "how-it-works.md", "packagers.md",
-        "known-bugs.md"]
+# the docs the README links as its moved sections
+DOCS = ["usage.md", "evidence.md", "maintaining.md", "how-it-works.md", "packagers.md", "known-bugs.md"]
 MAX_LINES, MAX_COLUMNS = 200, 120
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 REPO_DIRS = (".ci/", "bench/", "ci/", "docs/", "patches/", "sglang_specv2_fixes/", "tests/")
@@ -129,6 +130,57 @@ def test_readme_paths_exist():
     assert paths, "expected the README to name some repository paths"
     missing = sorted(p for p in paths if not os.path.exists(os.path.join(ROOT, p)))
     assert not missing, f"README.md names paths that do not exist: {missing}"
+
+
+def test_readme_performance_table_is_the_parity_data():
+    """Every ratio in the README's performance table is a point of docs/bench/upstream-parity.json (plugin over
+    upstream, c = 1 / 8 / 32) of the row's invocation (``user invocation`` in the label, else the harness's flags),
+    and every row names points the data has."""
+    import json
+
+    with open(os.path.join(ROOT, "docs", "bench", "upstream-parity.json"), encoding="utf-8") as f:
+        points = json.load(f)["points"]
+    ratio = {(p["release"], p["tp"], p["backend"], p.get("invocation", "harness"), p["config"], p["concurrency"]):
+             p["plugin_over_upstream"] for p in points}
+    lines = _lines(README)
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("| release, TP, GPU |"))
+    configs = ["chain", "tree-topk4", "tree-topk8"]
+    checked = 0
+    for ln in lines[start + 2:]:
+        if not ln.startswith("|"):
+            break
+        label, *cells = [c.strip() for c in ln.strip("|").split("|")]
+        rels = re.findall(r"0\.5\.\d+(?:\.post\d+)?", label.split(",")[0])
+        tp = int(re.search(r"TP (\d)", label).group(1))
+        default = "default invocation" in label
+        backend = "fa3" if default else "flashinfer" if "flashinfer" in label else "triton"
+        for config, cell in zip(configs, cells):
+            triples = re.findall(r"(\d\.\d{3}) / (\d\.\d{3}) / (\d\.\d{3})", cell.replace("**", ""))
+            if cell == "-":
+                continue
+            assert len(triples) == len(rels), (ln, cell)
+            for rel, triple in zip(rels, triples):
+                cfg = "default" if default else config
+                invocation = "user" if "user invocation" in label else "harness"
+                got = tuple(ratio.get((rel, tp, backend, invocation, cfg, c)) for c in (1, 8, 32))
+                assert got == tuple(float(x) for x in triple), (rel, tp, backend, cfg, got, triple)
+                checked += 1
+    assert checked >= 10, checked
+
+
+def test_version_is_the_same_everywhere():
+    """pyproject.toml's version is the package's ``__version__``, the newest CHANGELOG.md entry and the entry-point
+    record ci/gpu_prepare.sh writes on the GPU machine."""
+    from sglang_specv2_fixes import __version__
+
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
+        (project,) = re.findall(r'^version = "([^"]+)"$', f.read(), re.M)
+    with open(os.path.join(ROOT, "CHANGELOG.md"), encoding="utf-8") as f:
+        changelog = re.findall(r"^## \[([^\]]+)\]", f.read(), re.M)
+    with open(os.path.join(ROOT, "ci", "gpu_prepare.sh"), encoding="utf-8") as f:
+        records = set(re.findall(r"sglang_specv2_fixes-([0-9][^/]*?)\.dist-info", f.read()))
+    assert project == __version__ == changelog[0], (project, __version__, changelog[:1])
+    assert records == {project}, records
 
 
 def _package_copy(dst):

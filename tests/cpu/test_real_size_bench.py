@@ -2,7 +2,7 @@
 ``bench/serving.py --real-size`` (dummy-load flags, SGLANG_SIMULATE_ACC_LEN on both servers, configurations,
 concurrency list, every server flag known to the release's parser), the 8B-shaped model writer
 (``bench/real_size_models.py``), the harness end to end against fake servers in real-size mode, and the report
-writer (``bench/real_size_report.py``) on synthetic results: the schema of docs/bench/real-size-latest.json.
+writer (``bench/real_size_report.py``) on synthetic results: the schema of the real-size-latest.json it writes.
 TP 2 (issue 16): ``--tp-size 2`` on both servers with the same simulated acceptance, the 70B shape and its fit
 estimate, the GPU groups / waves of ``bench/gpu_real_size.sh`` (run in a copy of the repo with stubs and a fake
 nvidia-smi), TP and model shape in the report (separate points, TP column, ``--previous``)."""
@@ -26,6 +26,12 @@ ENV = "SGLANG_SIMULATE_ACC_LEN"
 REAL = ("eagle3-topk1", "tree-topk4", "tree-topk8")
 SPEC = {"eagle3-topk1": (3, 1, 4), "tree-topk4": (3, 4, 8), "tree-topk8": (3, 8, 16)}
 SCHEMA_TOP = {"device", "date", "commit", "model", "acc_len", "points"}
+# the flags of a user's invocation: the model, the speculative settings, the backend, dummy weights, the KV pool, the
+# plugin's selection, and the harness's address / NCCL port (no benchmark-only switch)
+USER_INVOCATION_FLAGS = {"--model-path", "--attention-backend", "--load-format", "--max-total-tokens",
+                         "--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",
+                         "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--speculative-draft-load-format",
+                         "--specv2-fixes", "--nccl-port", "--device", "--host", "--port"}
 SCHEMA_POINT = {"release", "config", "concurrency", "plugin_over_stock", "pairs", "stock_tok_s", "plugin_tok_s"}
 
 
@@ -87,13 +93,11 @@ def test_plan_dummy_weights_simulated_acceptance_on_both_sides():
             assert (int(flag(argv, "--speculative-num-steps")), int(flag(argv, "--speculative-eagle-topk")),
                     int(flag(argv, "--speculative-num-draft-tokens"))) == (steps, topk, tokens)
             assert flag(argv, "--specv2-fixes") == {"stock": "off", "plugin": "auto"}[side]
-            assert (flag(argv, "--page-size") == "1") if name.startswith("tree") else "--page-size" not in argv
-            assert int(flag(argv, "--cuda-graph-max-bs")) >= 32 and "32" in argv[argv.index("--cuda-graph-bs") + 1:]
-            assert argv.count("--cuda-graph-bs") == 1 and argv.count("--mem-fraction-static") == 1
-            assert float(flag(argv, "--mem-fraction-static")) >= 0.6
             assert 16384 <= int(flag(argv, "--max-total-tokens")) <= 65536
             assert flag(argv, "--attention-backend") == "triton"
             assert "--tp-size" not in argv, "TP 1 (default): SGLang's own default, no flag"
+            # the user invocation (the default): no flag beyond what a user passes, so SGLang's defaults hold
+            assert set(a for a in argv if a.startswith("--")) == USER_INVOCATION_FLAGS, (name, side, argv)
             unknown = [a for a in argv if a.startswith("--") and a not in known]
             assert not unknown, f"flags {installed.version()} does not define: {unknown}"
         assert flag(sides["stock"], "--port") != flag(sides["plugin"], "--port")
@@ -105,6 +109,23 @@ def test_plan_dummy_weights_simulated_acceptance_on_both_sides():
         assert "--random-input-len 200 --random-output-len 256" in block
         assert re.search(r"--tokenizer \S+/target ", block)
     assert "greedy identity check skipped" in out and "real-size mode" in out
+
+
+@requires_sglang
+def test_plan_harness_invocation_adds_the_tests_common_flags():
+    """``--invocation harness``: the registered tests' COMMON flags resized for two servers on one GPU (benchmark-only
+    switches such as --disable-piecewise-cuda-graph), the same on both sides."""
+    servers = server_lines(dry_run("--invocation", "harness"))
+    assert list(servers) == list(REAL)
+    for name, sides in servers.items():
+        for side, argv in sides.items():
+            assert (flag(argv, "--page-size") == "1") if name.startswith("tree") else "--page-size" not in argv
+            assert int(flag(argv, "--cuda-graph-max-bs")) >= 32 and "32" in argv[argv.index("--cuda-graph-bs") + 1:]
+            assert argv.count("--cuda-graph-bs") == 1 and argv.count("--mem-fraction-static") == 1
+            assert float(flag(argv, "--mem-fraction-static")) >= 0.6
+            assert "--disable-piecewise-cuda-graph" in argv and flag(argv, "--attention-backend") == "triton"
+            assert 16384 <= int(flag(argv, "--max-total-tokens")) <= 65536
+            assert set(a for a in argv if a.startswith("--")) > USER_INVOCATION_FLAGS
 
 
 @requires_sglang
@@ -614,9 +635,9 @@ def test_report_tp_points_mixed_shapes_and_previous_summary(tmp_path):
     assert "| release | model | TP | config |" in md and "| 0.5.12.post1 | 70b | 4 | tree-topk4 | 1 |" in md
     assert "Llama-3.1-70B-shaped target (hidden 8192, layers 80)" in md
 
-    # --previous: a committed summary (no tp: TP 1; the graph-off run of 2026-11-23, fixed content) keeps its points
+    # --previous: a committed summary (no tp: TP 1; tests/cpu/data, a real graph-off run, fixed content) keeps its points
     # beside a new TP 2 run
-    latest = os.path.join(ROOT, "docs", "bench", "real-size-2026-11-23", "summary-graph-off.json")
+    latest = os.path.join(ROOT, "tests", "cpu", "data", "real-size-summary-graph-off.json")
     prev = json.load(open(latest))
     assert prev["points"] and all("tp" not in p for p in prev["points"])
     real_size_report.main(["--out-dir", str(tmp_path / "c"), "--previous", latest, paths[1]])
@@ -646,7 +667,7 @@ def test_report_tp_points_mixed_shapes_and_previous_summary(tmp_path):
 
 
 def test_report_reads_results_inside_run_archives(tmp_path):
-    """An input may be ARCHIVE.tar.gz:MEMBER (a run's tarball as docs/gpu-runs keeps it): same summary as the
+    """An input may be ARCHIVE.tar.gz:MEMBER (a run's results tarball): same summary as the
     unpacked file, the Markdown cites the archive member, and a wrong member names the archive's results.json."""
     import tarfile
 
@@ -711,6 +732,32 @@ def upstream_run(release, baseline, configs, backend="triton", tp=2):
                               "server_args": ["--attention-backend", backend, "--tp-size", str(tp)],
                               "sides": {"upstream": {"version": baseline}, "plugin": {"version": release}}}
     return r
+
+
+def test_parity_points_keep_user_and_harness_invocations_apart(tmp_path):
+    """A run of the user invocation (``meta.real_size.invocation``) and one of the harness's benchmark-only flags are
+    separate points of the same configuration, each labelled, with both sides' server flags and launch environment."""
+    sys.path.insert(0, BENCH)
+    try:
+        import real_size_report
+    finally:
+        sys.path.remove(BENCH)
+    up, pl = [100.0, 100.0, 100.0], [97.0, 98.0, 99.0]
+    user = upstream_run("0.5.11", "0.5.17", {"eagle3-topk1": _points(32, 3, up, pl)}, tp=1)
+    user["meta"]["real_size"]["invocation"] = "user"
+    user["configs"]["eagle3-topk1"]["sides"]["plugin"]["launch_env"] = {ENV: "3.0", "PYTHONPATH": "/x"}
+    harness = upstream_run("0.5.11", "0.5.17", {"eagle3-topk1": _points(32, 3, up, [101.0] * 3)}, tp=1)
+    paths = [str(tmp_path / "u.json"), str(tmp_path / "h.json")]
+    json.dump(user, open(paths[0], "w"))
+    json.dump(harness, open(paths[1], "w"))
+    assert real_size_report.main(["--out-dir", str(tmp_path / "out"), *paths]) == 0
+    s = json.load(open(tmp_path / "out" / "upstream-parity.json"))
+    pts = {p["invocation"]: p for p in s["points"]}
+    assert sorted(pts) == ["harness", "user"] and len(s["points"]) == 2
+    assert pts["user"]["plugin_over_upstream"] == 0.98 and pts["harness"]["plugin_over_upstream"] == 1.01
+    assert pts["user"]["env"]["plugin"] == {ENV: "3.0"}, "SGLANG variables of the launch environment, not PYTHONPATH"
+    md = open(tmp_path / "out" / "upstream-parity.md").read()
+    assert "| triton | user | 1 | chain | 32 |" in md and "| triton | harness | 1 | chain | 32 |" in md
 
 
 def test_parity_backend_is_the_servers_own():
@@ -780,7 +827,9 @@ def test_parity_report_of_upstream_pairings(tmp_path):
     assert (old["device"], old["date"]) == ("NVIDIA H100 80GB HBM3", "2026-11-20 10:00 UTC")
     assert s["device"] == "NVIDIA H200 + NVIDIA H100 80GB HBM3"
     md = open(tmp_path / "out" / "upstream-parity.md").read()
-    assert "| 0.5.11 | 0.5.17 | triton | 2 | chain | 1 | 3 | 100.0 | 95.0 | 0.950 | 0.950, 0.900, 1.033 | NVIDIA H200, " in md
+    assert "| 0.5.11 | 0.5.17 | triton | harness | 2 | chain | 1 | 3 | 100.0 | 95.0 | 0.950 | 0.950, 0.900, 1.033 | NVIDIA H200, " in md
+    assert chain["invocation"] == "harness", "a run that recorded no invocation ran the tests' COMMON flags"
+    assert chain["server_args"] == ["--attention-backend", "triton", "--tp-size", "2"]
     # each point names its run's commit (a previous file from one run lends its own), and the table shows it
     assert (chain["commit"], old["commit"]) == ("abc123def456", "0ld")
     assert "| NVIDIA H200, 2026-11-23 08:00 UTC, abc123def456 |" in md

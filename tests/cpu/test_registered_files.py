@@ -217,7 +217,7 @@ def test_every_registered_file_loads_its_tests_on_the_release():
 def test_nccl_port_is_fixed_except_for_plain_data_parallel():
     """Every row's server gets a fixed torch.distributed port (HTTP port + 20), except --dp-size > 1 without DP
     attention: SGLang's DP controller gives each DP rank that one port, and the second rank failed with EADDRINUSE
-    on 2 x H200 (docs/gpu-runs/2026-11-24-s10/call8, call9). The DP 2 row's own flags must take the exception."""
+    on 2 x H200. The DP 2 row's own flags must take the exception."""
     import ast
 
     from sglang_specv2_fixes.testing.config import nccl_args

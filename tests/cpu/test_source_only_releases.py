@@ -4,9 +4,10 @@ this file expects, verified by fingerprint (the code that carries the fix upstre
 file was written against, or the code that replaced the buggy design), and the packagers' series must be
 exactly the patched fixes.
 
-EXPECTED is written from reading each release's source (docs/release-survey.md records it), independently
-of the release table, as the bug's status: U the fix is upstream, NA the buggy code shape is gone, B the bug
-is present (the table must then patch it, or say open). A wrong table entry fails here.
+EXPECTED is written from reading each release's source, independently
+of the release table, for the fixes the catalogue has no source marker for, as the bug's status: U the fix is
+upstream, NA the buggy code shape is gone, B the bug is present (the table must then patch it, or say open). A
+wrong table entry fails here.
   0.5.13 / 0.5.13.post1  everything upstream (#26651's draft-extend KV range and #26800's chunked-prefill
                 draft chain included) except live-accept-metrics (update_spec_metrics fed with the
                 whole batch) and routed-experts-draft-guard (no draft-worker guard in
@@ -17,7 +18,6 @@ is present (the table must then patch it, or say open). A wrong table entry fail
   0.5.16 … 0.5.23  as 0.5.15; tree compaction moved to eagle_worker_common, Req.kv holds the allocation;
                 live-accept-metrics still counts stale requests (0.5.22+ keeps length-finished ones out of
                 the next batch only)
-  up to 0.5.13   #28682 (grammar-run-end): a spec-v2 accepted run is not cut at the grammar's terminating token
   0.5.12 on      #25015 (draft-decode-positions): draft_forward advances the positions after each draft decode
                 forward (0.5.11 before it: patched there)
   every release  multi-token-finish: the check first in update_finish_state's order wins wherever in the
@@ -29,49 +29,10 @@ is present (the table must then patch it, or say open). A wrong table entry fail
   every release  #28986 (grammar-result-order): event_loop_overlap builds the next batch before it processes
                 the pending result; the forced spec + grammar sync then finishes requests of a batch that is
                 launched next (EAGLE/EAGLE3 up to 0.5.16; from 0.5.17 only NGRAM, which has no grammar overlap)
-  up to 0.5.21   #35694 (radix-overshoot): the cached KV length of a finished request is kv_committed_len, past
-                finished_len (_cache_commit_len, then effective_kv_committed_len / owned_kv_len); 0.5.22's
-                owned_kv_len caps it at the prompt plus output_ids_through_stop (U from 0.5.22)
-  every release  #39826 (reasoning-tokens-through-stop): the decode loop adds the whole accepted run to
-                Req.reasoning_tokens before the finish check; the streamer sends that count unchanged
-  up to 0.5.15.post1  #31978 (multi-layer-grammar-mask): MultiLayerEagleWorkerV2.verify calls the sampler without
-                a vocab mask and never calls generate_token_bitmask; from 0.5.16 it is run_eagle_verify, which
-                builds the grammar mask (U)
-  0.5.13 … 0.5.15.post1  multi-layer-draft: MultiLayerEagleDraftWorker.draft passes batch.seq_lens_sum (lazy,
-                None after the decode preparation) to build_tree_kernel_efficient; from 0.5.16 it calls
-                build_eagle_verify_input, which sizes the mask without it
-  0.5.16 / 0.5.17  multi-layer-draft: the eager draft extend plans each MTP runner also on an idle round (#33892,
-                no is_idle() guard); guarded from 0.5.18
-  0.5.13 on      multi-layer-draft: the eager draft extend's plans are made before the DP-attention padding and marked
-                without a re-plan ("Planned pre-pad; do NOT opt into post-pad re-plan"): B through 0.5.23 (open
-                upstream; 0.5.18 on: the idle guard is upstream, the patch adds the re-plan alone)
-  every release here  tbo-verify-seq-lens: the verify input gets the batch's seq_lens_cpu (#24319: 0.5.12 / 0.5.13
-                prepare_for_v2_verify, from 0.5.14 eagle_utils.eagle_prepare_for_verify) (U; 0.5.11 patched)
-  up to 0.5.21   mamba-track-freed-rows: set_mamba_track_indices_from_reqs builds a freed request's (None) track
-                position unguarded (TypeError, up to 0.5.15.post1) or as position 0 of its request row (0.5.16 on);
-                0.5.22 marks such rows -1 (U)
-  0.5.16 on      inkling-draft-extend-track-guard: ShortConvolution's draft extend tracks every row whose accepted
-                range crosses an interval, whatever its track index (open upstream; the module is absent before
-                0.5.16: NA)
-  0.5.14 … 0.5.16  triton-verify-mask-size: HybridLinearAttnBackend opts out of the CPU seq lens with its sub-backends
-                and hands out no verify buffer, so the draft sizes the tree mask for bs * max_context_len, past
-                triton's cuda_graph_custom_mask (max_num_tokens * max_context_len) at the largest captured bs; 0.5.13.x
-                keeps needs_cpu_seq_lens True on the hybrid backend (NA); 0.5.17's VerifyMask has the draft term (U)
-  0.5.13 on      overlap-war-barrier: event_loop_overlap issues schedule_stream.wait_stream(forward_stream) before the
-                next batch is built (0.5.13), through _apply_war_barrier from 0.5.14 (U)
-  0.5.13.x       flashinfer-draft-extend-graph: flashinfer's graph metadata (_prepare_cuda_graph_metadata) has no
-                DRAFT_EXTEND_V2 branch and the draft-extend graph list has no flashinfer: the spec-v2 draft extend runs
-                eagerly (B: patched with 0.5.14's branches, opt-in there); #28782 from 0.5.14 (U)
-  up to 0.5.22   fa3-draft-extend-graph: _capture_cuda_graphs' list has no FlashAttentionBackend (B: patched 0.5.11 -
-                0.5.22); 0.5.23 appends it (U)
-  0.5.14 … 0.5.21  draft-extend-read-done-order: EAGLEDraftExtendCudaGraphRunner.execute records the WAR read-done
-                event (war_fastpath_read_done_event, shared_read_done_event from 0.5.18) before _replay_graph, for every
-                backend (B: patched); 0.5.13.x has no read-done event (no _apply_war_barrier: NA); 0.5.22
-                publishes per the backend's SharedReadEnds, after the replay for IN_REPLAY / POST_REPLAY (U)
-  0.5.13 on      verify-handoff: no ScheduleBatch.maybe_wait_verify_done / verify_done.synchronize(); the next batch's
-                seq_lens are gathered on the GPU behind the verify's publish event (U). 0.5.13.x still blocks the
-                host on that event where the CPU mirror is forced (piecewise CUDA graphs on, the default, or a backend
-                that needs it): a narrower upstream quirk, gone for triton in 0.5.14 (docs/bench/chain-gap-source-*)
+  fixes whose every catalogue record carries a source marker (MARKED below: the records of
+                sglang_specv2_fixes/known_bugs.json, docs/known-bugs.md): "bug present" is what those markers read
+                in the release's source, read here when the test runs; elsewhere upstream, or not-applicable where
+                NOT_APPLICABLE_ON says the buggy code shape is absent
   0.5.13.x       draft-graph-eager-registry: ModelRunner._ensure_eager_registry drops the eager input registry it
                 replaces by a larger one, and the multi-step draft CUDA graph baked the draft runner's (B); from 0.5.14
                 EagerRunner builds one fixed-size registry at init and load_batch always fills it (U)
@@ -82,7 +43,7 @@ import sys
 
 import pytest
 
-from sglang_specv2_fixes import catalog, core, export, installed, patchfile, releases, selection
+from sglang_specv2_fixes import catalog, core, export, installed, known_bugs, patchfile, releases, selection
 from sglang_specv2_fixes.catalog import Patched
 from sglang_specv2_fixes.fixes import ALL_FIXES
 
@@ -111,46 +72,42 @@ _0_5_13 = {
     "grammar-result-order": B,
     "draft-decode-positions": U,
     "multi-token-finish": B,
-    "grammar-run-end": B,
+    # 0.5.13.x replaces the eager registry the draft CUDA graph baked; 0.5.14's EagerRunner builds one and keeps it
+    "draft-graph-eager-registry": B,
 }
-_0_5_14 = dict(_0_5_13, **{"grammar-run-end": U})
-_FROM_0_5_15 = dict(_0_5_14, **{"bonus-slot-accounting": NA})
+_FROM_0_5_14 = dict(_0_5_13, **{"draft-graph-eager-registry": U})
+_FROM_0_5_15 = dict(_FROM_0_5_14, **{"bonus-slot-accounting": NA})
 EXPECTED = {
     "0.5.13": _0_5_13,
     "0.5.13.post1": _0_5_13,
-    "0.5.14": _0_5_14,
+    "0.5.14": _FROM_0_5_14,
     **{v: _FROM_0_5_15 for v in ("0.5.15", "0.5.15.post1", "0.5.16", "0.5.17")},
     **{v: _FROM_0_5_15 for v in ("0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")},
 }
-for _v in EXPECTED:
-    EXPECTED[_v] = dict(EXPECTED[_v], **{"radix-overshoot": U if _v in ("0.5.22", "0.5.23") else B,
-                                         "reasoning-tokens-through-stop": B,
-                                         "multi-layer-grammar-mask": B if _v in releases.release_set(
-                                             "up-to:0.5.15.post1") else U,
-                                         "multi-layer-draft": B,  # the DP-padding re-plan: open through 0.5.23
-                                         "tbo-verify-seq-lens": U,
-                                         "mamba-track-freed-rows": B if _v in releases.release_set(
-                                             "up-to:0.5.21") else U,
-                                         "inkling-draft-extend-track-guard": NA if _v in releases.release_set(
-                                             "up-to:0.5.15.post1") else B,
-                                         "triton-verify-mask-size": NA if _v in ("0.5.13", "0.5.13.post1") else
-                                         B if _v in releases.release_set("up-to:0.5.16") else U,
-                                         "overlap-war-barrier": U,
-                                         # flashinfer's draft-extend graph: eager up to 0.5.13.post1, #28782 in 0.5.14
-                                         "flashinfer-draft-extend-graph": B if _v in ("0.5.13", "0.5.13.post1")
-                                         else U,
-                                         # fa3 missing from the draft-extend graph list up to 0.5.22 (#40762)
-                                         "fa3-draft-extend-graph": U if _v == "0.5.23" else B,
-                                         "verify-handoff": U,
-                                         # the draft-extend graph's read-done event before its replay (#37988)
-                                         "draft-extend-read-done-order": NA if _v in ("0.5.13", "0.5.13.post1") else
-                                         U if _v in ("0.5.22", "0.5.23") else B,
-                                         # 0.5.13.x replaces the eager registry the draft CUDA graph baked; 0.5.14's
-                                         # EagerRunner builds one and keeps it
-                                         "draft-graph-eager-registry": B if _v in ("0.5.13", "0.5.13.post1")
-                                         else U,
-                                         # min_tokens per verify step, not per token: open upstream (#33643)
-                                         "min-tokens-per-position": B})
+# the fixes whose every catalogue record carries a source marker: their state on a release is read from its source
+# (known_bugs.evidence_affected) when the test runs, not written here
+_RECORDS = {f.name: [b for b in known_bugs.BUGS if b.answer == f.name] for f in ALL_FIXES}
+MARKED = {name for name, recs in _RECORDS.items() if recs and all(b.evidence for b in recs)}
+NOT_APPLICABLE_ON = {  # where a marked fix's buggy code shape does not exist (elsewhere without the bug: upstream)
+    "inkling-draft-extend-track-guard": set(releases.release_set("up-to:0.5.15.post1")),  # no Inkling before 0.5.16
+    # HybridLinearAttnBackend keeps the base class's needs_cpu_seq_lens = True: the mask is sized by the real sum
+    "triton-verify-mask-size": {"0.5.13", "0.5.13.post1"},
+    "draft-extend-read-done-order": {"0.5.13", "0.5.13.post1"},  # no read-done event (no _apply_war_barrier)
+}
+
+
+def expected(version):
+    """Every fix's state on ``version``: EXPECTED's reading, and the marked fixes' read from the release's source
+    (skips where that source is not here)."""
+    root = pristine_root(version)
+    if root is None:
+        pytest.skip(f"sglang {version}'s source is not in this environment ({sys.prefix}/releases or /src; "
+                    f"ci/setup_cpu_env.sh)")
+    out = dict(EXPECTED[version])
+    for name in MARKED:
+        bug = any(known_bugs.evidence_affected(b, root) for b in _RECORDS[name])
+        out[name] = B if bug else NA if version in NOT_APPLICABLE_ON.get(name, ()) else U
+    return out
 # 0.5.11 and 0.5.12.x: the releases the CPU suite imports and runs (test_catalog, test_fix_*, ...)
 RUN_HERE = {"0.5.11", "0.5.12", "0.5.12.post1"}
 
@@ -165,14 +122,16 @@ def test_source_trees_present():
 
 def test_every_later_release_is_expected_here():
     assert set(releases.RELEASES) - RUN_HERE == set(EXPECTED)
+    assert len(MARKED) >= 10 and set(NOT_APPLICABLE_ON) <= MARKED
     for v in EXPECTED:
-        assert set(EXPECTED[v]) == {f.name for f in ALL_FIXES}, f"{v}: expectations for every fix"
+        assert not set(EXPECTED[v]) & MARKED, f"{v}: a marked fix's state is read from the source, not written here"
+        assert set(EXPECTED[v]) | MARKED == {f.name for f in ALL_FIXES}, f"{v}: expectations for every fix"
 
 
 @pytest.mark.parametrize("version", sorted(EXPECTED))
 def test_table_agrees_with_the_source_reading(version):
     line = releases.code_line(version)
-    for fix, status in EXPECTED[version].items():
+    for fix, status in expected(version).items():
         e = releases.entry(fix, line)
         if status == B:
             assert isinstance(e, Patched) or e.state == catalog.OPEN, (version, fix, e)
@@ -182,18 +141,16 @@ def test_table_agrees_with_the_source_reading(version):
 
 @pytest.mark.parametrize("version", sorted(EXPECTED))
 def test_states_match_the_source_and_are_verified(version, monkeypatch):
+    want_of = expected(version)
     root = pristine_root(version)
-    if root is None:
-        pytest.skip(f"sglang {version}'s source is not in this environment ({sys.prefix}/releases or /src; "
-                    f"ci/setup_cpu_env.sh)")
     monkeypatch.setattr(installed, "sglang_root", lambda: os.path.join(root, "sglang"))
     report = core.plan(selection.parse("auto", ALL_FIXES), version=version)
     assert report.supported and report.warnings == []
-    assert {st.name for st in report.fixes} == set(EXPECTED[version])
+    assert {st.name for st in report.fixes} == set(want_of)
     line = releases.code_line(version)
     for st in report.fixes:
         e = releases.entry(st.name, line)
-        want = EXPECTED[version][st.name]
+        want = want_of[st.name]
         if isinstance(e, Patched):
             assert want == B and st.state == catalog.READY, (version, st.name, st.state, st.reason)
             # a file composed after another planned fix's (compose: line) says so
@@ -205,6 +162,6 @@ def test_states_match_the_source_and_are_verified(version, monkeypatch):
             assert st.state == (catalog.OPEN if want == B else want), (version, st.name, st.state, st.reason)
             assert "source verified" in st.reason, (st.name, st.reason)
         assert st.targets and all(t.ok for t in st.targets), (st.name, st.targets)
-    want = [f"{f}/{releases.entry(f, line).name}.patch" for f, s in EXPECTED[version].items()
+    want = [f"{f}/{releases.entry(f, line).name}.patch" for f, s in want_of.items()
             if isinstance(releases.entry(f, line), Patched)]
     assert sorted(export.series(version)) == sorted(want)
