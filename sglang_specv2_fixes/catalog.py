@@ -27,7 +27,8 @@ PRESENT = "present"  # the installed source already equals the patched code (the
 NOT_APPLICABLE = "not-applicable"  # the bug's code shape does not exist in this release
 OPEN = "open"  # the bug is in this release and this plugin version does not patch it there
 DISABLED = "disabled"  # deselected by SGLANG_SPECV2_FIXES / --specv2-fixes
-REFUSED = "refused"  # fingerprint mismatch: the installed code is not the code the patch was written for
+REFUSED = "refused"  # fingerprint mismatch, or the plugin's own data for it is damaged (see reason): not patched
+UNVERIFIED = "unverified"  # the table says upstream / not-applicable / open, but the installed source is not that code
 FAILED = "failed"  # selected and fingerprints matched, but the patch is not in effect (see reason)
 UNSUPPORTED = "unsupported-release"
 
@@ -65,6 +66,20 @@ def note(state: str, reason: str, check: Optional[Tuple[str, str, str]] = None) 
 
 
 @dataclasses.dataclass(frozen=True)
+class Switch:
+    """An environment variable that changes what a fix does (not whether it is selected: that is the selection's
+    ``auto,-NAME``). ``status`` lists the ones set, ``index`` and docs/usage.md every one."""
+
+    env: str  # SGLANG_SPECV2_FIXES_...
+    default: str  # what unset means, e.g. "on" or "hybrid-SWA pools only"
+    effect: str  # what setting it does, e.g. "=0: tree-width draft extend runs eagerly"
+
+
+def switch(env: str, default: str, effect: str) -> Switch:
+    return Switch(env, default, effect)
+
+
+@dataclasses.dataclass(frozen=True)
 class Fix:
     name: str  # the id users select and every report uses, e.g. "tree-drafting"
     upstream: Tuple[str, ...]  # upstream PRs, e.g. ("#26866",); () for a fix that goes beyond upstream
@@ -84,6 +99,7 @@ class Fix:
     # tree-width triton draft-extend graph needs draft-extend-kv-range's metadata: core.plan refuses to plan a
     # catalogue naming an unknown fix here, and a CPU test that the rules ask about no other fix
     requires: Tuple[str, ...] = ()
+    switches: Tuple[Switch, ...] = ()  # the environment switches that tune it (Switch)
 
     @property
     def refs(self) -> str:

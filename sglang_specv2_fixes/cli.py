@@ -1,10 +1,12 @@
 """Command line: ``sglang-specv2-fixes`` / ``python -m sglang_specv2_fixes``.
 
-    status [--json] [--wide]  installed sglang, each fix's state and reason, fingerprint checks (no GPU,
-                              nothing imported from sglang, nothing patched)
+    status [--json] [--wide]  the imported sglang, this plugin's copy, the switches set, each fix's state and
+                              reason, fingerprint checks (no GPU, nothing imported from sglang, nothing patched)
     matrix [--markdown]       the fix x release compatibility table of this plugin version
-    index                     the patch index (what / why / PRs / which patch file on which release)
-    check-selection [VALUE]   validate a selection and say what it patches (default: $SGLANG_SPECV2_FIXES)
+    index                     the patch index (what / why / PRs / which patch file on which release / switches)
+    variables [--markdown]    every SGLANG_SPECV2_FIXES_* variable this version reads, the fixes' switches included
+    check-selection [VALUE]   validate a selection with status's checks and say what it patches (default:
+                              $SGLANG_SPECV2_FIXES); the same exit status as status
     diff FIX [--release V]    the patch file a release gets for FIX (default: the installed release)
     series [--release V]      the packagers' series of release V (default: the installed release)
     series --write patches    regenerate patches/series/<release> for every patched release
@@ -12,7 +14,12 @@
                               fingerprint, with a draft release-table entry (adding a release starts here)
 
 Text output fits in 120 columns (``status --wide`` and ``status --json`` carry the full target names and
-fingerprints); every error is ``error: ...`` on stderr with exit status 2.
+fingerprints); every error is ``error: ...`` on stderr with exit status 2, a failure inside the plugin included (no
+traceback). ``status`` and ``check-selection`` exit 0 when a server would start with every selected fix in effect, 1
+when something is wrong but a server would start (a fix refused, failed or unverified, damaged plugin data, no sglang,
+SGLang would not load the plugin), 2 when a server would stop at startup (an invalid selection or
+SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE, fixes named on a release this plugin does not know, SGLANG_SPECV2_FIXES_STRICT=1
+with a selected fix that cannot be applied).
 """
 
 from __future__ import annotations
@@ -40,10 +47,12 @@ DESCRIPTION = (
 COMMANDS = {  # name: (one line for the command list, the command's own --help description)
     "status": (
         "what the plugin would do with the installed sglang",
-        "The installed sglang, the selection ($SGLANG_SPECV2_FIXES), whether SGLang would load the plugin "
-        "($SGLANG_PLUGINS), and every fix's state on that release with the reason and the fingerprint check of "
-        "each function it patches. Exit status 1 when a fix would be refused, 2 for an invalid selection or for "
-        "fixes named explicitly on a release this plugin does not know.",
+        "The imported sglang (warned when its dist-info disagrees), this plugin's own path (warned when it is not the "
+        "installed distribution's), the selection ($SGLANG_SPECV2_FIXES), the switches set, whether SGLang would load "
+        "the plugin ($SGLANG_PLUGINS), and every fix's state on that release with the reason and the fingerprint check "
+        "of each function it patches. Exit status 1 when a fix would be refused, failed or unverified, plugin data is "
+        "damaged, sglang is missing or SGLang would not load the plugin; 2 when a server would stop at startup (an "
+        "invalid selection, fixes named explicitly on a release this plugin does not know, strict mode).",
     ),
     "matrix": (
         "the fix x release compatibility table",
@@ -56,11 +65,17 @@ COMMANDS = {  # name: (one line for the command list, the command's own --help d
         "release gets, and when the patch can be removed (the docstring of sglang_specv2_fixes/fixes/__init__.py "
         "holds the same text).",
     ),
+    "variables": (
+        "every SGLANG_SPECV2_FIXES_* variable this version reads",
+        "The global variables and every fix's switches (declared on the fix), with what unset means and what setting "
+        "them does; --markdown: as docs/usage.md's table. status warns about any other SGLANG_SPECV2_FIXES_* variable.",
+    ),
     "check-selection": (
         "validate a selection and show what it patches",
-        "Check a $SGLANG_SPECV2_FIXES / --specv2-fixes value (default: the variable as set now) and say which "
-        "fixes it patches on the installed sglang and on which releases each fix is patched. As in SGLang, an "
-        "empty value means auto.",
+        "Check a $SGLANG_SPECV2_FIXES / --specv2-fixes value (default: the variable as set now) with status's "
+        "checks (the release, $SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE, $SGLANG_PLUGINS, unknown variables, strict mode; "
+        "the same warnings and exit status) and say which fixes it patches on the installed sglang and on which "
+        "releases each fix is patched. As in SGLang, an empty value means auto.",
     ),
     "diff": (
         "the patch file a release gets for one fix",
@@ -163,41 +178,73 @@ def _not_loaded(report: core.Report, why: str) -> None:
                            f"${installed.PLUGINS_ENV} or unset it)")
 
 
-def _status(args) -> int:
+class _Checked:
+    """What status's checks found (shared with check-selection): the selection, the plan, why SGLang would skip the
+    plugin (None: it would load it), the exit status and, for 2, why a server would stop at startup."""
+
+    def __init__(self, sel, report, skipped):
+        self.sel, self.report, self.skipped = sel, report, skipped
+        self.stops = None
+        if sel.explicit and not report.supported and not skipped:
+            self.stops = f"fixes named explicitly ({_names(sel.canonical)}): a server would stop at startup"
+        elif not skipped and core.strict_failures(report, sel):
+            self.stops = (f"${selection.ENV_STRICT}=1: a server would stop at startup ("
+                          f"{'; '.join(core.strict_failures(report, sel))})")
+        bad = any(f.state in core.NOT_IN_EFFECT for f in report.fixes)
+        self.code = 2 if self.stops else 1 if (bad or report.errors or skipped or report.sglang_version is None) else 0
+
+    def print_problems(self, wide: bool = False) -> None:
+        """The warnings and plugin errors on stderr (an error line names its cause; never a traceback)."""
+        for w in self.report.warnings:
+            print(_fill(w if wide else _short_targets(w), "warning: ", "  ", wide), file=sys.stderr)
+        for e in self.report.errors:
+            print(_fill(e, "error: ", "  ", wide), file=sys.stderr)
+
+
+def _checks(value, source: str):
+    """status's checks of selection ``value``: (None, _Checked), or (exit status, None) after the error."""
     try:
-        sel = selection.parse(os.environ.get(selection.ENV), ALL_FIXES)
+        sel = selection.parse(value, ALL_FIXES)
     except selection.SelectionError as e:
-        return _selection_error(e, f"${selection.ENV}")
+        return _selection_error(e, source), None
     try:
         selection.unknown_release_mode()
     except selection.SelectionError as e:
-        return _error(str(e).replace("sglang-specv2-fixes: ", ""))
+        return _error(str(e).replace("sglang-specv2-fixes: ", "")), None
     report = core.plan(sel)
     skipped = installed.plugin_skipped()
     if skipped:
         _not_loaded(report, skipped)
-    stops = sel.explicit and not report.supported and not skipped  # the plugin would stop a server's startup
+    return None, _Checked(sel, report, skipped)
+
+
+def _status(args) -> int:
+    status, c = _checks(os.environ.get(selection.ENV), f"${selection.ENV}")
+    if c is None:
+        return status
+    sel, report, skipped = c.sel, c.report, c.skipped
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
-        return 2 if stops else 0
+        return c.code
     wide = args.wide
     v = report.sglang_version
-    print(f"{PROG} {__version__}")
+    print(f"{PROG} {__version__} ({report.plugin_path})")
     print("sglang: not installed in this environment" if v is None else f"sglang: {v} ({installed.sglang_root()})")
     print(_fill(f"{_names(report.selection)} (${selection.ENV} or {selection.FLAG})", "selection: ", "  ", wide))
+    for sw in selection.active_switches(ALL_FIXES):
+        print(_fill(sw, "switch: ", "  ", wide))
     if os.environ.get(installed.PLUGINS_ENV) and not skipped:
         print(f"plugin: loaded (${installed.PLUGINS_ENV} names {installed.ENTRY_POINT})")
-    for w in report.warnings:
-        print(_fill(w if wide else _short_targets(w), "warning: ", "  ", wide), file=sys.stderr)
+    c.print_problems(wide)
     if not report.supported:
         what = "no sglang" if v is None else f"sglang {v} is not a release this plugin knows"
         print()
         print(_fill(f"{what}: nothing would be patched. Known releases: {_list(releases.RELEASES)}", "", "  ", wide))
         if v is not None:
             _unknown_release_preview(sel, wide)
-        if stops:
-            return _error(f"fixes named explicitly ({_names(sel.canonical)}): a server would stop at startup")
-        return 0
+        if c.stops:
+            return _error(c.stops)
+        return c.code
     if report.code_line:
         print(f"code line: {report.code_line}\n")
     else:
@@ -230,7 +277,9 @@ def _status(args) -> int:
                         f"nothing would be patched", wide=wide) + "\n")
         print("'ready' becomes 'applied' in each SGLang process that loads the plugin; the running server's own")
         print("view is in GET /server_info -> specv2_fixes.")
-    return 1 if any(f.state in (catalog.REFUSED, catalog.FAILED) for f in report.fixes) else 0
+    if c.stops:
+        return _error(c.stops)
+    return c.code
 
 
 def _unknown_release_preview(sel, wide: bool) -> None:
@@ -268,6 +317,16 @@ def _index(args) -> int:
     return 0
 
 
+def _variables(args) -> int:
+    if args.markdown:
+        print(export.variables_markdown(), end="")
+        return 0
+    for name, what in selection.known_variables(ALL_FIXES).items():
+        print(name)
+        print(_fill(what, "    "))
+    return 0
+
+
 # ---------------------------------------------------------------------------------- check-selection
 def _patched_on(name: str) -> str:
     vs = releases.release_set(f"fix:{name}")
@@ -301,10 +360,13 @@ def _on_installed(sel: selection.Selection, version, line) -> str:
 def _check_selection(args) -> int:
     given = args.value is not None
     value = args.value if given else os.environ.get(selection.ENV)
-    try:
-        sel = selection.parse(value, ALL_FIXES)
-    except selection.SelectionError as e:
-        return _selection_error(e, "selection" if given else f"${selection.ENV}")
+    status, c = _checks(value, "selection" if given else f"${selection.ENV}")
+    if c is None:
+        return status
+    sel = c.sel
+    c.print_problems()
+    if c.stops:
+        return _error(c.stops)
     source = "" if given or value is None else f" (from ${selection.ENV})"
     print(_fill(_names(sel.canonical) + source, "ok: ", "    "))
     if given and not value.strip():
@@ -316,22 +378,24 @@ def _check_selection(args) -> int:
                      f"check the variable")
         print(_fill(note, "  "))
     if sel.mode == "off":
-        return 0
-    version = installed.version()
+        return c.code
+    version = c.report.sglang_version
     line = releases.code_line(version)
+    if c.skipped:
+        print(_fill(f"SGLang would not load this plugin ({c.skipped}): nothing would be patched", "  "))
     if sel.explicit:
         for n in sorted(sel.names):
             print(_patched_on(n))
         print(_fill(_on_installed(sel, version, line)))
         if not any(releases.release_set(f"fix:{n}") for n in sel.names):
             print("note: nothing would be patched on any release with this selection")
-        return 0
+        return c.code
     print(_fill(_on_installed(sel, version, line)))
     if line is not None:
         for f in ALL_FIXES:
             if sel.wants(f.name) and isinstance(releases.entry(f.name, line), Patched):
                 print(_patched_on(f.name))
-    return 0
+    return c.code
 
 
 # ------------------------------------------------------------------------------------ patch files
@@ -348,7 +412,7 @@ def _one_fix(name: str):
         names = [f.name for f in ALL_FIXES if f in named]
         return None, _error(f"diff shows one fix at a time: {name!r} names {len(names)} ({_list(names)}); run "
                             f"diff once per fix")
-    if name.strip().lower() in selection.AUTO_VALUES + selection.OFF_VALUES:
+    if name.strip().lower() in selection.AUTO_VALUES + selection.ON_VALUES + selection.OFF_VALUES:
         return None, _error(f"{name!r} is a selection value, not a fix: diff takes one fix name or upstream PR "
                             f"number", _fixes_named())
     unknown = [i for i in items if core.fix_by_alias(i) is None] or [name]
@@ -392,6 +456,8 @@ def _survey(args) -> int:
         tree = survey.Tree.open(args.path)
     except (OSError, ValueError) as e:
         return _error(str(e))
+    if tree.read("sglang/__init__.py") is None:
+        return _error(f"{tree.label}: holds no sglang package (sglang/__init__.py): nothing to survey")
     sys.stdout.write(survey.render(survey.survey(tree, as_new=args.as_new)))
     return 0
 
@@ -462,6 +528,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--wide", action="store_true", help="no wrapping; full target names and their fingerprints")
     command("matrix", _matrix).add_argument("--markdown", action="store_true", help="as the README's Markdown table")
     command("index", _index)
+    command("variables", _variables).add_argument("--markdown", action="store_true", help="as docs/usage.md's table")
     c = command("check-selection", _check_selection)
     c.add_argument("value", nargs="?", metavar="VALUE",
                    help=f"auto, off or a comma list of fix names / PR numbers (default: ${selection.ENV})")
@@ -485,6 +552,11 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # e.g. `status | head`
         sys.stderr.close()
         return 0
+    except Exception as e:  # a failure inside the plugin (damaged data, a bug): one line naming it, no traceback
+        where = f"{e.filename} is missing" if isinstance(e, FileNotFoundError) and e.filename else \
+            f"{type(e).__name__}: {e}"
+        return _error(f"{args.cmd} failed inside {PROG} {__version__} ({installed.plugin_path()}): {where}",
+                      f"reinstall {installed.DIST}, or report it with this line")
 
 
 if __name__ == "__main__":

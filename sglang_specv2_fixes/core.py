@@ -1,8 +1,9 @@
 """Plan, register and verify fixes; the per-process report and state.
 
-    plan()      -> Report   decide every fix's state for the installed release (reads files, imports
+    plan()      -> Report   decide every fix's state for the imported release (reads files, imports
                             nothing from sglang): upstream / open / not-applicable / disabled / refused /
-                            present / ready
+                            present / ready, or unverified (a note whose check fails); damaged plugin data
+                            (a missing or unreadable patch file) refuses the fixes it touches, with the cause
     register(r)             apply each READY fix's patch file to the installed source, compile the patched
                             functions and hand them to SGLang's HookRegistry (REPLACE); an ``on_import`` fix
                             whose modules are not imported yet is built, applied and verified when they are
@@ -32,7 +33,7 @@ from .fingerprint import installed_fingerprint
 from .fixes import ALL_FIXES
 from .report import FixStatus, Report, TargetCheck  # the report (its own module: survey fills one too)
 from .runtime import chain, is_patched, resolve_raw, unsupported  # what runs in this process (the fixes read it too)
-from .selection import Selection, opt_in_reason, opted_in, unknown_release_mode
+from .selection import Selection, opt_in_reason, opted_in, unknown_release_mode, unknown_variables
 
 logger = logging.getLogger("sglang_specv2_fixes")
 
@@ -41,15 +42,33 @@ logger = logging.getLogger("sglang_specv2_fixes")
 _installed_fp = installed_fingerprint  # one name here, so that a test can stand in for the installed source
 
 
-def _plan_note(st: FixStatus, entry: Note) -> FixStatus:
+def _plan_note(st: FixStatus, entry: Note, line: str = "") -> FixStatus:
+    """A note's state where its check holds; ``unverified`` where the installed source is not the code the note
+    describes (never taken on trust: the release may not be the one its version says)."""
     st.state, st.reason = entry.state, entry.reason
     if entry.check:
         module, qualname, expected = entry.check
         installed = _installed_fp(module, qualname)
         ok = installed == expected
         st.targets.append(TargetCheck(f"{module}.{qualname}", expected, installed, ok))
-        st.reason += " (source verified)" if ok else " (installed source differs from the release: not verified)"
+        if ok:
+            st.reason += " (source verified)"
+        else:
+            st.state = catalog.UNVERIFIED
+            st.reason = (f"the release table says {entry.state} on {line or 'this release'}, but "
+                         f"{module}.{qualname} " + ("is not in the installed sglang" if installed is None else
+                                                    f"has fingerprint {installed}, not {expected}") +
+                         f": not verified, nothing patched ({entry.reason})")
     return st
+
+
+def _damaged(e: BaseException, where: str) -> str:
+    """One line naming a failure inside the plugin (its data or its code), for a fix's reason and ``errors``."""
+    if isinstance(e, FileNotFoundError):
+        return f"damaged install: {e.filename or where} is missing (reinstall {installed.DIST})"
+    if isinstance(e, OSError):
+        return f"damaged install: {e.filename or where} is unreadable ({e.strerror or e}; reinstall {installed.DIST})"
+    return f"failure inside the plugin reading {where}: {type(e).__name__}: {e} (reinstall {installed.DIST} or report it)"
 
 
 def _plan_patch(st: FixStatus, entry: Patched, selection: Selection, line: str, composed=None) -> FixStatus:
@@ -100,11 +119,16 @@ def check_requires(fixes) -> None:
 
 
 def plan(selection: Selection, version: Optional[str] = None, fixes=None) -> Report:
+    """Every fix's state for sglang ``version`` (default: the imported one, with the environment's warnings: an
+    imported sglang its dist-info disagrees with, a plugin copy that is not the installed one, unknown variables)."""
     fixes = ALL_FIXES if fixes is None else fixes
     check_requires(fixes)
-    version = installed.version() if version is None else version
+    env = []
+    if version is None:
+        version = installed.version()
+        env = [w for w in (installed.mismatch(), installed.plugin_mismatch()) if w] + unknown_variables(ALL_FIXES)
     line = releases.code_line(version)
-    report = Report(__version__, version, line, selection.canonical, [])
+    report = Report(__version__, version, line, selection.canonical, [], warnings=env)
     if line is None and version is not None and unknown_release_mode() == "fingerprint":
         from .survey import plan_unknown  # only here: an unknown release, opted in
 
@@ -117,14 +141,26 @@ def plan(selection: Selection, version: Optional[str] = None, fixes=None) -> Rep
         else:
             entry = releases.entry(fix.name, line)
             if isinstance(entry, Note):
-                _plan_note(st, entry)
+                _plan_note(st, entry, line)
+                if st.state == catalog.UNVERIFIED:
+                    report.warnings.append(f"{fix.name} unverified: {st.reason}")
             elif not opted_in(fix):
                 st.patch = f"patches/{fix.name}/{entry.name}.patch"
                 st.state, st.reason = catalog.DISABLED, opt_in_reason(fix, st.patch)
             else:
-                _plan_patch(st, entry, selection, line, composed)
-                if st.state == catalog.REFUSED:
-                    report.warnings.append(f"{fix.name} refused: {st.reason}")
+                try:
+                    _plan_patch(st, entry, selection, line, composed)
+                except Exception as e:  # damaged plugin data (a missing or unreadable patch file): this fix only
+                    st.reason, st.targets = _damaged(e, st.patch or fix.name), []
+                    if selection.wants(fix.name):
+                        st.state = catalog.REFUSED
+                        report.errors.append(f"{fix.name} refused: {st.reason}")
+                    else:  # not selected: nothing of it is touched
+                        st.state = catalog.DISABLED
+                        st.reason = f"not selected (selection: {selection.canonical}); {st.reason}"
+                else:
+                    if st.state == catalog.REFUSED:
+                        report.warnings.append(f"{fix.name} refused: {st.reason}")
         report.fixes.append(st)
     return _compose(report)
 
@@ -135,7 +171,11 @@ def _composed_fingerprints(line: str) -> Dict[tuple, set]:
     out: Dict[tuple, set] = {}
     for fix, entry in releases.LINES[line].fixes.items():
         if isinstance(entry, Patched):
-            for c in patchfile.load(fix, entry.name).composes:
+            try:
+                pf = patchfile.load(fix, entry.name)
+            except Exception:  # damaged plugin data: the fix itself is refused when it is planned (plan)
+                continue
+            for c in pf.composes:
                 for name in (fix, c.fix):
                     out.setdefault((name, c.dotted), set()).add(c.after)
     return out
@@ -174,6 +214,22 @@ def _compose(report: Report) -> Report:
             else:
                 owner[t.dotted] = (st, t.after)
     return report
+
+
+NOT_IN_EFFECT = (catalog.REFUSED, catalog.FAILED, catalog.UNVERIFIED)  # states status exits 1 for
+
+
+def strict_failures(report: Report, selection: Selection) -> List[str]:
+    """With ``SGLANG_SPECV2_FIXES_STRICT=1``: why startup must stop (empty: it need not, or strict mode is off).
+    Every selected fix that cannot be applied (refused, failed, unverified) and, for any selection but off, a release
+    the plugin cannot plan (unknown, or no sglang)."""
+    from .selection import ENV_STRICT, strict
+
+    if not strict() or selection.mode == "off":
+        return []
+    if not report.supported:
+        return [unsupported(report.sglang_version)]
+    return [f"{f.name} {f.state}" for f in report.fixes if f.state in NOT_IN_EFFECT and selection.wants(f.name)]
 
 
 # ------------------------------------------------------------------------------- process-wide state

@@ -1,7 +1,8 @@
 """Views generated from the release table and the patch files (never edited by hand; CI checks them):
 
     matrix_rows()        fix x release states (README compatibility table, ``matrix``)
-    index_text()         the patch index in fixes/__init__.py (what / why / PRs / where / removal)
+    index_text()         the patch index in fixes/__init__.py (what / why / PRs / where / switches / removal)
+    variables_markdown() every SGLANG_SPECV2_FIXES_* variable (docs/usage.md's table, ``variables``)
     series(version)      the patch files that make up release ``version``'s packagers' series
     write_series(dir)    ``patches/series/<release>`` for every patched release
 """
@@ -57,9 +58,27 @@ def index_text() -> str:
             out.append(textwrap.fill(text, 100, initial_indent=f"    {label}: ", subsequent_indent="        "))
         for w in where(fix):
             out.append(f"    - {w}")
+        for sw in fix.switches:
+            out.append(textwrap.fill(f"{sw.env} (unset: {sw.default}) {sw.effect}", 100,
+                                     initial_indent="    Switch: ", subsequent_indent="        "))
         out.append(textwrap.fill(fix.removal, 100, initial_indent="    Removal: ", subsequent_indent="        "))
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def variables_markdown() -> str:
+    """The table of every ``SGLANG_SPECV2_FIXES_*`` variable: the global ones, then each fix's switches."""
+    from . import selection
+
+    rows = ["| variable | unset | what it does |", "|---|---|---|"]
+    for name, what in selection.GLOBAL_VARIABLES.items():
+        rows.append(f"| `{name}` | {'auto' if name == selection.ENV else '-'} | {what} |")
+    for fix in ALL_FIXES:
+        for sw in fix.switches:
+            rows.append(f"| `{sw.env}` | {sw.default} | `{fix.name}`: {sw.effect} |")
+        if fix.opt_in:
+            rows.append(f"| `{fix.opt_in}` | off | `{fix.name}`: =1 plans it (opt-in) |")
+    return "\n".join(rows) + "\n"
 
 
 def series(version: str) -> List[str]:

@@ -1,9 +1,12 @@
-"""Which SGLang release is installed and where (its code line comes from releases.py).
+"""Which SGLang release is imported and where (its code line comes from releases.py), and which copy of this plugin.
 
-Detection reads package metadata (``importlib.metadata``) and never imports ``sglang``: the CLI and the
-plugin's planning step stay cheap and work on machines without a GPU. A bare source checkout on
-PYTHONPATH without a dist-info falls back to ``sglang/version.py``/``_version.py`` read as text.
-``plugin_skipped()`` says whether SGLang's ``load_plugins()`` would load this plugin at all.
+The release is read from the ``sglang`` package that ``import sglang`` would import (found with ``find_spec``, never
+imported: the CLI and the plugin's planning step stay cheap and work without a GPU), as SGLang's own
+``sglang/version.py`` does: ``sglang/_version.py``'s ``__version__`` read as text, else the dist-info's version.
+``mismatch()`` cross-checks it with the ``sglang`` dist-info that ``importlib.metadata`` finds: a source checkout or
+an older tree on PYTHONPATH shadowing an installed wheel is named, not trusted. ``plugin_path()`` / ``plugin_mismatch()``
+do the same for this plugin (a clone's directory imports the clone, not the installed wheel), and ``plugin_skipped()``
+says whether SGLang's ``load_plugins()`` would load this plugin at all.
 """
 
 from __future__ import annotations
@@ -18,22 +21,85 @@ ENTRY_POINT = "specv2_fixes"  # this plugin's name in the sglang.srt.plugins ent
 PLUGINS_ENV = "SGLANG_PLUGINS"  # SGLang's allow-list of general plugins
 
 
+DIST = "sglang-specv2-fixes"  # this plugin's distribution name (pyproject.toml)
+_VERSION = re.compile(r"__version__\s*=\s*(?:version\s*=\s*)?['\"]([^'\"]+)['\"]")
+
+
 def version() -> Optional[str]:
-    """Installed sglang version string, or None when sglang is not importable."""
-    try:
-        return importlib.metadata.version("sglang")
-    except importlib.metadata.PackageNotFoundError:
-        pass
+    """The version of the sglang that is imported, or None when sglang is not importable: its package's
+    ``_version.py`` (or a literal ``__version__`` in ``version.py``), else the dist-info's version (what
+    ``sglang.__version__`` says)."""
     root = sglang_root()
     if root is None:
         return None
+    own = _tree_version(root)
+    return own if own is not None else _dist_version()
+
+
+def _tree_version(root: str) -> Optional[str]:
     for name in ("_version.py", "version.py"):
         path = os.path.join(root, name)
-        if os.path.exists(path):
-            m = re.search(r"__version__\s*=\s*(?:version\s*=\s*)?['\"]([^'\"]+)['\"]", open(path).read())
-            if m:
-                return m.group(1)
+        try:
+            with open(path, encoding="utf-8") as f:
+                m = _VERSION.search(f.read())
+        except OSError:
+            continue
+        if m:
+            return m.group(1)
     return None
+
+
+def _dist_version() -> Optional[str]:
+    try:
+        return importlib.metadata.version("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _dist_package(dist_name: str, package: str) -> Optional[str]:
+    """The package folder that the dist-info of ``dist_name`` describes (None: no dist-info, or no such folder beside
+    it). An editable install names its source folder in direct_url.json. Read without the RECORD (sglang's lists
+    thousands of files): a start-up cost the plugin must not pay."""
+    try:
+        dist = importlib.metadata.distribution(dist_name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    try:
+        import json
+
+        url = json.loads(dist.read_text("direct_url.json") or "{}")
+    except ValueError:
+        url = {}
+    if url.get("dir_info", {}).get("editable") and url.get("url", "").startswith("file://"):
+        where = os.path.join(url["url"][len("file://"):], package)
+    else:
+        where = str(dist.locate_file(package))
+    return where if os.path.isfile(os.path.join(where, "__init__.py")) else None
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def mismatch() -> Optional[str]:
+    """One warning when the imported sglang is not what its dist-info says (None: they agree, or there is no
+    dist-info to compare with)."""
+    root = sglang_root()
+    dist = _dist_version()
+    if root is None or dist is None:
+        return None
+    own = _tree_version(root)
+    where = _dist_package("sglang", "sglang")
+    other_copy = where is not None and not _same(where, root)
+    if not other_copy and (own is None or own == dist):
+        return None
+    said = f"the sglang dist-info says {dist}" + (f" for {where}" if other_copy else "")
+    return (f"the imported sglang ({root}) is {own or 'of unknown version'} by its own version file, but {said}: "
+            f"this plugin plans for the imported one ({own or dist}); fix the environment (an editable or source "
+            f"checkout on PYTHONPATH shadows the installed sglang)")
 
 
 def sglang_root() -> Optional[str]:
@@ -55,6 +121,21 @@ def module_file(module: str, root: Optional[str] = None) -> Optional[str]:
         if os.path.exists(cand):
             return cand
     return None
+
+
+def plugin_path() -> str:
+    """The folder of this plugin's package that is running."""
+    return os.path.dirname(os.path.abspath(__file__))
+
+
+def plugin_mismatch() -> Optional[str]:
+    """A warning when the running plugin is not the installed distribution's copy (a clone's directory on sys.path or
+    the working directory imports the clone), None when it is or no distribution is installed."""
+    where = _dist_package(DIST, "sglang_specv2_fixes")
+    if where is None or _same(where, plugin_path()):
+        return None
+    return (f"this plugin runs from {plugin_path()}, not from the installed {DIST} ({where}): a clone's directory "
+            f"(or PYTHONPATH) shadows the installed copy")
 
 
 def plugin_skipped(env: Optional[Mapping[str, str]] = None) -> Optional[str]:

@@ -11,7 +11,10 @@ parsing), in ``Engine`` and again in every scheduler subprocess (spawn start met
 4. verifies, once the hooks are applied, that each target really runs our function, and logs one line.
 
 A bad selection stops startup with the list of valid names (``SystemExit``: ``load_plugins`` logs and
-swallows ordinary exceptions). An unknown release gives one warning and patches nothing, unless
+swallows ordinary exceptions). A failure inside the plugin (damaged data such as a missing patch file, an unexpected
+exception) refuses what it touches, logs one error line naming the cause and keeps the other fixes; it never reaches
+``load_plugins`` as a traceback. ``SGLANG_SPECV2_FIXES_STRICT=1`` stops startup instead when any selected fix cannot
+be applied (``core.strict_failures``). An unknown release gives one warning and patches nothing, unless
 ``SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE=fingerprint``: then a fix is patched where every target equals a known
 release's ``before`` fingerprint (``survey.plan_unknown``; its first warning names the releases matched).
 """
@@ -25,7 +28,7 @@ import sys
 import types
 from typing import Optional
 
-from . import catalog, core, probe, releases, runtime, selection
+from . import __version__, catalog, core, installed, probe, releases, runtime, selection
 from .core import STATE
 from .fixes import ALL_FIXES
 
@@ -53,6 +56,34 @@ def register() -> None:
     """Entry point. Idempotent: a second call in the same process does nothing."""
     if STATE.report is not None:
         return
+    try:
+        _register()
+    except SystemExit:
+        raise
+    except Exception as e:  # a bug or damaged install: one line, the server starts with what was registered
+        report = STATE.report
+        line = f"sglang-specv2-fixes: failed inside the plugin ({installed.plugin_path()}): {type(e).__name__}: {e}"
+        if report is None:
+            report = STATE.report = core.Report(__version__, None, None, "off", [], errors=[line])
+        else:
+            report.errors.append(line)
+            for st in report.fixes:
+                if st.state == catalog.READY and st.name not in STATE.built:
+                    st.state, st.reason = catalog.FAILED, f"not registered: {type(e).__name__}: {e}"
+        logger.error(line)
+        if selection.strict():
+            raise SpecV2FixesConfigError(f"{line} ({selection.ENV_STRICT}=1: stopping)") from None
+
+
+def _strict(report: core.Report, sel) -> None:
+    """``SGLANG_SPECV2_FIXES_STRICT=1``: stop startup when a selected fix cannot be applied."""
+    why = core.strict_failures(report, sel)
+    if why:
+        raise SpecV2FixesConfigError(f"sglang-specv2-fixes: {selection.ENV_STRICT}=1 and a selected fix cannot be "
+                                     f"applied: {'; '.join(why)} (see the reasons above; unset it to start without)")
+
+
+def _register() -> None:
     value = _argv_selection(sys.argv)
     try:
         sel = selection.parse(value if value is not None else os.environ.get(selection.ENV), ALL_FIXES)
@@ -72,10 +103,16 @@ def register() -> None:
                 f"known release."
             )
         if multiprocessing.parent_process() is None:  # one warning, from the launching process
+            for w in report.warnings:
+                logger.warning("sglang-specv2-fixes: %s", w)
             logger.warning(report.summary())
+        _strict(report, sel)
         return
     for w in report.warnings:
         logger.warning("sglang-specv2-fixes: %s", w)
+    for e in report.errors:
+        logger.error("sglang-specv2-fixes: %s", e)
+    _strict(report, sel)
     core.register(report)
     _register_reporting()
     if selection.probe_enabled():
@@ -91,13 +128,16 @@ def announce(role: str) -> core.Report:
     if role not in STATE.announced:
         STATE.announced.add(role)
         line = f"[{role}] {report.summary()}"
-        failed = [f for f in report.fixes if f.state in (catalog.FAILED, catalog.REFUSED)]
+        logged = " ".join(report.errors)  # damaged data: register() logged its one line already
+        failed = [f for f in report.fixes if f.state in core.NOT_IN_EFFECT and f.reason not in logged]
         if logging.getLogger().handlers or logger.handlers:
-            (logger.error if failed else logger.info)(line)
+            (logger.error if failed or report.errors else logger.info)(line)
             for f in failed:
                 logger.error("sglang-specv2-fixes: %s %s: %s", f.name, f.state, f.reason)
         else:  # logging not configured yet (e.g. Engine used from a script)
             print(line, file=sys.stderr)
+        if STATE.selection is not None:
+            _strict(report, STATE.selection)  # a fix that failed to apply (verify) stops startup in strict mode
     return report
 
 

@@ -151,7 +151,7 @@ _FIXES["0.5.11"] = {
     "flashinfer-draft-extend-graph": patch("0.5.11"),  # the same flashinfer functions on 0.5.12.x
     # chains by default, trees with SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1; composes after tree-drafting on init_cuda_graphs
     "fa3-draft-extend-graph": patch("0.5.11"),
-    "verify-handoff": patch("0.5.11"),  # SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0 turns it off
+    "verify-handoff": patch("0.5.11"),  # auto,-verify-handoff leaves it out
     "draft-extend-read-done-order": note(
         NOT_APPLICABLE,
         "no read-done event before 0.5.14: the overlap scheduler has no _apply_war_barrier; its WAR barrier (0.5.13's, "

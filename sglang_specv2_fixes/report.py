@@ -7,7 +7,7 @@ import dataclasses
 import os
 from typing import Dict, List, Optional
 
-from . import releases
+from . import installed, releases
 from .runtime import unsupported
 
 
@@ -56,6 +56,9 @@ class Report:
     # a release the table does not know, planned by fingerprint (SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE=fingerprint):
     # the closest known code line ("none" when nothing matched); None otherwise
     fingerprint_match: Optional[str] = None
+    # failures inside the plugin (damaged data, an unexpected exception): one line each, naming the cause
+    errors: List[str] = dataclasses.field(default_factory=list)
+    plugin_path: str = dataclasses.field(default_factory=installed.plugin_path)  # the copy of the plugin that runs
 
     @property
     def supported(self) -> bool:
@@ -82,6 +85,8 @@ class Report:
             "selection": self.selection,
             "fixes": {f.name: f.as_dict() for f in self.fixes},
             "warnings": list(self.warnings),
+            "errors": list(self.errors),
+            "plugin_path": self.plugin_path,
         }
 
     def summary(self) -> str:
@@ -96,5 +101,5 @@ class Report:
         unknown = "" if self.code_line else f" (not in the table; by fingerprint, closest {self.fingerprint_match})"
         return (
             f"sglang-specv2-fixes {self.plugin_version} on sglang {self.sglang_version}{unknown} "
-            f"[selection={self.selection}, pid={os.getpid()}]: {parts}"
+            f"[selection={self.selection}, pid={os.getpid()}, from {self.plugin_path}]: {parts}"
         )

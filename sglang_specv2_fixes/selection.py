@@ -2,7 +2,9 @@
 
     auto            every fix this release needs (default)
     auto,-NAME[,-NAME...]  auto without these (e.g. to measure or work around one fix); "auto" may be left out
-    off | none      nothing is patched (status and reporting still work)
+    -NAME[,-NAME...]       the same as auto,-NAME[,...]
+    off | none      nothing is patched (status and reporting still work); 0 / false / no as well
+    1 | true | yes | on    the same as auto (as the switches read them: every on value means the default)
     NAME[,NAME...]  exactly these; a name is a fix name or one of its upstream PR numbers ("#23456",
                     "23456"); a fix that goes beyond upstream is named by its name only
 
@@ -13,8 +15,9 @@ every report uses.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
-from typing import FrozenSet, Iterable, Optional
+from typing import FrozenSet, Iterable, List, Optional
 
 ENV = "SGLANG_SPECV2_FIXES"
 ENV_PROBE = "SGLANG_SPECV2_FIXES_PROBE"  # test-only scheduler-state probe (tests/registered)
@@ -22,10 +25,6 @@ ENV_CHECK = "SGLANG_SPECV2_FIXES_CHECK"  # debug: the probe's invariants stop th
 ENV_PROBE_DIR = "SGLANG_SPECV2_FIXES_PROBE_DIR"  # test-only: every scheduler rank writes its probe view there
 # the spec-v2 draft-extend CUDA graph at tree width (tree-drafting, triton): on by default, =0 turns it off
 ENV_TREE_GRAPH = "SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH"
-# flashinfer's spec-v2 draft-extend CUDA graph (flashinfer-draft-extend-graph, #28782): on by default for the trees of
-# 0.5.11 / 0.5.12.x and the chains and trees of 0.5.13.x, =0 turns it off (ENV_TREE_GRAPH=0 keeps every tree-width
-# draft-extend graph off)
-ENV_FLASHINFER_GRAPH = "SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH"
 # that graph's replays planned from host-known indptrs, without flashinfer's device-to-host copies
 # (flashinfer-draft-extend-graph, upstream 0.5.14's fast_prefill_plan): chains unless set to an off value, trees with =1
 ENV_FLASHINFER_FAST_PLAN = "SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN"
@@ -35,15 +34,13 @@ ENV_FA3_GRAPH = "SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH"
 # spec-v2 tree drafting on fa3 (tree-drafting, 0.5.11 / 0.5.12.x), and the default invocation left on the fa3 that
 # those releases and upstream 0.5.13 - 0.5.17 pick: on unless set to an off value (its rows met on a GPU, 2026-11-29)
 ENV_FA3_TREES = "SGLANG_SPECV2_FIXES_FA3_TREES"
-# the spec-v2 decode preparation without the host wait on the previous verify (verify-handoff, #25879): on unless
-# set to an off value
-ENV_VERIFY_HANDOFF = "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF"
 # verify-handoff on fa3 (its replay and eager draft-extend metadata bounded without the host mirror): on unless set to
 # an off value
 ENV_VERIFY_HANDOFF_FA3 = "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3"
 FLAG = "--specv2-fixes"
 AUTO_VALUES = ("", "auto", "default")  # the selection's spellings of auto (empty: as unset), case-insensitive
-OFF_VALUES = ("off", "none", "0", "false")
+ON_VALUES = ("1", "true", "yes", "on")  # the switches' on values: for the selection, auto
+OFF_VALUES = ("off", "none", "0", "false", "no")
 # a release the table does not know: "skip" (default: one warning, nothing patched) or "fingerprint" (patch a fix only
 # where every target equals a known release's `before` exactly; survey.plan_unknown)
 ENV_UNKNOWN_RELEASE = "SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE"
@@ -88,7 +85,7 @@ def parse(value: Optional[str], fixes: Iterable) -> Selection:
     fixes = list(fixes)
     raw = (value if value is not None else "auto").strip()
     low = raw.lower()
-    if low in AUTO_VALUES:
+    if low in AUTO_VALUES or low in ON_VALUES:
         return Selection("auto", raw=raw or "auto")
     if low in OFF_VALUES:
         return Selection("off", raw=raw)
@@ -117,10 +114,18 @@ def parse(value: Optional[str], fixes: Iterable) -> Selection:
         else:
             names.add(canon)
     if unknown:
-        raise _invalid(f"unknown fix name(s): {', '.join(unknown)}", fixes)
+        raise _invalid(f"unknown fix name(s): {', '.join(_with_guess(u, alias) for u in unknown)}", fixes)
     if without:
         return Selection("auto", raw=raw, without=frozenset(names))
     return Selection("explicit", frozenset(names), raw)
+
+
+def _with_guess(item: str, alias: dict) -> str:
+    """'tree_drafting (did you mean tree-drafting?)': the closest fix name, '_' read as '-'."""
+    names = sorted(set(alias.values()))
+    key = item.lower().replace("_", "-").strip()
+    guess = alias.get(key) or next(iter(difflib.get_close_matches(key, names, 1, 0.75)), None)
+    return f"{item} (did you mean {guess}?)" if guess else item
 
 
 def valid_names(fixes) -> list:
@@ -150,11 +155,79 @@ def unknown_release_mode() -> str:
     return value
 
 
+ENV_STRICT = "SGLANG_SPECV2_FIXES_STRICT"  # =1: a selected fix that cannot be applied stops startup
+ENV_CODE_CACHE = "SGLANG_SPECV2_FIXES_CODE_CACHE"  # fingerprint.py: the start-up cache's folder, or 0 (no cache)
+PREFIX = "SGLANG_SPECV2_FIXES_"
+TEST_PREFIX = PREFIX + "TEST_"  # the CPU tests' own switches (tests/cpu/conftest.py): never warned about
+# the variables that are not a fix's switch (those are declared on the fix: catalog.Switch, Fix.switches / opt_in)
+GLOBAL_VARIABLES = {
+    ENV: "the selection (auto / off / NAME,...)",
+    ENV_UNKNOWN_RELEASE: "a release the table does not know: skip (default) or fingerprint",
+    ENV_STRICT: "=1: a selected fix that cannot be applied (refused, failed, unverified) stops startup",
+    ENV_CODE_CACHE: "the start-up code cache's folder, or 0 for none",
+    ENV_PROBE: "=1: the scheduler-state probe, published in /server_info (tests)",
+    ENV_CHECK: "=1: the probe's invariants stop the scheduler (debugging)",
+    ENV_PROBE_DIR: "with the probe: every scheduler rank writes its view there",
+}
+# variables of earlier versions: what replaces them (the warning says it)
+REMOVED_VARIABLES = {
+    PREFIX + "MIN_TOKENS_PER_POSITION": "min-tokens-per-position is on by default; auto,-min-tokens-per-position leaves it out",
+    PREFIX + "READ_DONE_AFTER_REPLAY": "draft-extend-read-done-order is on by default; auto,-draft-extend-read-done-order leaves it out",
+    PREFIX + "FLASHINFER_DRAFT_GRAPH": "auto,-flashinfer-draft-extend-graph leaves flashinfer's draft-extend graph out "
+                                       "(TREE_DRAFT_GRAPH=0: trees only)",
+    PREFIX + "VERIFY_HANDOFF": "auto,-verify-handoff leaves verify-handoff out (VERIFY_HANDOFF_FA3=0: fa3 servers only)",
+}
+
+
+def known_variables(fixes) -> dict:
+    """Every ``SGLANG_SPECV2_FIXES_*`` variable this version reads: name -> what it does (the fixes' switches
+    included, with their fix)."""
+    out = dict(GLOBAL_VARIABLES)
+    for f in fixes:
+        for sw in f.switches:
+            out.setdefault(sw.env, f"{f.name}: {sw.effect}")
+        if f.opt_in:
+            out.setdefault(f.opt_in, f"{f.name}: =1 plans it (opt-in)")
+    return out
+
+
+def unknown_variables(fixes, env=None) -> List[str]:
+    """One warning per ``SGLANG_SPECV2_FIXES_*`` variable in ``env`` (default: this process's) that this version does
+    not read, with the closest known name or what replaced it."""
+    env = os.environ if env is None else env
+    known = known_variables(fixes)
+    out = []
+    for name in sorted(n for n in env if n.startswith(PREFIX) and n not in known and not n.startswith(TEST_PREFIX)):
+        if name in REMOVED_VARIABLES:
+            out.append(f"{name} is no longer read: {REMOVED_VARIABLES[name]}")
+            continue
+        guess = difflib.get_close_matches(name, list(known) + list(REMOVED_VARIABLES), 1, 0.8)
+        gone = f" (no longer read: {REMOVED_VARIABLES[guess[0]]})" if guess and guess[0] in REMOVED_VARIABLES else ""
+        fix = name[len(PREFIX):].lower().replace("_", "-")
+        fix = next((f.name for f in fixes if f.name == fix), None)
+        out.append(f"{name} is not a variable this plugin reads (ignored)" +
+                   (f": did you mean {guess[0]}?{gone}" if guess else f"; known: {', '.join(sorted(known))}") +
+                   (f" (to leave the fix out: {ENV}=auto,-{fix})" if fix else ""))
+    return out
+
+
+def active_switches(fixes, env=None) -> List[str]:
+    """``NAME=value (what it does)`` for every known variable set in ``env`` besides the selection itself."""
+    env = os.environ if env is None else env
+    known = known_variables(fixes)
+    return [f"{n}={env[n]} ({known[n]})" for n in sorted(known) if n in env and n != ENV]
+
+
+def strict() -> bool:
+    """``SGLANG_SPECV2_FIXES_STRICT=1``: a selected fix that cannot be applied stops startup."""
+    return _flag(ENV_STRICT)
+
+
 def from_env(fixes) -> Selection:
     return parse(os.environ.get(ENV), fixes)
 
 
-_ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")  # the switches' vocabulary
+_ON, _OFF = ON_VALUES, ("0", "false", "no", "off")  # the switches' vocabulary
 
 
 def _flag(name: str) -> bool:
@@ -201,21 +274,6 @@ def tree_draft_graph_enabled() -> bool:
     an off value (0 / false / no / off). It was opt-in until the tree rows of the registered matrix had run with it
     on (2026-11-24, 0.5.11 and 0.5.12.post1, docs/gpu-runs/2026-11-24-s10/)."""
     return _unless_off(ENV_TREE_GRAPH)
-
-
-def flashinfer_draft_graph_enabled() -> bool:
-    """flashinfer's spec-v2 draft-extend CUDA graph (upstream #28782): on unless
-    SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH is set to an off value (0 / false / no / off). The default since the
-    rows ran on a GPU (2026-11-27): trees of 0.5.11 / 0.5.12.x (docs/gpu-runs/2026-11-27-s21/), chains and trees of
-    0.5.13.x (docs/gpu-runs/2026-11-27-s24/), chains of 0.5.11 / 0.5.12.x (docs/gpu-runs/2026-11-27-s25/)."""
-    return _unless_off(ENV_FLASHINFER_GRAPH)
-
-
-def verify_handoff_enabled() -> bool:
-    """verify-handoff (0.5.11 / 0.5.12.x triton chains: the decode preparation without the host wait on the previous
-    verify): on unless SGLANG_SPECV2_FIXES_VERIFY_HANDOFF is set to an off value (0 / false / no / off). It was opt-in
-    until its row had run on a GPU (2026-11-27, 0.5.11 / 0.5.12 / 0.5.12.post1, docs/gpu-runs/2026-11-27-s23/)."""
-    return _unless_off(ENV_VERIFY_HANDOFF)
 
 
 def verify_handoff_fa3_enabled() -> bool:

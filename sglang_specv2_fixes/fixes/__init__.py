@@ -30,6 +30,10 @@ tree-drafting  [#26866]  spec v2 tree drafting (EAGLE topk > 1) with page_size =
     - applied: patches/tree-drafting/0.5.11.patch (0.5.11)
     - applied: patches/tree-drafting/0.5.12.patch (0.5.12 … 0.5.12.post1)
     - upstream (0.5.13 … 0.5.23)
+    Switch: SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH (unset: on) =0: a tree's draft extend runs eagerly
+        (no tree-width draft-extend CUDA graph, on any backend)
+    Switch: SGLANG_SPECV2_FIXES_FA3_TREES (unset: on) =0: no spec-v2 trees on fa3 (an explicit fa3
+        tree runs spec v1, the default invocation gets flashinfer)
     Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream re-landed it in
         0.5.13.post1, where spec v1 is gone)
 
@@ -354,6 +358,8 @@ overlap-war-barrier  [#26380, #26646]  overlap scheduler: the next batch's write
     - applied: patches/overlap-war-barrier/0.5.11.patch (0.5.11)
     - applied: patches/overlap-war-barrier/0.5.12.patch (0.5.12 … 0.5.12.post1)
     - upstream (0.5.13 … 0.5.23)
+    Switch: SGLANG_SPECV2_FIXES_WAR_BARRIER (unset: hybrid-SWA pools only) =all: the barrier on
+        every overlap scheduler, as upstream 0.5.13
     Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)
 
 fa3-draft-extend-graph  [#40762, #36324]  the spec-v2 draft-extend CUDA graph on fa3 (trees opt-in)
@@ -377,6 +383,8 @@ fa3-draft-extend-graph  [#40762, #36324]  the spec-v2 draft-extend CUDA graph on
     - applied: patches/fa3-draft-extend-graph/0.5.20.patch (0.5.20 … 0.5.21)
     - applied: patches/fa3-draft-extend-graph/0.5.22.patch (0.5.22)
     - upstream (0.5.23)
+    Switch: SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH (unset: chains on, trees off) =1: trees (topk > 1)
+        capture it too; =0: chains run their draft extend eagerly
     Removal: delete when 0.5.22 leaves the supported releases (upstream from 0.5.23)
 
 flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA graph with a sync-free replay plan
@@ -386,11 +394,10 @@ flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA gr
         DRAFT_EXTEND_V2 branch (causal paged prefill, prefix_lens=None, no ragged part) with a
         constant num_draft_tokens query layout per request; the draft-extend graph is captured for
         chains and trees by tree-drafting's init_cuda_graphs (0.5.11 / 0.5.12.x) and by 0.5.13.x's
-        init_cuda_graphs (flashinfer_graph_backends); SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0
-        turns it off. FlashInferIndicesUpdaterPrefill.call_begin_forward plans the graph's replays
-        from host-known indptrs (upstream 0.5.14's fast_prefill_plan layout, through flashinfer's
-        own plan) for chains and trees; SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0 keeps
-        flashinfer's own plan
+        init_cuda_graphs (flashinfer_graph_backends).
+        FlashInferIndicesUpdaterPrefill.call_begin_forward plans the graph's replays from host-known
+        indptrs (upstream 0.5.14's fast_prefill_plan layout, through flashinfer's own plan) for
+        chains and trees; SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0 keeps flashinfer's own plan
     Why: flashinfer's spec-v2 draft extend runs eagerly in these releases (one launch per layer and
         a paged_kernel_lens.sum().item() sync per step); upstream 0.5.14 captures it (#28782: ~10%
         median latency); the replay's flashinfer plan copies its indptrs to the host, a wait on the
@@ -398,6 +405,8 @@ flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA gr
     - applied: patches/flashinfer-draft-extend-graph/0.5.11.patch (0.5.11 … 0.5.12.post1)
     - applied: patches/flashinfer-draft-extend-graph/0.5.13.patch (0.5.13 … 0.5.13.post1)
     - upstream (0.5.14 … 0.5.23)
+    Switch: SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN (unset: chains on, trees off) =0: the graph's
+        replays use flashinfer's own plan (its device-to-host copies); =1: trees too
     Removal: delete when 0.5.13.post1 leaves the supported releases (upstream from 0.5.14)
 
 verify-handoff  [#25879]  decode preparation without the host wait on the verify (triton and fa3, CUDA graphs)
@@ -419,6 +428,8 @@ verify-handoff  [#25879]  decode preparation without the host wait on the verify
     - applied: patches/verify-handoff/0.5.11.patch (0.5.11)
     - applied: patches/verify-handoff/0.5.12.patch (0.5.12 … 0.5.12.post1)
     - upstream (0.5.13 … 0.5.23)
+    Switch: SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3 (unset: on) =0: fa3 servers keep the release's
+        host wait
     Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)
 
 draft-extend-read-done-order  [#37988, #37936]  the draft-extend graph's WAR read-done event after its replay

@@ -163,8 +163,6 @@ def flashinfer_graph_reason(worker, backend):
     """Why this flashinfer draft worker does not capture the spec-v2 draft-extend CUDA graph (None: it does). Used for
     trees by tree_width_reason (0.5.11 / 0.5.12.x), and by flashinfer-draft-extend-graph's list for chains and trees on
     0.5.13.x and for chains on 0.5.11 / 0.5.12.x."""
-    if not selection.flashinfer_draft_graph_enabled():
-        return selection.turned_off(selection.ENV_FLASHINFER_GRAPH)
     if is_tree(worker) and not selection.tree_draft_graph_enabled():
         return selection.turned_off(selection.ENV_TREE_GRAPH)
     if not runtime.in_place("flashinfer-draft-extend-graph", flashinfer_metadata_targets()):

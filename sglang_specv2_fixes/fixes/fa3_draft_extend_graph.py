@@ -48,7 +48,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from ..catalog import Fix
+from ..catalog import Fix, switch
 from . import draft_extend_graph as policy
 
 logger = logging.getLogger("sglang_specv2_fixes")
@@ -71,6 +71,8 @@ FIX = Fix(
     removal="delete when 0.5.22 leaves the supported releases (upstream from 0.5.23)",
     # on_import: the launcher never imports eagle_worker_v2; a scheduler does before it builds the draft worker
     on_import=True,
+    switches=(switch("SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH", "chains on, trees off",
+                     "=1: trees (topk > 1) capture it too; =0: chains run their draft extend eagerly"),),
 )
 
 def fa3_graph_backends(worker, is_cuda) -> list:

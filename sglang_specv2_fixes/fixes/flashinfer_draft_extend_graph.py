@@ -37,8 +37,8 @@ draft-extend ``generate_attn_arg_prefill`` builds ``qo_indptr`` from the accepte
 the spec-v2 runner copies the accept lengths there), while the graph's rows are ``num_draft_tokens`` per request
 (0.5.14 reads ``num_tokens_per_req`` instead); the worker's draft input has no such method at all from 0.5.12 (only
 ``EagleDraftExtendInput`` has). The capture rule (``draft_extend_graph.flashinfer_graph_reason``, shared by both lines) runs the draft
-extend eagerly with ``SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0`` (``SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0`` for
-trees), with an FR-Spec token map (the graph's logits buffer has the full draft vocab), and with two flashinfer
+extend eagerly where the fix is left out (``auto,-flashinfer-draft-extend-graph``; ``SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0``
+for trees), with an FR-Spec token map (the graph's logits buffer has the full draft vocab), and with two flashinfer
 wrappers (sliding window / cross attention: their prefill plan needs the extend's prefix lengths, which the graph
 metadata's ``prefix_lens=None`` does not give; 0.5.14 derives them). The decision goes to the log and to
 ``/server_info`` (``serving.draft_extend_graph``). Not backported: #28782's host-side ``extend_prefix_lens_cpu`` sum
@@ -97,7 +97,7 @@ from __future__ import annotations
 import logging
 
 from .. import runtime
-from ..catalog import Fix
+from ..catalog import Fix, switch
 from . import draft_extend_graph as policy
 
 logger = logging.getLogger("sglang_specv2_fixes")
@@ -112,7 +112,7 @@ FIX = Fix(
         "init_forward_metadata_out_graph) gets a DRAFT_EXTEND_V2 branch (causal paged prefill, prefix_lens=None, no "
         "ragged part) with a constant num_draft_tokens query layout per request; the draft-extend graph is captured "
         "for chains and trees by tree-drafting's init_cuda_graphs (0.5.11 / 0.5.12.x) and by 0.5.13.x's "
-        "init_cuda_graphs (flashinfer_graph_backends); SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0 turns it off. "
+        "init_cuda_graphs (flashinfer_graph_backends). "
         "FlashInferIndicesUpdaterPrefill.call_begin_forward plans the graph's replays from host-known indptrs "
         "(upstream 0.5.14's fast_prefill_plan layout, through flashinfer's own plan) for chains and trees; "
         "SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0 keeps flashinfer's own plan"
@@ -126,6 +126,10 @@ FIX = Fix(
     removal="delete when 0.5.13.post1 leaves the supported releases (upstream from 0.5.14)",
     on_import=True,  # flashinfer_backend: imported by a flashinfer server's attention backend, not by every process
     requires=("verify-handoff",),  # the sync-free plan needs the host mirror that verify-handoff may drop
+    switches=(
+        switch("SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN", "chains on, trees off",
+               "=0: the graph's replays use flashinfer's own plan (its device-to-host copies); =1: trees too"),
+    ),
 )
 
 # ------------------------------------------------------------------ code the patched functions call

@@ -56,7 +56,7 @@ Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream 
 
 from __future__ import annotations
 
-from ..catalog import Fix
+from ..catalog import Fix, switch
 
 FIX = Fix(
     name="overlap-war-barrier",
@@ -77,6 +77,8 @@ FIX = Fix(
     removal="delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)",
     # not on_import: the targets live in sglang.srt.managers.scheduler and the disaggregation modules it imports,
     # which grammar-result-order and live-accept-metrics load here anyway
+    switches=(switch("SGLANG_SPECV2_FIXES_WAR_BARRIER", "hybrid-SWA pools only",
+                     "=all: the barrier on every overlap scheduler, as upstream 0.5.13"),),
 )
 
 _CUDA = None  # sglang.srt.utils.is_cuda(), read once per process

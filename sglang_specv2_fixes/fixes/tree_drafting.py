@@ -29,20 +29,20 @@ the worker side is in 0.5.13.post1 as ``_finalize_accept_tree_path`` / ``_compac
   stride comes with draft-extend-kv-range, #27545), captured only where the shared draft-extend graph policy allows
   (``draft_extend_graph.tree_width_reason``; on by default, ``SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0`` turns it off;
   flashinfer's graph, upstream #28782, with flashinfer-draft-extend-graph's metadata, on by default,
-  ``SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0`` turns it off), else eager; the same function asks
+  ``auto,-flashinfer-draft-extend-graph`` leaves it out), else eager; the same function asks
   ``flashinfer_draft_extend_graph.flashinfer_graph_backends`` about a chain whose backend is not on the release's
   list (#28782 captures flashinfer's graph for chains too);
 * ``SchedulerRuntimeCheckerMixin.self_check_during_busy``: the busy leak check runs for spec v2
   tree drafting (it stays skipped for spec v1 tree drafting).
 
-See docs/tree_drafting_notes.md for the per-release details and open risks.
+The per-release details are in the patch files (patches/tree-drafting/) and docs/known-bugs.md.
 """
 
 from __future__ import annotations
 
 import logging
 
-from ..catalog import Fix
+from ..catalog import Fix, switch
 from ..selection import ENV_FA3_TREES, fa3_trees_enabled
 from . import draft_extend_graph as policy
 
@@ -57,6 +57,12 @@ FIX = Fix(
     removal="delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream re-landed it in 0.5.13.post1, where spec v1 is gone)",
     # its tree-width draft-extend graph rule tests their functions (draft_extend_graph.tree_width_reason)
     requires=("draft-extend-kv-range", "flashinfer-draft-extend-graph", "fa3-draft-extend-graph"),
+    switches=(
+        switch("SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH", "on",
+               "=0: a tree's draft extend runs eagerly (no tree-width draft-extend CUDA graph, on any backend)"),
+        switch("SGLANG_SPECV2_FIXES_FA3_TREES", "on",
+               "=0: no spec-v2 trees on fa3 (an explicit fa3 tree runs spec v1, the default invocation gets flashinfer)"),
+    ),
 )
 
 # ------------------------------------------------------------------ code the patched functions call

@@ -111,7 +111,7 @@ None).
 On by default for chains and trees on triton and fa3. GPU proof: tests/registered/test_verify_handoff.py (triton,
 chains and trees) and test_verify_handoff_fa3.py (fa3): greedy identity against the target served alone, the strict
 idle / busy memory checks under load, aborts and forced retraction; stock fails only the probe's count of host waits on
-``verify_done`` (the plugin's is 0) and, for an explicit tree, its spec-v1 fallback. ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0``
+``verify_done`` (the plugin's is 0) and, for an explicit tree, its spec-v1 fallback. ``SGLANG_SPECV2_FIXES=auto,-verify-handoff``
 turns the fix off, ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0`` only on fa3 (``server_reason``).
 
 Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13).
@@ -122,10 +122,10 @@ from __future__ import annotations
 import logging
 import threading
 
-from ..catalog import Fix
+from ..catalog import Fix, switch
 from .. import selection
 from . import draft_extend_graph as policy
-from ..selection import ENV_VERIFY_HANDOFF, ENV_VERIFY_HANDOFF_FA3, turned_off
+from ..selection import ENV_VERIFY_HANDOFF_FA3, turned_off
 
 logger = logging.getLogger("sglang_specv2_fixes")
 
@@ -150,6 +150,9 @@ FIX = Fix(
         "the draft extend and the GPU idles for the host every decode step (0.5.13 keeps the host a step ahead)"
     ),
     removal="delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)",
+    switches=(
+        switch("SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3", "on", "=0: fa3 servers keep the release's host wait"),
+    ),
 )
 
 # test-only counters (read by the probe): steps that took the stream wait, host waits kept, worker fallbacks
@@ -176,8 +179,6 @@ def server_reason(args) -> str | None:
 
 
 def _server_reason(args) -> str | None:
-    if not selection.verify_handoff_enabled():
-        return turned_off(ENV_VERIFY_HANDOFF)
     g = lambda name, default=None: getattr(args, name, default)  # noqa: E731
     if (g("speculative_algorithm") or "").upper() not in ("EAGLE", "EAGLE3"):
         return f"speculative algorithm {g('speculative_algorithm')}: only EAGLE / EAGLE3 were read for it"

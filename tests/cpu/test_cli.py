@@ -136,11 +136,11 @@ def test_check_selection_reads_the_environment_by_default():
 
 
 def test_no_sglang_on_path():
-    p = no_sglang("status")
-    assert p.returncode == 0, p.stderr
+    p = no_sglang("status")  # nothing would be patched: exit 1, not 0 (issue 56, finding 5)
+    assert p.returncode == 1, p.stderr
     assert "sglang: not installed" in p.stdout and "nothing would be patched" in p.stdout
     p = no_sglang("status", "--json")
-    assert p.returncode == 0 and json.loads(p.stdout)["supported"] is False
+    assert p.returncode == 1 and json.loads(p.stdout)["supported"] is False
 
 
 @pytest.mark.parametrize("value", ["tree-drafting", "26866,live-accept-metrics"])

@@ -35,6 +35,13 @@ def run(monkeypatch, capsys, *argv, version="installed", env=None):
     return status, out, err
 
 
+def checks_code(version):
+    """status's (and check-selection's) exit status with sglang ``version`` faked over the release under test: 0 where
+    the faked release is the real one's code line; 1 without sglang, or where it is another line (the real sources
+    are not what that line's patch files and notes were written against: refused / unverified)."""
+    return 0 if version is not None and releases.code_line(version) == LINE else 1
+
+
 def too_wide(text):
     return [ln for ln in text.splitlines() if len(ln) > WIDTH]
 
@@ -63,7 +70,7 @@ def test_no_reason_breaks_a_word_at_its_hyphen(monkeypatch, capsys):
 # ------------------------------------------------------------------------------ 2. without sglang
 def test_without_sglang_every_message_says_not_installed():
     p = no_sglang("status", "--json")
-    assert p.returncode == 0 and "None" not in p.stdout
+    assert p.returncode == 1 and "None" not in p.stdout  # no sglang: status exits non-zero (issue 56, finding 5)
     d = json.loads(p.stdout)
     assert d["sglang_version"] is None and not d["supported"]
     assert {f["reason"] for f in d["fixes"].values()} == {"sglang is not installed in this environment"}
@@ -111,7 +118,7 @@ def test_series_of_the_installed_release():
 @pytest.mark.parametrize("version", ["0.5.11", "0.5.23"])
 def test_check_selection_auto_says_what_it_patches_on_the_installed_release(monkeypatch, capsys, value, version):
     status, out, err = run(monkeypatch, capsys, "check-selection", value, version=version)
-    assert status == 0 and out.splitlines()[0] == "ok: auto", out
+    assert status == checks_code(version) and out.splitlines()[0] == "ok: auto", out
     here = [f.name for f in ALL_FIXES if isinstance(releases.entry(f.name, releases.code_line(version)), Patched)]
     assert f"on the installed sglang {version} auto patches {len(here)} of {len(ALL_FIXES)} fixes" in out
     for name in here:
@@ -121,7 +128,7 @@ def test_check_selection_auto_says_what_it_patches_on_the_installed_release(monk
 
 def test_check_selection_auto_without_sglang():
     p = no_sglang("check-selection", "auto")
-    assert p.returncode == 0 and p.stdout.splitlines() == ["ok: auto", "no sglang in this environment: nothing would "
+    assert p.returncode == 1 and p.stdout.splitlines() == ["ok: auto", "no sglang in this environment: nothing would "
                                                                        "be patched here"]
 
 
@@ -132,16 +139,16 @@ def test_an_empty_selection_is_auto_as_in_sglang(monkeypatch, capsys):
     assert selection.parse("", ALL_FIXES).mode == "auto"
     status, out, err = run(monkeypatch, capsys, "check-selection", "", env={selection.ENV: "off"}, version="0.5.11")
     text = " ".join(out.split())
-    assert status == 0 and out.splitlines()[0] == "ok: auto"
+    assert status == checks_code("0.5.11") and out.splitlines()[0] == "ok: auto"
     assert "an empty value means auto, as in SGLang" in text
     assert f"${selection.ENV}='off' is not consulted" in text and "auto patches" in text
     status, out, err = run(monkeypatch, capsys, "check-selection", env={selection.ENV: ""}, version="0.5.11")
-    assert status == 0 and out.splitlines()[0] == f"ok: auto (from ${selection.ENV})"
+    assert status == checks_code("0.5.11") and out.splitlines()[0] == f"ok: auto (from ${selection.ENV})"
 
 
 def test_check_selection_says_when_nothing_is_patched_on_the_installed_release(monkeypatch, capsys):
     status, out, err = run(monkeypatch, capsys, "check-selection", "23456", version="0.5.23")
-    assert status == 0 and "skip-stale-overlap-updates: patched on 0.5.11" in out
+    assert status == checks_code("0.5.23") and "skip-stale-overlap-updates: patched on 0.5.11" in out
     assert ("on the installed sglang 0.5.23 nothing would be patched with this selection (upstream there: "
             "skip-stale-overlap-updates)") in out
     status, out, err = run(monkeypatch, capsys, "check-selection", "23456,26866", version="0.5.11")
@@ -203,7 +210,9 @@ def test_matrix_index_and_check_selection_fit_in_120_columns(monkeypatch, capsys
                  *([c, "--help"] for c in COMMANDS)):
         for v in ("0.5.11", "0.5.23", None):
             status, out, err = run(monkeypatch, capsys, *argv, version=v, env={"COLUMNS": "300"})
-            assert status == 0 and not too_wide(out), (argv, too_wide(out))
+            code = 0 if argv[0] != "check-selection" or argv[1] == "--help" else \
+                2 if v is None and argv[1] != "auto" else checks_code(v)  # fixes named, no sglang: a stop
+            assert status == code and not too_wide(out), (argv, too_wide(out))
     status, out, err = run(monkeypatch, capsys, "matrix")
     for fix, cells in export.matrix_rows():  # every release still named, as ranges of the table
         assert f"{fix.name} ({fix.refs})" in out, fix.name
@@ -273,7 +282,7 @@ def test_plugin_skipped_is_the_installed_sglangs_own_rule(monkeypatch):
 def test_status_says_when_sglang_would_not_load_the_plugin():
     patched = [f.name for f in ALL_FIXES if isinstance(releases.entry(f.name, LINE), Patched)]
     p = cli("status", SGLANG_PLUGINS="some_other_plugin")
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 1, p.stderr  # the plugin would not load: non-zero (issue 56, finding 5)
     assert not re.search(r"^  \S+ +ready ", p.stdout, re.M), p.stdout
     for name in patched:
         assert re.search(rf"^  {re.escape(name)} +disabled ", p.stdout, re.M), name

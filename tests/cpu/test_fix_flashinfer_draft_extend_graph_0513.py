@@ -65,6 +65,9 @@ from sglang_specv2_fixes import core, plugin, releases, selection
 from sglang_specv2_fixes.testing.causal_ref import D, H, KVH, causal_errors
 
 FIX_NAME = "flashinfer-draft-extend-graph"
+# flashinfer-draft-extend-graph's old off switch: gone (auto,-flashinfer-draft-extend-graph does the same); set, it
+# changes nothing
+OLD_SWITCH = "SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH"
 
 
 def _on_out_graph_line():
@@ -441,7 +444,7 @@ def test_stock_runs_flashinfer_draft_extend_eagerly(monkeypatch, width):
 @pytest.mark.parametrize("fi_env,tree_env,width,kw,captured,why", [
     (None, None, CHAIN, {}, True, None),  # on by default
     (None, None, TREE, {}, True, None),
-    ("0", None, CHAIN, {}, False, "turned off by SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0"),
+    ("0", None, CHAIN, {}, True, None),  # the old off switch is gone: no effect (the "not applied" row is auto,-NAME)
     ("1", None, CHAIN, {}, True, None),
     ("on", None, TREE, {}, True, None),
     ("1", "0", TREE, {}, False, "turned off by SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0"),
@@ -453,7 +456,7 @@ def test_stock_runs_flashinfer_draft_extend_eagerly(monkeypatch, width):
 def test_plugin_flashinfer_graph_decision(monkeypatch, fi_env, tree_env, width, kw, captured, why):
     from sglang_specv2_fixes.fixes.flashinfer_draft_extend_graph import GRAPH_WIDTH, graph_width
 
-    _env(monkeypatch, selection.ENV_FLASHINFER_GRAPH, fi_env)
+    _env(monkeypatch, OLD_SWITCH, fi_env)
     _env(monkeypatch, selection.ENV_TREE_GRAPH, tree_env)
     _env(monkeypatch, selection.ENV_FLASHINFER_FAST_PLAN, "0")  # the plan's part: test_plugin_fast_plan_decision
     _metadata(monkeypatch, kw.get("metadata", True))
@@ -491,7 +494,7 @@ def test_plugin_fast_plan_decision(monkeypatch, fast_env, kw, suffix):
     (FutureMap.needs_cpu_seq_lens), which flashinfer does unless it says otherwise."""
     from sglang_specv2_fixes.fixes.flashinfer_draft_extend_graph import FAST_PLAN
 
-    monkeypatch.delenv(selection.ENV_FLASHINFER_GRAPH, raising=False)
+    monkeypatch.delenv(OLD_SWITCH, raising=False)
     _env(monkeypatch, selection.ENV_FLASHINFER_FAST_PLAN, fast_env)
     _metadata(monkeypatch, True, plan=kw.get("plan", True))
     for width in (CHAIN, TREE):
@@ -507,7 +510,7 @@ def test_plugin_fast_plan_decision(monkeypatch, fast_env, kw, suffix):
 
 
 def test_plugin_leaves_triton_and_non_cuda_as_stock(monkeypatch):
-    monkeypatch.setenv(selection.ENV_FLASHINFER_GRAPH, "1")
+    monkeypatch.setenv(OLD_SWITCH, "1")
     _metadata(monkeypatch, True)
     for width in (CHAIN, TREE):
         stock, _ = _init_cuda_graphs(monkeypatch, _stock(), _triton_backend(), width)

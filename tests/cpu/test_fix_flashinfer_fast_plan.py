@@ -338,7 +338,6 @@ def test_fast_plan_reason_verify_handoff(monkeypatch, plan_target):
         speculative_algorithm="EAGLE3", attention_backend="triton", decode_attention_backend=None,
         prefill_attention_backend=None, speculative_draft_attention_backend=None, page_size=1,
         speculative_eagle_topk=1, speculative_num_steps=3, speculative_num_draft_tokens=4)
-    monkeypatch.delenv(selection.ENV_VERIFY_HANDOFF, raising=False)
     assert verify_handoff.server_reason(admitted) is None
     reason = fix.fast_plan_reason(types.SimpleNamespace(server_args=admitted), _fi_backend())
     assert reason == "verify-handoff leaves seq_lens_cpu None on this server"

@@ -13,8 +13,8 @@ docs/design/tree-draft-extend-graph.md): the release's real ``EAGLEDraftExtendCu
   with draft-extend-kv-range's tree-width triton metadata in effect; the decision reaches /server_info
   (``serving.draft_extend_graph``).
 * flashinfer (flashinfer-draft-extend-graph, upstream #28782): stock never captures flashinfer's draft-extend graph; the
-  plugin captures it for a tree with that fix's metadata applied and no FR-Spec token map, unless
-  SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0, and for a chain by the same rule (#28782 captures both; the chain's
+  plugin captures it for a tree with that fix's metadata applied and no FR-Spec token map (its old off
+  switch is gone: leaving the fix out does the same), and for a chain by the same rule (#28782 captures both; the chain's
   decision is flashinfer_graph_backends', called from the same init_cuda_graphs); a chain on any other unlisted
   backend keeps the release's eager draft extend. The metadata itself is run by
   tests/cpu/test_fix_flashinfer_draft_extend_graph.py.
@@ -39,6 +39,9 @@ WORKER_MOD = "sglang.srt.speculative.eagle_worker_v2"
 STEPS, TOPK, TREE_ND = 3, 4, 8
 CAPTURE_BS = [1, 2, 4]
 HIDDEN, VOCAB = 16, 32
+# flashinfer-draft-extend-graph's old off switch: gone (auto,-flashinfer-draft-extend-graph does the same); set, it
+# changes nothing
+OLD_SWITCH = "SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH"
 
 
 def _server_args(nd, topk):
@@ -241,7 +244,7 @@ def _check_flashinfer_decision(monkeypatch, width, fi_env, tree_env, metadata, t
     stays eager with ``why`` in its reported decision. ``token_map`` "sliding-window" gives the backend two wrappers."""
     if not patched_here("flashinfer-draft-extend-graph"):
         pytest.skip("flashinfer-draft-extend-graph is not patched on this release")
-    for env, value in ((selection.ENV_FLASHINFER_GRAPH, fi_env), (selection.ENV_TREE_GRAPH, tree_env)):
+    for env, value in ((OLD_SWITCH, fi_env), (selection.ENV_TREE_GRAPH, tree_env)):
         if value is None:
             monkeypatch.delenv(env, raising=False)
         else:
@@ -267,7 +270,7 @@ def _check_flashinfer_decision(monkeypatch, width, fi_env, tree_env, metadata, t
 
 @pytest.mark.parametrize("fi_env,tree_env,metadata,token_map,captured,why", [
     (None, None, True, None, True, None),  # on by default
-    ("0", None, True, None, False, "turned off by SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0"),
+    ("0", None, True, None, True, None),  # the old off switch is gone: no effect (the "not applied" row is auto,-NAME)
     ("1", None, True, None, True, None),
     ("on", None, True, None, True, None),
     ("1", "0", True, None, False, "turned off by SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=0"),
@@ -285,7 +288,7 @@ def test_plugin_flashinfer_tree_graph_decision(monkeypatch, fi_env, tree_env, me
 @pytest.mark.parametrize("fi_env,tree_env,metadata,token_map,captured,why", [
     (None, None, True, None, True, None),  # on by default
     ("1", None, True, None, True, None),  # #28782 captures chains and trees
-    ("0", None, True, None, False, "turned off by SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=0"),
+    ("0", None, True, None, True, None),  # the old off switch is gone: no effect (the "not applied" row is auto,-NAME)
     ("1", "0", True, None, True, None),  # the tree switch is for trees only
     ("1", None, False, None, False, "flashinfer-draft-extend-graph is not applied"),
     ("1", None, True, "/m/token_map.pt", False, "FR-Spec (--speculative-token-map)"),
@@ -307,7 +310,7 @@ def test_plugin_flashinfer_fast_plan_decision(monkeypatch, width, fast_env):
     suffix = ", sync-free plan (host-known indptrs)" if sync_free else ""
     if not patched_here("flashinfer-draft-extend-graph"):
         pytest.skip("flashinfer-draft-extend-graph is not patched on this release")
-    monkeypatch.setenv(selection.ENV_FLASHINFER_GRAPH, "1")
+    monkeypatch.setenv(OLD_SWITCH, "1")
     monkeypatch.delenv(selection.ENV_TREE_GRAPH, raising=False)
     if fast_env is None:
         monkeypatch.delenv(selection.ENV_FLASHINFER_FAST_PLAN, raising=False)
@@ -326,7 +329,7 @@ def test_plugin_flashinfer_fast_plan_decision(monkeypatch, width, fast_env):
 def test_plugin_other_chain_unchanged(monkeypatch):
     """A chain on a backend the release does not list and flashinfer is not (here: any other object) keeps the eager
     draft extend, and no decision is recorded."""
-    monkeypatch.setenv(selection.ENV_FLASHINFER_GRAPH, "1")
+    monkeypatch.setenv(OLD_SWITCH, "1")
     worker, built = _worker(monkeypatch, STEPS + 1, backend_kind="other")
     _init_cuda_graphs("plugin")(worker)
     assert built == ["draft"] and plugin.serving_facts(worker.server_args)["draft_extend_graph"] is None

@@ -164,16 +164,21 @@ def test_tree_draft_extend_without_its_graph_keeps_the_host_wait(patched, monkey
 
 
 @FIXED_HERE
-@pytest.mark.parametrize("value, wait", [("0", "host"), ("off", "host"), ("", "stream"), ("1", "stream")])
-def test_the_switch(patched, monkeypatch, value, wait):
-    """On by default (since its GPU row met); an off value of SGLANG_SPECV2_FIXES_VERIFY_HANDOFF keeps the release's
-    host wait, and the server's reason says so."""
-    from sglang_specv2_fixes.selection import ENV_VERIFY_HANDOFF
+@pytest.mark.parametrize("value", ["0", "off", "", "1"])
+def test_no_off_switch_the_selection_leaves_it_out(patched, monkeypatch, value):
+    """On by default (since its GPU row met). Its old off switch went (``auto,-verify-handoff`` does the same: the
+    release's functions stay): the variable changes nothing in the patched code, and ``status`` warns that it is no
+    longer read."""
+    from sglang_specv2_fixes import selection
+    from sglang_specv2_fixes.fixes import ALL_FIXES
 
-    monkeypatch.setenv(ENV_VERIFY_HANDOFF, value)
-    assert _wait(patched[f"{SB}.maybe_wait_verify_done"], monkeypatch, _server()) == [wait]
-    reason = verify_handoff.server_reason(_server())
-    assert (reason == f"turned off by {ENV_VERIFY_HANDOFF}={value}") if wait == "host" else reason is None
+    name = "SGLANG_SPECV2_FIXES_VERIFY_HANDOFF"
+    monkeypatch.setenv(name, value)
+    assert _wait(patched[f"{SB}.maybe_wait_verify_done"], monkeypatch, _server()) == ["stream"]
+    assert verify_handoff.server_reason(_server()) is None
+    assert [w for w in selection.unknown_variables(ALL_FIXES) if w.startswith(f"{name} is no longer read: "
+                                                                             "auto,-verify-handoff")]
+    assert not selection.parse("auto,-verify-handoff", ALL_FIXES).wants("verify-handoff")
 
 
 def _worker_batch(seq_lens, with_mirror):

@@ -213,6 +213,11 @@ def test_wheel_is_the_runtime_package(tmp_path):
     with zipfile.ZipFile(whl) as z:
         names = set(z.namelist())
         entry_points = next(z.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
+        metadata = next(z.read(n).decode() for n in names if n.endswith(".dist-info/METADATA"))
+    # the repository in the metadata, by the name the README's Install section gives it (no placeholder, no host)
+    (url,) = re.findall(r"^Project-URL: Repository, (.+)$", metadata, re.M)
+    install = open(README, encoding="utf-8").read().split("## Install", 1)[1].split("\n## ", 1)[0]
+    assert f"`{url.strip()}` repository" in install and "<" not in install.split("```")[0], url
     assert not [n for n in names if n.startswith("sglang_specv2_fixes/testing")], "the wheel ships the test helpers"
     for mod in ("__init__", "plugin", "core", "cli", "probe", "releases", "patchfile", "fixes/__init__"):
         assert f"sglang_specv2_fixes/{mod}.py" in names, mod

@@ -1,5 +1,5 @@
 """Tree drafting on flashinfer with flashinfer's spec-v2 draft-extend CUDA graph at tree width
-(flashinfer-draft-extend-graph, upstream #28782; the row sets SGLANG_SPECV2_FIXES_FLASHINFER_DRAFT_GRAPH=1: the default
+(flashinfer-draft-extend-graph, upstream #28782; the graph is the default
 on 0.5.11 / 0.5.12.x since it met there on 2026-11-27, and on 0.5.13.x since it met there too, 2026-11-27):
 EAGLE3 3 steps / topk 8 / 16 draft tokens on flashinfer (Hopper's backend for trees), overlap on, page_size 1, forced
 retraction, strict busy leak checks, greedy equal to target-only, decode logprobs equal to prefill, 32 concurrent
@@ -20,7 +20,7 @@ Two servers, one class each:
 
 import unittest
 
-from sglang_specv2_fixes.selection import ENV_FLASHINFER_FAST_PLAN, ENV_FLASHINFER_GRAPH
+from sglang_specv2_fixes.selection import ENV_FLASHINFER_FAST_PLAN
 from sglang_specv2_fixes.testing.client import server_info, specv2_state
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import TreeRow
@@ -37,7 +37,7 @@ class FlashinferTreeRow(TreeRow):
 
     STEPS, TOPK, TOKENS, MIN_ACCEPT = 3, 8, 16, 1.5
     BACKEND_ARGS = ("--attention-backend", "flashinfer")
-    ENV = {ENV_FLASHINFER_GRAPH: "1"}
+    ENV = {}
     PLAN = ""
 
     def test_6_flashinfer_draft_extend_graph_at_tree_width(self):
@@ -57,7 +57,7 @@ class TestTreeFlashinferDraftExtendGraph(FlashinferTreeRow, CustomTestCase):
 
 
 class TestTreeFlashinferDraftExtendGraphFlashinferPlan(FlashinferTreeRow, CustomTestCase):
-    ENV = {ENV_FLASHINFER_GRAPH: "1", ENV_FLASHINFER_FAST_PLAN: "0"}
+    ENV = {ENV_FLASHINFER_FAST_PLAN: "0"}
 
 
 if __name__ == "__main__":

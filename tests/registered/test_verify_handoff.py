@@ -19,7 +19,7 @@ after that and passed on 0.5.11 (2026-11-27, docs/gpu-runs/2026-11-27-s24/), the
 (session 25, with the switch set to 1 as the class did then; docs/gpu-runs/2026-11-27-s25/): trees take the handoff by
 default since. Stock (``--specv2-fixes off``) routes
 explicit topk > 1 to spec v1, so it fails the tree class's first test; the tree with the host wait is the plugin side with
-SGLANG_SPECV2_FIXES_VERIFY_HANDOFF=0 (tree-drafting without the handoff), which should fail only
+--specv2-fixes auto,-verify-handoff (tree-drafting without the handoff), which should fail only
 ``test_7_no_host_wait_on_verify``, in both classes. The checks are ``testing.rows.HandoffRow``; fa3's row is
 test_verify_handoff_fa3.py."""
 
