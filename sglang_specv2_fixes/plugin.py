@@ -22,10 +22,11 @@ import logging
 import multiprocessing
 import os
 import sys
+import threading
 import types
 from typing import Optional
 
-from . import catalog, core, probe, releases, selection
+from . import catalog, core, fingerprint, probe, releases, selection
 from .core import STATE
 from .fixes import ALL_FIXES
 
@@ -49,10 +50,25 @@ def current_report() -> Optional[core.Report]:
     return STATE.report
 
 
+# register() runs whole under this lock: calls from several threads at once plan and hook once (without it each one
+# that found no report yet registered every target again: "Multiple REPLACE hooks"); reentrant for a call made from
+# inside (an import that loads the plugins again), which finds the report and returns
+_REGISTER_LOCK = threading.RLock()
+
+
 def register() -> None:
-    """Entry point. Idempotent: a second call in the same process does nothing."""
-    if STATE.report is not None:
-        return
+    """Entry point. Idempotent: a second call in the same process does nothing, also while the first one runs in
+    another thread (it waits for it)."""
+    with _REGISTER_LOCK:
+        if STATE.report is not None:
+            return
+        try:
+            _register()
+        finally:
+            fingerprint.flush()  # the function spans found, one cache entry per module text
+
+
+def _register() -> None:
     value = _argv_selection(sys.argv)
     try:
         sel = selection.parse(value if value is not None else os.environ.get(selection.ENV), ALL_FIXES)
