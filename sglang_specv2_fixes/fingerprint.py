@@ -127,24 +127,10 @@ _DEF_LINE = re.compile(r"^(\s*)(?:async\s+def|def|class)\s+(\w+)")
 _BRACKETS = str.maketrans("", "", "()[]{}")
 
 
-# _DEF_LINE over a whole LF-only text at once: the same lines (``[^\S\n]`` is ``\s`` that stays on the line)
-_DEF_LINES = re.compile(r"^([^\S\n]*)(?:async[^\S\n]+def|def|class)[^\S\n]+(\w+)", re.M)
-
-
 @functools.lru_cache(maxsize=64)
 def _defs(text: str):
-    """Every def/class line of a module text: (0-based line, indentation, name), in order; one scan per text (one
-    regex search over the text where its lines end in LF only: start cost, a Python step per line took ~1 ms a
-    module; ``_defs_by_line`` otherwise, checked equal in tests/cpu/test_fingerprints.py)."""
-    starts = _starts(text)
-    if starts is None:
-        return _defs_by_line(text)
-    out, line, pos = [], 0, 0
-    for m in _DEF_LINES.finditer(text):
-        line += text.count("\n", pos, m.start())
-        pos = m.start()
-        out.append((line, len(m.group(1)), m.group(2)))
-    return tuple(out)
+    """Every def/class line of a module text: (0-based line, indentation, name), in order; one scan per text."""
+    return _defs_by_line(text)
 
 
 def _defs_by_line(text: str):
@@ -173,8 +159,10 @@ def _starts(text: str):
 @functools.lru_cache(maxsize=32)
 def _code_at(indent: int):
     """Candidates for a line that leaves a block at ``indent``: at most ``indent`` spaces or tabs, then anything but
-    blank, ``#`` or more spaces. A superset of the lines _leaves takes (every candidate is checked as it would be)."""
-    return re.compile(r"^[ \t]{0,%d}[^ \t\n#]" % indent, re.M)
+    blank, ``#`` or more spaces. A superset of the lines _leaves takes (every candidate is checked as it would be).
+    Matched from the LF before the line (a literal-led search; ``^`` in MULTILINE mode is tried at every character, ~10
+    times slower over a class body: start cost)."""
+    return re.compile(r"\n[ \t]{0,%d}[^ \t\n#]" % indent)
 
 
 def _leaving(lines, i: int, indent: int):
@@ -199,8 +187,8 @@ def _leaves(text: str, start: int, indent: int) -> Tuple[int, bool]:
     if starts is None:  # other line breaks: every line, one by one
         candidates = range(start + 1, len(lines))
     else:
-        candidates = (bisect.bisect_right(starts, m.start()) - 1
-                      for m in _code_at(indent).finditer(text, starts[min(start + 1, len(lines))]))
+        candidates = (bisect.bisect_right(starts, m.start() + 1) - 1
+                      for m in _code_at(indent).finditer(text, starts[min(start + 1, len(lines))] - 1))
     for i in candidates:
         tail = _leaving(lines, i, indent)
         if tail is None:
