@@ -172,6 +172,7 @@ def _has_assert(code) -> bool:
 
 
 def test_a_cache_filled_by_python_O_is_not_used_by_a_normal_process(cache, monkeypatch):
+    """Issue 56: a cache filled by ``python -O`` served functions without their asserts to a normal process."""
     names = _ready_fixes()
     monkeypatch.setenv(CACHE_ENV, "0")
     reference = core.build_fixes(names)  # compiled here, no cache
@@ -182,7 +183,9 @@ def test_a_cache_filled_by_python_O_is_not_used_by_a_normal_process(cache, monke
     code = ("import sys\nassert sys.flags.optimize == 1\nfrom sglang_specv2_fixes import core, selection\n"
             "from sglang_specv2_fixes.fixes import ALL_FIXES\n"
             f"core.build_fixes({names!r})\n")
-    env = standins.child_env(names=("sgl_kernel",))
+    # the child writes the code cache (not while PYTHONDONTWRITEBYTECODE), and its own bytecode files go to this test's
+    # folder, not beside the installed sources
+    env = standins.child_env(names=("sgl_kernel",), PYTHONPYCACHEPREFIX=str(cache.parent / "pycache"))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     import subprocess
 
