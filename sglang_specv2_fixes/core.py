@@ -386,6 +386,9 @@ def _imported(module: str) -> None:
     for st in ready:
         (logger.info if st.state == catalog.APPLIED else logger.error)(
             "sglang-specv2-fixes: %s %s on import of %s: %s", st.name, st.state, module, st.reason)
+    from .fingerprint import flush
+
+    flush()  # the spans found building them, kept now: a scheduler process may end without running atexit
 
 
 def verify(report: Report) -> None:

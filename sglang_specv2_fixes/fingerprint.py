@@ -42,25 +42,16 @@ def normalise(src: str) -> str:
     if any(c in src for c in _OTHER_LINE_BREAKS):
         return normalise_reference(src)
     raw = src.split("\n")
-    margin = None
-    for ln in raw:  # textwrap.dedent's margin: the longest common run of leading spaces and tabs of the lines that
-        if not ln.strip(" \t"):  # hold more than spaces and tabs
-            continue
-        indent = ln[: len(ln) - len(ln.lstrip(" \t"))]
-        if margin is None:
-            margin = indent
-        elif not indent.startswith(margin):
-            k = 0
-            while k < len(margin) and k < len(indent) and margin[k] == indent[k]:
-                k += 1
-            margin = margin[:k]
-    n = len(margin or "")
-    out = []
-    for ln in raw:
-        ln = (ln[n:] if ln.strip(" \t") else "").rstrip()
-        if ln:
-            out.append(ln)
-    return "\n".join(out)
+    # textwrap.dedent's margin: the longest common run of leading spaces and tabs of the lines that hold more than
+    # spaces and tabs (their common prefix: the shortest and the longest indentation share it)
+    indents = [ln[: len(ln) - len(ln.lstrip(" \t"))] for ln in raw if ln.strip(" \t")]
+    n = 0
+    if indents:
+        lo, hi = min(indents), max(indents)
+        while n < len(lo) and lo[n] == hi[n]:
+            n += 1
+    # a line of spaces and tabs only is blank (dropped) whatever its length; the others lose the margin
+    return "\n".join([ln for ln in (ln[n:].rstrip() for ln in raw) if ln])
 
 
 def fingerprint_source(src: str) -> str:
@@ -139,6 +130,10 @@ _BRACKETS = str.maketrans("", "", "()[]{}")
 @functools.lru_cache(maxsize=64)
 def _defs(text: str):
     """Every def/class line of a module text: (0-based line, indentation, name), in order; one scan per text."""
+    return _defs_by_line(text)
+
+
+def _defs_by_line(text: str):
     out = []
     for i, line in enumerate(_lines(text)):
         if "def" in line or "class" in line:
@@ -148,15 +143,15 @@ def _defs(text: str):
     return tuple(out)
 
 
-# line breaks str.splitlines knows besides LF: a text holding any of them is not scanned by ``_code_at`` (whose ``^``
-# only follows LF), so that its line numbers stay str.splitlines'
-_OTHER_BREAKS = re.compile("[\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+# a text holding any line break str.splitlines knows besides LF (_OTHER_LINE_BREAKS) is not scanned by ``_code_at``
+# (whose ``^`` only follows LF), so that its line numbers stay str.splitlines'
 
 
 @functools.lru_cache(maxsize=64)
 def _starts(text: str):
-    """Offsets of the lines of ``text`` (``_lines``) in it, or None where ``text`` has other line breaks than LF."""
-    if _OTHER_BREAKS.search(text):
+    """Offsets of the lines of ``text`` (``_lines``) in it, or None where ``text`` has other line breaks than LF (looked
+    for one by one with ``in``: the character-class regex took ~1.5 ms a module)."""
+    if any(c in text for c in _OTHER_LINE_BREAKS):
         return None
     return (0, *itertools.accumulate(map(len, _lines(text))))
 
@@ -164,8 +159,10 @@ def _starts(text: str):
 @functools.lru_cache(maxsize=32)
 def _code_at(indent: int):
     """Candidates for a line that leaves a block at ``indent``: at most ``indent`` spaces or tabs, then anything but
-    blank, ``#`` or more spaces. A superset of the lines _leaves takes (every candidate is checked as it would be)."""
-    return re.compile(r"^[ \t]{0,%d}[^ \t\n#]" % indent, re.M)
+    blank, ``#`` or more spaces. A superset of the lines _leaves takes (every candidate is checked as it would be).
+    Matched from the LF before the line (a literal-led search; ``^`` in MULTILINE mode is tried at every character, ~10
+    times slower over a class body: start cost)."""
+    return re.compile(r"\n[ \t]{0,%d}[^ \t\n#]" % indent)
 
 
 def _leaving(lines, i: int, indent: int):
@@ -190,8 +187,8 @@ def _leaves(text: str, start: int, indent: int) -> Tuple[int, bool]:
     if starts is None:  # other line breaks: every line, one by one
         candidates = range(start + 1, len(lines))
     else:
-        candidates = (bisect.bisect_right(starts, m.start()) - 1
-                      for m in _code_at(indent).finditer(text, starts[min(start + 1, len(lines))]))
+        candidates = (bisect.bisect_right(starts, m.start() + 1) - 1
+                      for m in _code_at(indent).finditer(text, starts[min(start + 1, len(lines))] - 1))
     for i in candidates:
         tail = _leaving(lines, i, indent)
         if tail is None:
@@ -245,35 +242,187 @@ def _block_end_fast(text: str, start: int, indent: int) -> Optional[int]:
     return end
 
 
+CACHE_ENV = "SGLANG_SPECV2_FIXES_CODE_CACHE"
+_MAC_BYTES = 32  # each entry starts with its keyed blake2b digest (``_seal``)
+
+
 def cache_dir() -> Optional[str]:
     """Where start-up results are kept between processes (``SGLANG_SPECV2_FIXES_CODE_CACHE``: a folder, or ``0``
-    for none; default ``$XDG_CACHE_HOME/sglang-specv2-fixes/code``, else ``~/.cache/...``): compiled patched
-    functions (patchfile) and where functions are in a module text (function_source)."""
-    d = os.environ.get("SGLANG_SPECV2_FIXES_CODE_CACHE")
+    for none; default ``$XDG_CACHE_HOME/sglang-specv2-fixes/code-v2``, else ``~/.cache/...``): compiled patched
+    functions (patchfile) and where functions are in a module text, with their fingerprints (function_source).
+
+    An accelerator, never a source of truth (docs/usage.md, "The code cache"): an entry is used only from a folder
+    that this user owns with no group or other permission bits (mode 0700, as the plugin creates it; another folder is
+    ignored with one warning), only when its keyed digest (a random key kept in that folder, readable by this user
+    only) matches its name and contents for this plugin's version and code (``_CONTEXT``), and a compiled function's
+    entry is named by the sha256 of its source, file, line, the interpreter's bytecode magic and optimisation level.
+    """
+    d = os.environ.get(CACHE_ENV)
     if d is not None:
         return None if d.strip() in ("", "0") else d
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "sglang-specv2-fixes", "code")
+    # code-v2: the folder an earlier version made (mode 0755, entries without a digest) is left alone, not trusted
+    return os.path.join(base, "sglang-specv2-fixes", "code-v2")
 
 
-_SPANS: dict = {}  # text digest -> {qualname: [first, last]} read from / written to cache_dir() in this process
+def _own_code() -> bytes:
+    """What this module's results depend on besides their input text: the plugin's version and this file (how
+    functions are located and fingerprinted), so that an entry of another version or an edited checkout is not
+    taken."""
+    from . import __version__
+
+    h = hashlib.sha256(__version__.encode())
+    try:
+        with open(__file__, "rb") as f:
+            h.update(f.read())
+    except OSError:  # a sourceless install: the version alone
+        pass
+    return h.hexdigest()[:32].encode()
 
 
-def _spans_path(digest: str) -> Optional[str]:
+_CONTEXT = _own_code()
+_KEYS: dict = {}  # cache folder -> its key (bytes), or False: not trusted (warned once); checked once per process
+
+
+def _trusted(st, regular: bool) -> bool:
+    import stat
+
+    kind = stat.S_ISREG(st.st_mode) if regular else stat.S_ISDIR(st.st_mode)
+    return kind and st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+def _untrusted(d: str, st) -> None:
+    import logging
+    import multiprocessing
+
+    _KEYS[d] = False
+    if multiprocessing.parent_process() is None:  # one warning, from the launching process
+        logging.getLogger("sglang_specv2_fixes").warning(
+            "sglang-specv2-fixes: code cache %s is not used: it must be a folder owned by uid %d with mode 0700 (it "
+            "is owned by uid %d, mode %o). Start-up computes everything instead; remove the folder (the plugin "
+            "creates it with mode 0700) or point %s at another one, or set it to 0 for no cache.",
+            d, os.getuid(), st.st_uid, st.st_mode & 0o7777, CACHE_ENV)
+
+
+def _read_key(d: str) -> Optional[bytes]:
+    try:
+        fd = os.open(os.path.join(d, "key"), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        key = os.read(fd, 33) if _trusted(st, regular=True) else b""
+    finally:
+        os.close(fd)
+    return key if len(key) == 32 else None
+
+
+def _dir_key(d: str, create: bool) -> Optional[bytes]:
+    """The key of cache folder ``d`` where ``d`` can be trusted (see cache_dir), else None; ``create``: make the folder
+    (mode 0700) and its key where they do not exist yet."""
+    got = _KEYS.get(d)
+    if got is not None:
+        return got or None
+    try:
+        st = os.stat(d)
+    except FileNotFoundError:
+        if not create:
+            return None
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(d)), exist_ok=True)
+            os.mkdir(d, 0o700)  # the umask can only take bits away
+        except FileExistsError:
+            pass
+        except OSError:
+            return None
+        try:
+            st = os.stat(d)
+        except OSError:
+            return None
+    except OSError:
+        return None
+    if not _trusted(st, regular=False):
+        _untrusted(d, st)
+        return None
+    key = _read_key(d)
+    if key is None and create:
+        try:
+            fd = os.open(os.path.join(d, "key"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, os.urandom(32))
+            finally:
+                os.close(fd)
+        except OSError:  # another process made it first: read theirs
+            pass
+        key = _read_key(d)
+    if key is not None:
+        _KEYS[d] = key
+    return key
+
+
+def _seal(key: bytes, name: str, payload: bytes) -> bytes:
+    h = hashlib.blake2b(key=key, digest_size=_MAC_BYTES)
+    h.update(_CONTEXT + b"\0" + name.encode() + b"\0")
+    h.update(payload)
+    return h.digest()
+
+
+def read_entry(name: str) -> Optional[bytes]:
+    """The payload of cache entry ``name`` if the cache folder is trusted and the entry's digest is this folder's for
+    this name, payload and plugin (``_seal``); else None (the caller computes what it would have held)."""
     d = cache_dir()
-    return os.path.join(d, f"{digest}.spans.json") if d else None
+    key = _dir_key(d, create=False) if d else None
+    if key is None:
+        return None
+    try:
+        with open(os.path.join(d, name), "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    import hmac
+
+    payload = data[_MAC_BYTES:]
+    return payload if hmac.compare_digest(data[:_MAC_BYTES], _seal(key, name, payload)) else None
+
+
+def write_entry(name: str, payload: bytes) -> None:
+    """Keep ``payload`` as cache entry ``name`` (nothing while ``sys.dont_write_bytecode``, nor where the folder cannot
+    be made or trusted); written whole under a temporary name, then renamed."""
+    d = cache_dir()
+    if d is None or sys.dont_write_bytecode:
+        return
+    key = _dir_key(d, create=True)
+    if key is None:
+        return
+    path = os.path.join(d, name)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(_seal(key, name, payload) + payload)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+_SPANS: dict = {}  # text digest -> {qualname: [first, last(, fingerprint)]} read from / kept under cache_dir()
+_DIRTY: set = set()  # digests whose spans changed in this process and are not written yet (flush)
+_AT_EXIT: list = []  # flush registered with atexit (once per process)
+
+
+def _spans_name(digest: str) -> str:
+    return f"{digest}.spans"
 
 
 def _known_spans(digest: str) -> dict:
     if digest not in _SPANS:
         import json
 
-        path, spans = _spans_path(digest), {}
-        if path:
+        spans = {}
+        raw = read_entry(_spans_name(digest))
+        if raw is not None:
             try:
-                with open(path) as f:
-                    spans = {k: tuple(v) for k, v in json.load(f).items() if _entry_ok(v)}
-            except (OSError, ValueError, AttributeError):
+                spans = {k: tuple(v) for k, v in json.loads(raw).items() if _entry_ok(v)}
+            except (ValueError, AttributeError, UnicodeDecodeError):
                 spans = {}
         _SPANS[digest] = spans
     return _SPANS[digest]
@@ -287,26 +436,31 @@ def _entry_ok(v) -> bool:
 
 def _remember_span(digest: str, qualname: str, span: Tuple[int, int], fp: Optional[str] = None) -> None:
     """Keep ``qualname``'s span in the text named ``digest`` (and its fingerprint where given; a fingerprint kept
-    for the same span stays)."""
+    for the same span stays); written by ``flush``, once per text and process."""
     spans = _known_spans(digest)
     old = spans.get(qualname)
     entry = tuple(span) + ((fp,) if fp else old[2:] if old is not None and old[:2] == tuple(span) else ())
     if entry == old:
         return
     spans[qualname] = entry
-    path = _spans_path(digest)
-    if path is None or sys.dont_write_bytecode:
-        return
+    if not _AT_EXIT:
+        import atexit
+
+        atexit.register(flush)
+        _AT_EXIT.append(flush)
+    _DIRTY.add(digest)
+
+
+def flush() -> None:
+    """Write the spans found in this process (one entry per text: rewriting an entry per function cost ~1 ms each in
+    renames). Called at the end of plugin.register and at exit."""
     import json
 
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump({k: list(v) for k, v in spans.items()}, f)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    while _DIRTY:
+        digest = _DIRTY.pop()
+        spans = _SPANS.get(digest)
+        if spans:
+            write_entry(_spans_name(digest), json.dumps({k: list(v) for k, v in spans.items()}).encode())
 
 
 @functools.lru_cache(maxsize=256)

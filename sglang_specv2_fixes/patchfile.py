@@ -56,6 +56,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .fingerprint import SourceNotFound, _lines, fingerprint_source, function_source, read_source
 from .fingerprint import cache_dir as _code_cache_dir
+from .fingerprint import read_entry, write_entry
 
 MAGIC = "specv2-fixes-patch: 1"
 MARK = "__specv2_fix__"  # attribute set on every compiled function: "<fix>:<target>"
@@ -363,45 +364,40 @@ def _patched(pf: PatchFile, root: str):
 def _compile_cached(src: str, filename: str, first: int = 1, expected: Optional[str] = None):
     """(``fingerprint_source(src)``, the code of ``src`` dedented and placed at line ``first`` of ``filename``: exec
     mode, postponed annotations, as upstream annotations may name TYPE_CHECKING-only types), both kept as marshal
-    data under ``_code_cache_dir()``, named by the sha256 of the interpreter's bytecode magic, the file name, ``first``
-    and ``src``. A pyc for the patched functions: the same source always gives the same fingerprint and code, so a hit
-    is what dedenting, fingerprinting and compiling would give; a miss, an unreadable entry or a folder that cannot be
-    written computes them (nothing written while ``sys.dont_write_bytecode``). Where ``expected`` is given and the
-    fingerprint differs, nothing is compiled (the code is None): the source is not the one the patch file names. Every
-    process of a server builds the same functions: this saves each one that cost (start cost, docs/performance.md)."""
+    data in the code cache (``fingerprint.read_entry`` / ``write_entry``: a trusted folder, each entry sealed with its
+    key), named by the sha256 of the interpreter's bytecode magic and optimisation level (``python -O`` drops asserts),
+    the file name, ``first`` and ``src``. A pyc for the patched functions: the same source always gives the same
+    fingerprint and code, so a hit is what dedenting, fingerprinting and compiling would give; a miss, an entry whose
+    seal does not match or that cannot be read, or a folder that cannot be written computes them (nothing written
+    while ``sys.dont_write_bytecode``). Where ``expected`` is given and the fingerprint differs, nothing is compiled
+    (the code is None): the source is not the one the patch file names. Every process of a server builds the same
+    functions: this saves each one that cost (start cost, docs/performance.md)."""
     import hashlib
     import importlib.util
     import marshal
     import types
 
-    d = _code_cache_dir()
-    path = None
-    if d is not None:
-        h = hashlib.sha256(b"fp+code\0" + importlib.util.MAGIC_NUMBER + filename.encode() + b"\0%d\0" % first
-                           + src.encode("utf-8", "surrogatepass"))
-        path = os.path.join(d, h.hexdigest()[:32] + ".code")
-        try:
-            with open(path, "rb") as f:
-                got = marshal.loads(f.read())
+    name = None
+    if _code_cache_dir() is not None:
+        h = hashlib.sha256(b"fp+code\0" + importlib.util.MAGIC_NUMBER + b"\0%d\0" % sys.flags.optimize
+                           + filename.encode() + b"\0%d\0" % first + src.encode("utf-8", "surrogatepass"))
+        name = h.hexdigest()[:32] + ".code"
+        raw = read_entry(name)
+        if raw is not None:
+            try:
+                got = marshal.loads(raw)
+            except (ValueError, EOFError, TypeError):
+                got = None
             if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], str) and \
                     isinstance(got[1], types.CodeType):
                 return got
-        except (OSError, ValueError, EOFError, TypeError):
-            pass
     fp = fingerprint_source(src)
     if expected is not None and fp != expected:
         return fp, None
     code = compile("\n" * (first - 1) + textwrap.dedent(src), filename, "exec",
                    flags=__future__.annotations.compiler_flag, dont_inherit=True)
-    if path is not None and not sys.dont_write_bytecode:
-        try:
-            os.makedirs(d, exist_ok=True)
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(marshal.dumps((fp, code)))
-            os.replace(tmp, path)
-        except OSError:
-            pass
+    if name is not None:
+        write_entry(name, marshal.dumps((fp, code)))
     return fp, code
 
 

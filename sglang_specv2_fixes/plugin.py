@@ -25,10 +25,11 @@ import logging
 import multiprocessing
 import os
 import sys
+import threading
 import types
 from typing import Optional
 
-from . import __version__, catalog, core, installed, probe, releases, runtime, selection
+from . import __version__, catalog, core, fingerprint, installed, probe, releases, runtime, selection
 from .core import STATE
 from .fixes import ALL_FIXES
 
@@ -52,27 +53,37 @@ def current_report() -> Optional[core.Report]:
     return STATE.report
 
 
+# register() runs whole under this lock: calls from several threads at once plan and hook once (without it each one
+# that found no report yet registered every target again: "Multiple REPLACE hooks"); reentrant for a call made from
+# inside (an import that loads the plugins again), which finds the report and returns
+_REGISTER_LOCK = threading.RLock()
+
+
 def register() -> None:
-    """Entry point. Idempotent: a second call in the same process does nothing."""
-    if STATE.report is not None:
-        return
-    try:
-        _register()
-    except SystemExit:
-        raise
-    except Exception as e:  # a bug or damaged install: one line, the server starts with what was registered
-        report = STATE.report
-        line = f"sglang-specv2-fixes: failed inside the plugin ({installed.plugin_path()}): {type(e).__name__}: {e}"
-        if report is None:
-            report = STATE.report = core.Report(__version__, None, None, "off", [], errors=[line])
-        else:
-            report.errors.append(line)
-            for st in report.fixes:
-                if st.state == catalog.READY and st.name not in STATE.built:
-                    st.state, st.reason = catalog.FAILED, f"not registered: {type(e).__name__}: {e}"
-        logger.error(line)
-        if selection.strict():
-            raise SpecV2FixesConfigError(f"{line} ({selection.ENV_STRICT}=1: stopping)") from None
+    """Entry point. Idempotent: a second call in the same process does nothing, also while the first one runs in
+    another thread (it waits for it)."""
+    with _REGISTER_LOCK:
+        if STATE.report is not None:
+            return
+        try:
+            _register()
+        except SystemExit:
+            raise
+        except Exception as e:  # a bug or damaged install: one line, the server starts with what was registered
+            report = STATE.report
+            line = f"sglang-specv2-fixes: failed inside the plugin ({installed.plugin_path()}): {type(e).__name__}: {e}"
+            if report is None:
+                report = STATE.report = core.Report(__version__, None, None, "off", [], errors=[line])
+            else:
+                report.errors.append(line)
+                for st in report.fixes:
+                    if st.state == catalog.READY and st.name not in STATE.built:
+                        st.state, st.reason = catalog.FAILED, f"not registered: {type(e).__name__}: {e}"
+            logger.error(line)
+            if selection.strict():
+                raise SpecV2FixesConfigError(f"{line} ({selection.ENV_STRICT}=1: stopping)") from None
+        finally:
+            fingerprint.flush()  # the function spans found, one cache entry per module text
 
 
 def _strict(report: core.Report, sel) -> None:

@@ -287,11 +287,30 @@ def test_fast_normalise_equals_textwrap_dedent(src):
     assert fingerprint.normalise(src) == fingerprint.normalise_reference(src)
 
 
+def _stored(entry):
+    """What a cache entry holds (read as the plugin reads it: its seal checked)."""
+    import json
+
+    from sglang_specv2_fixes import fingerprint
+
+    raw = fingerprint.read_entry(entry.name)
+    return None if raw is None else json.loads(raw)
+
+
+def _store(entry, obj):
+    """Write a cache entry as the plugin writes one (sealed with the folder's key)."""
+    import json
+
+    from sglang_specv2_fixes import fingerprint
+
+    fingerprint.write_entry(entry.name, json.dumps(obj).encode())
+
+
 def test_function_spans_are_kept_between_processes(monkeypatch, tmp_path):
     """Start cost: where a function is in a module text is kept under the cache folder, named by the text's sha256; a
-    later process (here: the in-process caches cleared) slices the lines without locating; a span that does not fit
-    the text is located again; ``SGLANG_SPECV2_FIXES_CODE_CACHE=0`` and ``sys.dont_write_bytecode`` write nothing."""
-    import json
+    later process (here: the spans written as at the end of register, the in-process caches cleared) slices the lines
+    without locating; a span that does not fit the text is located again; ``SGLANG_SPECV2_FIXES_CODE_CACHE=0`` and
+    ``sys.dont_write_bytecode`` write nothing."""
     import sys
 
     from sglang_specv2_fixes import fingerprint
@@ -306,24 +325,27 @@ def test_function_spans_are_kept_between_processes(monkeypatch, tmp_path):
     real = fingerprint._locate_indexed
     monkeypatch.setattr(fingerprint, "_locate_indexed", lambda t, q: located.append(q) or real(t, q))
     assert function_source(text, "A.f") == want and located == ["A.f"]
-    (entry,) = (tmp_path / "c").glob("*.spans.json")
-    assert json.loads(entry.read_text()) == {"A.f": [5, 7]}
+    fingerprint.flush()
+    (entry,) = (tmp_path / "c").glob("*.spans")
+    assert _stored(entry) == {"A.f": [5, 7]}
     monkeypatch.setattr(fingerprint, "_SPANS", {})  # a new process
     function_source.cache_clear()
     assert function_source(text, "A.f") == want and located == ["A.f"]  # sliced, not located
     assert fingerprint.fingerprint_source(function_source(text, "A.f")[0]) == fingerprint.fingerprint_source(want[0])
     assert function_source(text + "\n# more\n", "A.f") == want and located == ["A.f", "A.f"]  # another text
-    entry.write_text(json.dumps({"A.f": [5, 99]}))  # does not fit the text: located again
+    _store(entry, {"A.f": [5, 99]})  # does not fit the text: located again
     monkeypatch.setattr(fingerprint, "_SPANS", {})
     function_source.cache_clear()
     assert function_source(text, "A.f") == want and located[-1] == "A.f" and len(located) == 3
-    assert json.loads(entry.read_text()) == {"A.f": [5, 7]}
+    fingerprint.flush()
+    assert _stored(entry) == {"A.f": [5, 7]}
     for env, dont in (("0", False), (str(tmp_path / "d"), True)):
         monkeypatch.setenv("SGLANG_SPECV2_FIXES_CODE_CACHE", env)
         monkeypatch.setattr(sys, "dont_write_bytecode", dont)
         monkeypatch.setattr(fingerprint, "_SPANS", {})
         function_source.cache_clear()
         assert function_source(text, "g") == ("def g():\n    pass\n", 12, 13)
+        fingerprint.flush()
     assert not (tmp_path / "d").exists() and not (tmp_path / "0").exists()
 
 
@@ -345,30 +367,37 @@ def test_fingerprints_are_kept_with_their_spans(monkeypatch, tmp_path):
     monkeypatch.setattr(fingerprint, "fingerprint_source", lambda src: made.append(src) or real(src))
 
     def new_process():
+        fingerprint.flush()  # what the ending process found, written as at the end of register
         monkeypatch.setattr(fingerprint, "_SPANS", {})
         function_source.cache_clear()
 
     new_process()
     want = real("    def f(self):\n        return 1\n")
     assert fingerprint.fingerprint_in_file(str(path), "A.f") == want and len(made) == 1
-    (entry,) = (tmp_path / "c").glob("*.spans.json")
-    assert json.loads(entry.read_text()) == {"A.f": [2, 3, want]}
+    fingerprint.flush()
+    (entry,) = (tmp_path / "c").glob("*.spans")
+    assert _stored(entry) == {"A.f": [2, 3, want]}
     new_process()
     assert fingerprint.fingerprint_in_file(str(path), "A.f") == want and len(made) == 1  # from the entry
     function_source(path.read_text(), "A.f")  # the span found again: the fingerprint stays with it
-    assert json.loads(entry.read_text()) == {"A.f": [2, 3, want]}
+    fingerprint.flush()
+    assert _stored(entry) == {"A.f": [2, 3, want]}
     path.write_text("class A:\n    def f(self):\n        return 2\n")  # another text, another entry
     new_process()
     other = fingerprint.fingerprint_in_file(str(path), "A.f")
     assert other == real("    def f(self):\n        return 2\n") != want and len(made) == 2
-    assert len(list((tmp_path / "c").glob("*.spans.json"))) == 2
+    fingerprint.flush()
+    assert len(list((tmp_path / "c").glob("*.spans"))) == 2
     path.write_text("class A:\n    def f(self):\n        return 1\n")
     for bad in ([2, 3, 7], [2, 3, "short"], [2, "3", want]):  # not an entry: fingerprinted again
-        entry.write_text(json.dumps({"A.f": bad}))
+        new_process()  # the previous process's spans written first: this entry is what the next one reads
+        _store(entry, {"A.f": bad})
         new_process()
         assert fingerprint.fingerprint_in_file(str(path), "A.f") == want and made[-1].endswith("return 1\n")
-    assert len(made) == 5 and json.loads(entry.read_text()) == {"A.f": [2, 3, want]}
-    entry.write_text(json.dumps({"A.f": [2, 99]}))  # a span that does not fit: located again, then fingerprinted
+    new_process()
+    assert len(made) == 5 and _stored(entry) == {"A.f": [2, 3, want]}
+    _store(entry, {"A.f": [2, 99]})  # a span that does not fit: located again, then fingerprinted
     new_process()
     assert fingerprint.fingerprint_in_file(str(path), "A.f") == want and len(made) == 6
-    assert json.loads(entry.read_text()) == {"A.f": [2, 3, want]}
+    new_process()
+    assert _stored(entry) == {"A.f": [2, 3, want]}
