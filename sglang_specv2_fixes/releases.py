@@ -198,7 +198,6 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
                '9ad6b05a2ca12517'),
     ),
     "mamba-track-freed-rows": patch("0.5.12"),
-    "overlap-war-barrier": patch("0.5.12"),
     "verify-handoff": patch("0.5.12"),
 })
 _FIXES["0.5.13"] = _derive("0.5.12", {
@@ -281,13 +280,8 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
         check=('sglang.srt.layers.attention.hybrid_linear_attn_backend', 'HybridLinearAttnBackend.__init__',
                '58e2c245b9c945b6'),
     ),
-    "overlap-war-barrier": note(
-        UPSTREAM,
-        "#26380 / #26646: event_loop_overlap (and both PD-disaggregation overlap loops) issue "
-        "schedule_stream.wait_stream(forward_stream) before the next batch is built, when _war_barrier_enabled "
-        "(is_cuda())",
-        check=('sglang.srt.managers.scheduler', 'Scheduler.event_loop_overlap', 'bd3f55147ce45662'),
-    ),
+    # #26380's barrier is upstream at each overlap loop's top; the patch moves it to right after run_batch (#31687)
+    "overlap-war-barrier": patch("0.5.13"),
     # ModelRunner._ensure_eager_registry replaces the registry the draft CUDA graph baked (0.5.13.post1: the same)
     "draft-graph-eager-registry": patch("0.5.13"),
 })
@@ -338,12 +332,7 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
     "triton-verify-mask-size": patch("0.5.14"),
     # the same move on 0.5.14 … 0.5.21 (on by default since its cost was measured, session 26)
     "draft-extend-read-done-order": patch("0.5.14"),
-    "overlap-war-barrier": note(
-        UPSTREAM,
-        "#26380 as _apply_war_barrier at each overlap loop's top; #28363: it waits on the forward's read-done event "
-        "where one was published, else on the whole forward stream",
-        check=('sglang.srt.managers.scheduler', 'Scheduler._apply_war_barrier', 'adf25e93ccffb168'),
-    ),
+    "overlap-war-barrier": patch("0.5.14"),  # _apply_war_barrier (#28363's read-done event), moved as on 0.5.13
     "draft-graph-eager-registry": note(
         UPSTREAM,
         "by the EagerRunner redesign (no PR of its own): EagerRunner builds one fixed-size eager registry at init "
@@ -383,6 +372,7 @@ _FIXES["0.5.15"] = _derive("0.5.14", {
     "triton-verify-mask-size": patch("0.5.15"),
     "draft-extend-read-done-order": patch("0.5.15"),
     "draft-graph-eager-registry": "010ca4008d11518f",  # EagerRunner.load_batch
+    "overlap-war-barrier": patch("0.5.15"),
 })
 _FIXES["0.5.16"] = _derive("0.5.15", {
     "min-tokens-per-position": patch("0.5.16"),

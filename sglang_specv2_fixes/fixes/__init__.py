@@ -340,21 +340,27 @@ triton-verify-mask-size  [#32920]  hybrid GDN target on triton: the verify graph
     - upstream (0.5.17 … 0.5.23)
     Removal: per release once it sizes the buffer itself (upstream from 0.5.17, #32920)
 
-overlap-war-barrier  [#26380, #26646]  overlap scheduler: the next batch's writes wait for the previous forward's reads
-    What: Scheduler.get_next_batch_to_run, get_next_disagg_prefill_batch_to_run and
-        get_next_disagg_decode_batch_to_run first issue schedule_stream.wait_stream(forward_stream)
-        when the scheduler runs an overlap loop on CUDA: 0.5.13's barrier at the place its loops
-        have it, right before the next batch is built; by default for hybrid-SWA pools only
-        (SGLANG_SPECV2_FIXES_WAR_BARRIER=all: every overlap scheduler, 2 - 3 % of a chain's tok/s on
-        0.5.11)
-    Why: with the overlap scheduler, building the next batch writes req_to_token rows and the SWA
-        index mapping (allocation, SWA eviction, retraction, frees) on the schedule stream while the
-        previous forward may still read them: a write-after-read race (flaky accuracy; hybrid-SWA
-        targets such as gpt-oss + EAGLE3, DSv4)
-    - applied: patches/overlap-war-barrier/0.5.11.patch (0.5.11)
-    - applied: patches/overlap-war-barrier/0.5.12.patch (0.5.12 … 0.5.12.post1)
-    - upstream (0.5.13 … 0.5.23)
-    Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)
+overlap-war-barrier  [#26380, #26646, #31687]  overlap scheduler: the schedule stream's writes wait for the forward just
+    launched
+    What: event_loop_overlap, event_loop_overlap_disagg_prefill and event_loop_overlap_disagg_decode
+        issue schedule_stream.wait_stream(forward_stream) right after run_batch launches a batch,
+        where 0.5.16 has it (#31687): on 0.5.11 / 0.5.12.x through war_barrier (an overlap loop on
+        CUDA; by default for hybrid-SWA pools only, SGLANG_SPECV2_FIXES_WAR_BARRIER=all: every
+        overlap scheduler, 2 - 3 % of a chain's tok/s on 0.5.11), on 0.5.13 - 0.5.15.post1 the
+        release's own barrier moved there from the loop top
+    Why: with the overlap scheduler, processing the previous batch's result (radix insert, frees)
+        and building the next batch write req_to_token rows and the SWA index mapping on the
+        schedule stream while the forward just launched may still read them: a write-after-read race
+        (flaky accuracy, wrong KV, illegal memory access on hybrid-SWA targets such as gpt-oss +
+        EAGLE3, DSv4); a barrier at the loop top (0.5.13 - 0.5.15.post1) leaves the result
+        processing after the launch unordered
+    - applied: patches/overlap-war-barrier/0.5.11.patch (0.5.11 … 0.5.12.post1)
+    - applied: patches/overlap-war-barrier/0.5.13.patch (0.5.13 … 0.5.13.post1)
+    - applied: patches/overlap-war-barrier/0.5.14.patch (0.5.14)
+    - applied: patches/overlap-war-barrier/0.5.15.patch (0.5.15 … 0.5.15.post1)
+    - upstream (0.5.16 … 0.5.23)
+    Removal: delete when 0.5.15.post1 and the releases before it leave the supported releases
+        (upstream from 0.5.16)
 
 fa3-draft-extend-graph  [#40762, #36324]  the spec-v2 draft-extend CUDA graph on fa3 (trees opt-in)
     What: EagleDraftWorker._capture_cuda_graphs (init_cuda_graphs before 0.5.14) also lists

@@ -58,7 +58,9 @@ is present (the table must then patch it, or say open). A wrong table entry fail
                 triton's cuda_graph_custom_mask (max_num_tokens * max_context_len) at the largest captured bs; 0.5.13.x
                 keeps needs_cpu_seq_lens True on the hybrid backend (NA); 0.5.17's VerifyMask has the draft term (U)
   0.5.13 on      overlap-war-barrier: event_loop_overlap issues schedule_stream.wait_stream(forward_stream) before the
-                next batch is built (0.5.13), through _apply_war_barrier from 0.5.14 (U)
+                next batch is built (0.5.13), through _apply_war_barrier from 0.5.14, so the previous batch's result
+                processing after the next launch is unordered against its reads (B: patched up to 0.5.15.post1);
+                0.5.16 issues it right after run_batch (#31687, U)
   0.5.13.x       flashinfer-draft-extend-graph: flashinfer's graph metadata (_prepare_cuda_graph_metadata) has no
                 DRAFT_EXTEND_V2 branch and the draft-extend graph list has no flashinfer: the spec-v2 draft extend runs
                 eagerly (B: patched with 0.5.14's branches, opt-in there); #28782 from 0.5.14 (U)
@@ -135,7 +137,8 @@ for _v in EXPECTED:
                                              "up-to:0.5.15.post1") else B,
                                          "triton-verify-mask-size": NA if _v in ("0.5.13", "0.5.13.post1") else
                                          B if _v in releases.release_set("up-to:0.5.16") else U,
-                                         "overlap-war-barrier": U,
+                                         "overlap-war-barrier": B if _v in releases.release_set(
+                                             "up-to:0.5.15.post1") else U,
                                          # flashinfer's draft-extend graph: eager up to 0.5.13.post1, #28782 in 0.5.14
                                          "flashinfer-draft-extend-graph": B if _v in ("0.5.13", "0.5.13.post1")
                                          else U,
