@@ -98,6 +98,13 @@ def _derive(base: str, changes: Dict[str, Union[Entry, str]]) -> Dict[str, Entry
 # Each code line after the first lists only what differs from the line before it (_derive).
 _FIXES = {}
 _FIXES["0.5.11"] = {
+    "fp4-kv-verify-workspace": note(
+        NOT_APPLICABLE,
+        "no FlashInfer dequant-workspace KV access before 0.5.16 (FlashInferAttnBackend has no "
+        "_check_kv_attention_access): an NVFP4 KV cache never reaches the speculative verify through it",
+        check=('sglang.srt.layers.attention.flashinfer_backend', 'FlashInferAttnBackend._check_kv_attention_access', None),
+    ),
+    "outlines-spec-guard": patch("0.5.11"),  # refused at startup: outlines + a speculative algorithm (#24413)
     "min-tokens-per-position": patch("0.5.11"),
     "multi-token-finish": patch("0.5.11"),
     "draft-decode-positions": patch("0.5.11"),
@@ -166,6 +173,7 @@ _FIXES["0.5.11"] = {
     ),
 }
 _FIXES["0.5.12"] = _derive("0.5.11", {
+    "outlines-spec-guard": patch("0.5.12"),
     "min-tokens-per-position": patch("0.5.12"),
     "fa3-draft-extend-graph": patch("0.5.12"),
     "draft-decode-positions": note(
@@ -342,6 +350,7 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
     ),
 })
 _FIXES["0.5.15"] = _derive("0.5.14", {
+    "outlines-spec-guard": patch("0.5.15"),
     "min-tokens-per-position": patch("0.5.15"),
     "verify-handoff": "42648b6d836794f3",
     "fa3-draft-extend-graph": patch("0.5.15"),
@@ -375,6 +384,8 @@ _FIXES["0.5.15"] = _derive("0.5.14", {
     "overlap-war-barrier": patch("0.5.15"),
 })
 _FIXES["0.5.16"] = _derive("0.5.15", {
+    "fp4-kv-verify-workspace": patch("0.5.16"),  # refused at startup: NVFP4 KV + speculative decoding (#36010)
+    "outlines-spec-guard": patch("0.5.16"),
     "min-tokens-per-position": patch("0.5.16"),
     "verify-handoff": "0bc94a38081f5f9b",
     "draft-decode-positions": "c40e353048697ee2",
@@ -416,6 +427,8 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
     "draft-extend-read-done-order": patch("0.5.16"),
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
+    "fp4-kv-verify-workspace": patch("0.5.17"),  # get_spec() from here
+    "outlines-spec-guard": patch("0.5.17"),
     "min-tokens-per-position": patch("0.5.17"),
     "fa3-draft-extend-graph": patch("0.5.17"),
     "multi-token-finish": patch("0.5.17"),
@@ -448,6 +461,7 @@ _FIXES["0.5.17"] = _derive("0.5.16", {
     "draft-extend-read-done-order": patch("0.5.17"),
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
+    "outlines-spec-guard": patch("0.5.18"),
     "min-tokens-per-position": patch("0.5.18"),
     "fa3-draft-extend-graph": patch("0.5.18"),
     "multi-token-finish": patch("0.5.18"),
@@ -498,6 +512,7 @@ _FIXES["0.5.20"] = _derive("0.5.19", {
     "draft-extend-read-done-order": patch("0.5.20"),
 })
 _FIXES["0.5.21"] = _derive("0.5.20", {
+    "outlines-spec-guard": patch("0.5.21"),
     "min-tokens-per-position": patch("0.5.21"),
     "draft-decode-positions": "1db04a9b1887b395",
     "grammar-result-order": patch("0.5.21"),

@@ -486,6 +486,39 @@ min-tokens-per-position  [beyond upstream (#33643, #22049)]  min_tokens counted 
     - applied: patches/min-tokens-per-position/0.5.23.patch (0.5.23)
     Removal: delete when upstream checks min_new_tokens per draft position in the spec-v2 verify
         (open: #33643)
+
+outlines-spec-guard  [beyond upstream (#24413, #24889)]  --grammar-backend outlines with speculative decoding: refused
+    at startup instead of wrong tokens and a crash
+    What: create_grammar_backend raises ValueError at scheduler startup when the stock outlines
+        backend is chosen and a speculative algorithm is set, naming the combination and the way out
+        (--grammar-backend xgrammar or llguidance, or no speculative decoding)
+    Why: the speculative verify's traverse_tree reads the vocab mask as packed 32-bit words while
+        outlines keeps a dense bool mask (wrong allowed tokens), then calls grammar.rollback, which
+        OutlinesGrammar lacks (NotImplementedError in the middle of serving)
+    - applied: patches/outlines-spec-guard/0.5.11.patch (0.5.11)
+    - applied: patches/outlines-spec-guard/0.5.12.patch (0.5.12 … 0.5.14)
+    - applied: patches/outlines-spec-guard/0.5.15.patch (0.5.15 … 0.5.15.post1)
+    - applied: patches/outlines-spec-guard/0.5.16.patch (0.5.16)
+    - applied: patches/outlines-spec-guard/0.5.17.patch (0.5.17)
+    - applied: patches/outlines-spec-guard/0.5.18.patch (0.5.18 … 0.5.20)
+    - applied: patches/outlines-spec-guard/0.5.21.patch (0.5.21 … 0.5.23)
+    Removal: per release once upstream refuses the combination or fixes the outlines mask and
+        rollback (open as of 0.5.23)
+
+fp4-kv-verify-workspace  [beyond upstream (#36001, #36010)]  NVFP4 KV on FlashInfer with speculative decoding: refused
+    at startup instead of a crash in the verify
+    What: FlashInferAttnBackend._check_kv_attention_access raises ValueError at startup when the
+        prefill access of the KV cache method is the dequant workspace (NVFP4 KV) and a speculative
+        algorithm is set, naming the combination and the way out (--kv-cache-dtype fp8_e4m3 or auto,
+        or no speculative decoding)
+    Why: the dequant workspace is prepared only for extends without speculation; a speculative
+        verify hands extend_prefix_lens_cpu = None to get_flashinfer_dequant_workspace_kv_buffer and
+        the server crashes
+    - not-applicable (0.5.11 … 0.5.15.post1)
+    - applied: patches/fp4-kv-verify-workspace/0.5.16.patch (0.5.16)
+    - applied: patches/fp4-kv-verify-workspace/0.5.17.patch (0.5.17 … 0.5.23)
+    Removal: per release once upstream fills the dequant workspace for speculative batches (open as
+        of 0.5.23)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -503,6 +536,7 @@ from . import (
     draft_graph_eager_registry,
     flashinfer_draft_extend_graph,
     fa3_draft_extend_graph,
+    fp4_kv_verify_workspace,
     grammar_result_order,
     grammar_run_end,
     inkling_draft_extend_track_guard,
@@ -512,6 +546,7 @@ from . import (
     multi_layer_grammar_mask,
     multi_layer_draft,
     multi_token_finish,
+    outlines_spec_guard,
     overlap_war_barrier,
     radix_overshoot,
     reasoning_tokens_through_stop,
@@ -531,5 +566,6 @@ ALL_FIXES = [m.FIX for m in (
     radix_overshoot, reasoning_tokens_through_stop, multi_layer_grammar_mask, multi_layer_draft,
     tbo_verify_seq_lens, mamba_track_freed_rows, inkling_draft_extend_track_guard, triton_verify_mask_size,
     overlap_war_barrier, fa3_draft_extend_graph, flashinfer_draft_extend_graph, verify_handoff,
-    draft_extend_read_done_order, draft_graph_eager_registry, min_tokens_per_position,
+    draft_extend_read_done_order, draft_graph_eager_registry, min_tokens_per_position, outlines_spec_guard,
+    fp4_kv_verify_workspace,
 )]

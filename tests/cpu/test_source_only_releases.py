@@ -74,6 +74,11 @@ is present (the table must then patch it, or say open). A wrong table entry fail
                 seq_lens are gathered on the GPU behind the verify's publish event (U). 0.5.13.x still blocks the
                 host on that event where the CPU mirror is forced (piecewise CUDA graphs on, the default, or a backend
                 that needs it): a narrower upstream quirk, gone for triton in 0.5.14 (docs/bench/chain-gap-source-*)
+  every release  outlines-spec-guard: traverse_tree reads the vocab mask as packed int32 words and rolls the grammar
+                back; OutlinesGrammar keeps a bool mask and has no rollback (B: refused at startup; open upstream)
+  0.5.16 on      fp4-kv-verify-workspace: the FlashInfer dequant workspace is prepared for extends without speculation
+                only; a verify hands it extend_prefix_lens_cpu None (B: refused at startup; open upstream); absent
+                before 0.5.16 (NA)
   0.5.13.x       draft-graph-eager-registry: ModelRunner._ensure_eager_registry drops the eager input registry it
                 replaces by a larger one, and the multi-step draft CUDA graph baked the draft runner's (B); from 0.5.14
                 EagerRunner builds one fixed-size registry at init and load_batch always fills it (U)
@@ -153,7 +158,12 @@ for _v in EXPECTED:
                                          "draft-graph-eager-registry": B if _v in ("0.5.13", "0.5.13.post1")
                                          else U,
                                          # min_tokens per verify step, not per token: open upstream (#33643)
-                                         "min-tokens-per-position": B})
+                                         "min-tokens-per-position": B,
+                                         # outlines' dense mask / no rollback under a spec verify: open (#24413)
+                                         "outlines-spec-guard": B,
+                                         # NVFP4 KV's dequant workspace (0.5.16 on) under a spec verify: open (#36010)
+                                         "fp4-kv-verify-workspace": NA if _v in releases.release_set(
+                                             "up-to:0.5.15.post1") else B})
 # 0.5.11 and 0.5.12.x: the releases the CPU suite imports and runs (test_catalog, test_fix_*, ...)
 RUN_HERE = {"0.5.11", "0.5.12", "0.5.12.post1"}
 
