@@ -98,6 +98,12 @@ def _derive(base: str, changes: Dict[str, Union[Entry, str]]) -> Dict[str, Entry
 # Each code line after the first lists only what differs from the line before it (_derive).
 _FIXES = {}
 _FIXES["0.5.11"] = {
+    "pd-prebuilt-staging-order": note(
+        NOT_APPLICABLE,
+        "the overlap FutureMap rows come from a ring (FutureMap.alloc_future_indices in run_batch), not from request "
+        "rows: a prebuilt request's staging never writes a row a finished request's forward still writes",
+        check=('sglang.srt.managers.scheduler', 'Scheduler.run_batch', '3b234f77a7646d82'),
+    ),
     "fp4-kv-verify-workspace": note(
         NOT_APPLICABLE,
         "no FlashInfer dequant-workspace KV access before 0.5.16 (FlashInferAttnBackend has no "
@@ -173,6 +179,7 @@ _FIXES["0.5.11"] = {
     ),
 }
 _FIXES["0.5.12"] = _derive("0.5.11", {
+    "pd-prebuilt-staging-order": "7714706c5b12632e",  # Scheduler.run_batch
     "outlines-spec-guard": patch("0.5.12"),
     "min-tokens-per-position": patch("0.5.12"),
     "fa3-draft-extend-graph": patch("0.5.12"),
@@ -209,6 +216,13 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
     "verify-handoff": patch("0.5.12"),
 })
 _FIXES["0.5.13"] = _derive("0.5.12", {
+    "pd-prebuilt-staging-order": note(
+        NOT_APPLICABLE,
+        "the FutureMap rows are request rows, but the PD decode loop's WAR barrier waits for the whole forward stream "
+        "(schedule_stream.wait_stream(forward_stream)) before get_new_prebuilt_batch stages them",
+        check=('sglang.srt.disaggregation.decode', 'SchedulerDisaggregationDecodeMixin.event_loop_overlap_disagg_decode',
+               'a67509a5a7237819'),
+    ),
     "min-tokens-per-position": patch("0.5.13"),
     "verify-handoff": note(
         UPSTREAM,
@@ -294,6 +308,7 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     "draft-graph-eager-registry": patch("0.5.13"),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
+    "pd-prebuilt-staging-order": patch("0.5.14"),
     "min-tokens-per-position": patch("0.5.14"),
     "verify-handoff": "03bc17e32f9094ff",  # FutureMap.resolve_seq_lens_cpu
     "fa3-draft-extend-graph": patch("0.5.14"),
@@ -350,6 +365,7 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
     ),
 })
 _FIXES["0.5.15"] = _derive("0.5.14", {
+    "pd-prebuilt-staging-order": patch("0.5.15"),
     "outlines-spec-guard": patch("0.5.15"),
     "min-tokens-per-position": patch("0.5.15"),
     "verify-handoff": "42648b6d836794f3",
@@ -384,6 +400,7 @@ _FIXES["0.5.15"] = _derive("0.5.14", {
     "overlap-war-barrier": patch("0.5.15"),
 })
 _FIXES["0.5.16"] = _derive("0.5.15", {
+    "pd-prebuilt-staging-order": patch("0.5.16"),
     "fp4-kv-verify-workspace": patch("0.5.16"),  # refused at startup: NVFP4 KV + speculative decoding (#36010)
     "outlines-spec-guard": patch("0.5.16"),
     "min-tokens-per-position": patch("0.5.16"),
@@ -427,6 +444,7 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
     "draft-extend-read-done-order": patch("0.5.16"),
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
+    "pd-prebuilt-staging-order": patch("0.5.17"),
     "fp4-kv-verify-workspace": patch("0.5.17"),  # get_spec() from here
     "outlines-spec-guard": patch("0.5.17"),
     "min-tokens-per-position": patch("0.5.17"),
@@ -461,6 +479,7 @@ _FIXES["0.5.17"] = _derive("0.5.16", {
     "draft-extend-read-done-order": patch("0.5.17"),
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
+    "pd-prebuilt-staging-order": patch("0.5.18"),
     "outlines-spec-guard": patch("0.5.18"),
     "min-tokens-per-position": patch("0.5.18"),
     "fa3-draft-extend-graph": patch("0.5.18"),
@@ -480,6 +499,13 @@ _FIXES["0.5.18"] = _derive("0.5.17", {
     "draft-extend-read-done-order": patch("0.5.18"),  # the read-done attribute is shared_read_done_event from here
 })
 _FIXES["0.5.19"] = _derive("0.5.18", {
+    "pd-prebuilt-staging-order": note(
+        UPSTREAM,
+        "#35748: get_new_prebuilt_batch drains the forward stream (schedule_stream.wait_stream(forward_stream)) before "
+        "process_prebuilt under overlap",
+        check=('sglang.srt.disaggregation.decode', 'SchedulerDisaggregationDecodeMixin.get_new_prebuilt_batch',
+               'b8c76e3c15ec4a74'),
+    ),
     "min-tokens-per-position": patch("0.5.19"),
     "fa3-draft-extend-graph": patch("0.5.19"),
     "draft-decode-positions": "ca3661c7f59d4063",
@@ -512,6 +538,7 @@ _FIXES["0.5.20"] = _derive("0.5.19", {
     "draft-extend-read-done-order": patch("0.5.20"),
 })
 _FIXES["0.5.21"] = _derive("0.5.20", {
+    "pd-prebuilt-staging-order": "f905242577d5eca6",  # get_new_prebuilt_batch
     "outlines-spec-guard": patch("0.5.21"),
     "min-tokens-per-position": patch("0.5.21"),
     "draft-decode-positions": "1db04a9b1887b395",

@@ -519,6 +519,24 @@ fp4-kv-verify-workspace  [beyond upstream (#36001, #36010)]  NVFP4 KV on FlashIn
     - applied: patches/fp4-kv-verify-workspace/0.5.17.patch (0.5.17 … 0.5.23)
     Removal: per release once upstream fills the dequant workspace for speculative batches (open as
         of 0.5.23)
+
+pd-prebuilt-staging-order  [#35748]  PD decode: the prebuilt staging waits for the forward in flight before writing
+    FutureMap rows
+    What: SchedulerDisaggregationDecodeMixin.get_new_prebuilt_batch issues
+        schedule_stream.wait_stream(forward_stream) before process_prebuilt when the overlap
+        scheduler is on (0.5.19's order)
+    Why: on a PD decode server with overlap, the staging of newly arrived requests writes their
+        request rows of the FutureMap while a finished request's redundant forward may still write
+        the same (reused) row: a race on the speculative state of the new request
+    - not-applicable (0.5.11 … 0.5.13.post1)
+    - applied: patches/pd-prebuilt-staging-order/0.5.14.patch (0.5.14)
+    - applied: patches/pd-prebuilt-staging-order/0.5.15.patch (0.5.15 … 0.5.15.post1)
+    - applied: patches/pd-prebuilt-staging-order/0.5.16.patch (0.5.16)
+    - applied: patches/pd-prebuilt-staging-order/0.5.17.patch (0.5.17)
+    - applied: patches/pd-prebuilt-staging-order/0.5.18.patch (0.5.18)
+    - upstream (0.5.19 … 0.5.23)
+    Removal: delete when 0.5.18 and the releases before it leave the supported releases (upstream
+        from 0.5.19)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -548,6 +566,7 @@ from . import (
     multi_token_finish,
     outlines_spec_guard,
     overlap_war_barrier,
+    pd_prebuilt_staging_order,
     radix_overshoot,
     reasoning_tokens_through_stop,
     routed_experts_draft_guard,
@@ -567,5 +586,5 @@ ALL_FIXES = [m.FIX for m in (
     tbo_verify_seq_lens, mamba_track_freed_rows, inkling_draft_extend_track_guard, triton_verify_mask_size,
     overlap_war_barrier, fa3_draft_extend_graph, flashinfer_draft_extend_graph, verify_handoff,
     draft_extend_read_done_order, draft_graph_eager_registry, min_tokens_per_position, outlines_spec_guard,
-    fp4_kv_verify_workspace,
+    fp4_kv_verify_workspace, pd_prebuilt_staging_order,
 )]

@@ -79,6 +79,9 @@ is present (the table must then patch it, or say open). A wrong table entry fail
   0.5.16 on      fp4-kv-verify-workspace: the FlashInfer dequant workspace is prepared for extends without speculation
                 only; a verify hands it extend_prefix_lens_cpu None (B: refused at startup; open upstream); absent
                 before 0.5.16 (NA)
+  0.5.14 … 0.5.18  pd-prebuilt-staging-order: get_new_prebuilt_batch stages request rows of the FutureMap without
+                waiting for the forward in flight (the WAR barrier's read-done event comes before its tail) (B); 0.5.13.x
+                waits for the whole forward stream first (NA); 0.5.19 drains it before process_prebuilt (U)
   0.5.13.x       draft-graph-eager-registry: ModelRunner._ensure_eager_registry drops the eager input registry it
                 replaces by a larger one, and the multi-step draft CUDA graph baked the draft runner's (B); from 0.5.14
                 EagerRunner builds one fixed-size registry at init and load_batch always fills it (U)
@@ -163,7 +166,10 @@ for _v in EXPECTED:
                                          "outlines-spec-guard": B,
                                          # NVFP4 KV's dequant workspace (0.5.16 on) under a spec verify: open (#36010)
                                          "fp4-kv-verify-workspace": NA if _v in releases.release_set(
-                                             "up-to:0.5.15.post1") else B})
+                                             "up-to:0.5.15.post1") else B,
+                                         # PD prebuilt staging vs the forward's FutureMap tail (#35748, in 0.5.19)
+                                         "pd-prebuilt-staging-order": NA if _v in ("0.5.13", "0.5.13.post1") else
+                                         B if _v in releases.release_set("up-to:0.5.18") else U})
 # 0.5.11 and 0.5.12.x: the releases the CPU suite imports and runs (test_catalog, test_fix_*, ...)
 RUN_HERE = {"0.5.11", "0.5.12", "0.5.12.post1"}
 
