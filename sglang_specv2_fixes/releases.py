@@ -62,7 +62,7 @@ RELEASES: Dict[str, Release] = {r.version: r for r in (
     _r("0.5.13.post1", "0.5.13", "2.11.0", "flashinfer-python==0.6.12", "apache-tvm-ffi==0.1.9"),
     _r("0.5.14", "0.5.14", "2.11.0", "flashinfer-python==0.6.12", "apache-tvm-ffi==0.1.9"),
     _r("0.5.15", "0.5.15", "2.11.0", "flashinfer-python==0.6.12", "apache-tvm-ffi==0.1.11"),
-    _r("0.5.15.post1", "0.5.15", "2.11.0", "flashinfer-python==0.6.12", "apache-tvm-ffi==0.1.11"),
+    _r("0.5.15.post1", "0.5.15.post1", "2.11.0", "flashinfer-python==0.6.12", "apache-tvm-ffi==0.1.11"),
     _r("0.5.16", "0.5.16", "2.11.0", "flashinfer-python==0.6.14", "apache-tvm-ffi==0.1.11"),
     _r("0.5.17", "0.5.17", "2.11.0", "flashinfer-python==0.6.15.post1", "apache-tvm-ffi==0.1.11", "xgrammar==0.2.1"),
     _r("0.5.18", "0.5.18", "2.13.0", "flashinfer-python==0.6.17", "apache-tvm-ffi==0.1.11", "xgrammar==0.2.1"),
@@ -98,6 +98,12 @@ def _derive(base: str, changes: Dict[str, Union[Entry, str]]) -> Dict[str, Entry
 # Each code line after the first lists only what differs from the line before it (_derive).
 _FIXES = {}
 _FIXES["0.5.11"] = {
+    "dp-draft-graph-rank-agree": note(
+        NOT_APPLICABLE,
+        "EagleDraftWorker.draft has no per-rank draft CUDA-graph switch for the DSA top-k seed before 0.5.15.post1: "
+        "every rank takes the same graph decision",
+        check=('sglang.srt.speculative.eagle_worker_v2', 'EagleDraftWorker.draft', 'ba19786f1da81be9'),
+    ),
     "pd-prebuilt-staging-order": note(
         NOT_APPLICABLE,
         "the overlap FutureMap rows come from a ring (FutureMap.alloc_future_indices in run_batch), not from request "
@@ -107,7 +113,7 @@ _FIXES["0.5.11"] = {
     "fp4-kv-verify-workspace": note(
         NOT_APPLICABLE,
         "no FlashInfer dequant-workspace KV access before 0.5.16 (FlashInferAttnBackend has no "
-        "_check_kv_attention_access): an NVFP4 KV cache never reaches the speculative verify through it",
+        "_check_kv_attention_access, no prefill_kv_access): an NVFP4 KV cache never reaches a verify through it",
         check=('sglang.srt.layers.attention.flashinfer_backend', 'FlashInferAttnBackend._check_kv_attention_access', None),
     ),
     "outlines-spec-guard": patch("0.5.11"),  # refused at startup: outlines + a speculative algorithm (#24413)
@@ -179,6 +185,7 @@ _FIXES["0.5.11"] = {
     ),
 }
 _FIXES["0.5.12"] = _derive("0.5.11", {
+    "dp-draft-graph-rank-agree": "12b2cbfb51355912",  # EagleDraftWorker.draft
     "pd-prebuilt-staging-order": "7714706c5b12632e",  # Scheduler.run_batch
     "outlines-spec-guard": patch("0.5.12"),
     "min-tokens-per-position": patch("0.5.12"),
@@ -216,6 +223,7 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
     "verify-handoff": patch("0.5.12"),
 })
 _FIXES["0.5.13"] = _derive("0.5.12", {
+    "dp-draft-graph-rank-agree": "df8353a93f7211e1",
     "pd-prebuilt-staging-order": note(
         NOT_APPLICABLE,
         "the FutureMap rows are request rows, but the PD decode loop's WAR barrier waits for the whole forward stream "
@@ -308,6 +316,7 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     "draft-graph-eager-registry": patch("0.5.13"),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
+    "dp-draft-graph-rank-agree": "50caeff4b561fae4",  # the same draft on 0.5.15
     "pd-prebuilt-staging-order": patch("0.5.14"),
     "min-tokens-per-position": patch("0.5.14"),
     "verify-handoff": "03bc17e32f9094ff",  # FutureMap.resolve_seq_lens_cpu
@@ -399,9 +408,15 @@ _FIXES["0.5.15"] = _derive("0.5.14", {
     "draft-graph-eager-registry": "010ca4008d11518f",  # EagerRunner.load_batch
     "overlap-war-barrier": patch("0.5.15"),
 })
-_FIXES["0.5.16"] = _derive("0.5.15", {
+# 0.5.15.post1: its own line from here (EagleDraftWorker.draft gained the busy-rank draft-graph switch, #32209)
+_FIXES["0.5.15.post1"] = _derive("0.5.15", {
+    "dp-draft-graph-rank-agree": patch("0.5.15.post1"),
+})
+_FIXES["0.5.16"] = _derive("0.5.15.post1", {
+    "dp-draft-graph-rank-agree": patch("0.5.16"),
     "pd-prebuilt-staging-order": patch("0.5.16"),
-    "fp4-kv-verify-workspace": patch("0.5.16"),  # refused at startup: NVFP4 KV + speculative decoding (#36010)
+    # refused at startup: NVFP4 KV + speculative decoding (#36010); the same _resolve_swa_kv_pool through 0.5.23
+    "fp4-kv-verify-workspace": patch("0.5.16"),
     "outlines-spec-guard": patch("0.5.16"),
     "min-tokens-per-position": patch("0.5.16"),
     "verify-handoff": "0bc94a38081f5f9b",
@@ -444,8 +459,8 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
     "draft-extend-read-done-order": patch("0.5.16"),
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
+    "dp-draft-graph-rank-agree": patch("0.5.17"),
     "pd-prebuilt-staging-order": patch("0.5.17"),
-    "fp4-kv-verify-workspace": patch("0.5.17"),  # get_spec() from here
     "outlines-spec-guard": patch("0.5.17"),
     "min-tokens-per-position": patch("0.5.17"),
     "fa3-draft-extend-graph": patch("0.5.17"),
@@ -538,6 +553,7 @@ _FIXES["0.5.20"] = _derive("0.5.19", {
     "draft-extend-read-done-order": patch("0.5.20"),
 })
 _FIXES["0.5.21"] = _derive("0.5.20", {
+    "dp-draft-graph-rank-agree": patch("0.5.21"),
     "pd-prebuilt-staging-order": "f905242577d5eca6",  # get_new_prebuilt_batch
     "outlines-spec-guard": patch("0.5.21"),
     "min-tokens-per-position": patch("0.5.21"),
@@ -551,6 +567,7 @@ _FIXES["0.5.21"] = _derive("0.5.20", {
     "draft-extend-read-done-order": patch("0.5.21"),
 })
 _FIXES["0.5.22"] = _derive("0.5.21", {
+    "dp-draft-graph-rank-agree": patch("0.5.22"),
     "min-tokens-per-position": patch("0.5.22"),
     "fa3-draft-extend-graph": patch("0.5.22"),
     "draft-decode-positions": "ec3e3bb28dda5c70",

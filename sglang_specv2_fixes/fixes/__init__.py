@@ -507,16 +507,15 @@ outlines-spec-guard  [beyond upstream (#24413, #24889)]  --grammar-backend outli
 
 fp4-kv-verify-workspace  [beyond upstream (#36001, #36010)]  NVFP4 KV on FlashInfer with speculative decoding: refused
     at startup instead of a crash in the verify
-    What: FlashInferAttnBackend._check_kv_attention_access raises ValueError at startup when the
-        prefill access of the KV cache method is the dequant workspace (NVFP4 KV) and a speculative
-        algorithm is set, naming the combination and the way out (--kv-cache-dtype fp8_e4m3 or auto,
-        or no speculative decoding)
+    What: FlashInferAttnBackend._resolve_swa_kv_pool (the first step of its __init__) raises
+        ValueError at startup when the KV cache method's FlashInfer prefill access is the dequant
+        workspace (NVFP4 KV) and the model runner has a speculative algorithm, naming the
+        combination and the way out (--kv-cache-dtype fp8_e4m3 or auto, or no speculative decoding)
     Why: the dequant workspace is prepared only for extends without speculation; a speculative
         verify hands extend_prefix_lens_cpu = None to get_flashinfer_dequant_workspace_kv_buffer and
         the server crashes
     - not-applicable (0.5.11 … 0.5.15.post1)
-    - applied: patches/fp4-kv-verify-workspace/0.5.16.patch (0.5.16)
-    - applied: patches/fp4-kv-verify-workspace/0.5.17.patch (0.5.17 … 0.5.23)
+    - applied: patches/fp4-kv-verify-workspace/0.5.16.patch (0.5.16 … 0.5.23)
     Removal: per release once upstream fills the dequant workspace for speculative batches (open as
         of 0.5.23)
 
@@ -537,6 +536,22 @@ pd-prebuilt-staging-order  [#35748]  PD decode: the prebuilt staging waits for t
     - upstream (0.5.19 … 0.5.23)
     Removal: delete when 0.5.18 and the releases before it leave the supported releases (upstream
         from 0.5.19)
+
+dp-draft-graph-rank-agree  [beyond upstream (#32209, #39072, #32527)]  DP attention + DSA MTP draft: every rank takes
+    the same draft CUDA-graph decision
+    What: EagleDraftWorker.draft: where the worker seeds the DSA indexer top-k from the draft extend
+        and DP attention is on, every rank (idle or busy) runs the draft eagerly, decided from the
+        server config
+    Why: the draft CUDA graph is turned off only on busy ranks whose batch has no top-k seed; idle
+        DP ranks replay it, the ranks' collectives mismatch and the server hangs (PD decode + DP
+        attention + EAGLE/MTP on DSA models)
+    - not-applicable (0.5.11 … 0.5.15)
+    - applied: patches/dp-draft-graph-rank-agree/0.5.15.post1.patch (0.5.15.post1)
+    - applied: patches/dp-draft-graph-rank-agree/0.5.16.patch (0.5.16)
+    - applied: patches/dp-draft-graph-rank-agree/0.5.17.patch (0.5.17 … 0.5.20)
+    - applied: patches/dp-draft-graph-rank-agree/0.5.21.patch (0.5.21)
+    - applied: patches/dp-draft-graph-rank-agree/0.5.22.patch (0.5.22 … 0.5.23)
+    Removal: per release once upstream makes the decision agree across ranks (open as of 0.5.23)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -551,6 +566,7 @@ from . import (
     draft_decode_positions,
     draft_extend_kv_range,
     draft_extend_read_done_order,
+    dp_draft_graph_rank_agree,
     draft_graph_eager_registry,
     flashinfer_draft_extend_graph,
     fa3_draft_extend_graph,
@@ -586,5 +602,5 @@ ALL_FIXES = [m.FIX for m in (
     tbo_verify_seq_lens, mamba_track_freed_rows, inkling_draft_extend_track_guard, triton_verify_mask_size,
     overlap_war_barrier, fa3_draft_extend_graph, flashinfer_draft_extend_graph, verify_handoff,
     draft_extend_read_done_order, draft_graph_eager_registry, min_tokens_per_position, outlines_spec_guard,
-    fp4_kv_verify_workspace, pd_prebuilt_staging_order,
+    fp4_kv_verify_workspace, pd_prebuilt_staging_order, dp_draft_graph_rank_agree,
 )]

@@ -12,9 +12,12 @@ this step did not fill. The lengths a verify would need are known (prefix: ``seq
 tokens; extend: the draft tokens per request), but the workspace is filled from host lists, which a CUDA-graph replay
 cannot refresh: upstream's candidates replace the fill by a graph-safe kernel (#36045) or route the verify to another
 backend (#36038). Neither is a change this plugin can prove on a CPU, so the combination is refused where it is
-decided: ``FlashInferAttnBackend._check_kv_attention_access``, which the backend calls at startup for its prefill
-access, raises ValueError when that access is the dequant workspace and a speculative algorithm is set, naming the
-combination and the way out (an FP8 / auto KV cache dtype with speculative decoding, or no speculative decoding).
+decided, at startup: ``FlashInferAttnBackend._resolve_swa_kv_pool``, the first thing ``__init__`` asks of the model
+runner (target and draft; ``__init__`` itself, with its zero-argument ``super()``, cannot be rebuilt from a patch),
+resolves the KV cache method's FlashInfer prefill access as ``__init__`` does next and raises ValueError when that
+access is the dequant workspace and the model runner has a speculative algorithm, naming the combination and the way
+out (an FP8 / auto KV cache dtype with speculative decoding, or no speculative decoding). It is conservative for a
+hybrid setup whose verify runs on another prefill backend.
 
 Removal: per release once upstream fills the dequant workspace for speculative batches (open as of 0.5.23).
 """
@@ -29,8 +32,9 @@ FIX = Fix(
     related=("#36001", "#36010"),
     title="NVFP4 KV on FlashInfer with speculative decoding: refused at startup instead of a crash in the verify",
     what=(
-        "FlashInferAttnBackend._check_kv_attention_access raises ValueError at startup when the prefill access of the "
-        "KV cache method is the dequant workspace (NVFP4 KV) and a speculative algorithm is set, naming the "
+        "FlashInferAttnBackend._resolve_swa_kv_pool (the first step of its __init__) raises ValueError at startup when "
+        "the KV cache method's FlashInfer prefill access is the dequant workspace (NVFP4 KV) and the model runner has "
+        "a speculative algorithm, naming the "
         "combination and the way out (--kv-cache-dtype fp8_e4m3 or auto, or no speculative decoding)"
     ),
     why=(
@@ -41,15 +45,14 @@ FIX = Fix(
 )
 
 
-def refuse_spec_on_dequant_workspace(phase: str, access, speculative_algorithm) -> None:
-    """Raise ValueError for the prefill access ``access`` when it is the dequant workspace and a speculative algorithm
-    is set."""
-    if phase != "prefill" or access is None or speculative_algorithm is None:
+def refuse_spec_on_dequant_workspace(prefill_access, spec_algorithm) -> None:
+    """Raise ValueError when ``prefill_access`` (the KV cache method's FlashInfer prefill access) is the dequant
+    workspace and ``spec_algorithm`` (the model runner's SpeculativeAlgorithm) is not NONE."""
+    if spec_algorithm is None or spec_algorithm.is_none() or prefill_access is None:
         return
-    if str(speculative_algorithm).upper() == "NONE":
+    if getattr(prefill_access.kind, "name", prefill_access.kind) != "DEQUANT_WORKSPACE":
         return
-    if getattr(access.kind, "name", access.kind) != "DEQUANT_WORKSPACE":
-        return
+    speculative_algorithm = getattr(spec_algorithm, "name", spec_algorithm)
     raise ValueError(
         f"a quantized KV cache read through FlashInfer's dequant workspace (--kv-cache-dtype nvfp4) does not work "
         f"with --speculative-algorithm {speculative_algorithm}: the workspace is prepared for plain prefills only, and "

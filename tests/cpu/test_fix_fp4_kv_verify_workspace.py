@@ -1,13 +1,15 @@
 """fp4-kv-verify-workspace on the release's real FlashInfer backend (#36001 / #36010): with a KV cache method whose
 prefill access is the dequant workspace and a speculative algorithm, the plugin refuses at startup
-(``_check_kv_attention_access``, which ``FlashInferAttnBackend.__init__`` calls for its prefill access), naming the
-combination and the way out; stock accepts it, and its verify then reaches the workspace with no host prefix lengths.
+(``_resolve_swa_kv_pool``, the first step of ``FlashInferAttnBackend.__init__``), naming the combination and the way out;
+stock accepts it, and its verify then reaches the workspace with no host prefix lengths.
 
 The bug, on the release's real objects: ``_prepare_dequant_workspace_metadata_for_extend`` (real) prepares nothing for
 a TARGET_VERIFY batch (no page table, no CPU request ids), and the real ``forward_extend`` then hands the batch's
 ``extend_prefix_lens_cpu`` (None on a verify) to the pool's ``get_flashinfer_dequant_workspace_kv_buffer`` (a stand-in
 that records its arguments and stops the call). The backend is made without ``__init__`` (only the fields these
-functions read); the access is the release's real ``KVCacheAttentionAccess`` kind ``DEQUANT_WORKSPACE``.
+functions read); the access is the release's real ``KVCacheAttentionAccess`` kind ``DEQUANT_WORKSPACE``. For
+the startup rule: a model runner stand-in (a non-SWA pool whose KV cache method hands out that prefill access, and
+the release's real SpeculativeAlgorithm).
 """
 
 import types
@@ -22,17 +24,11 @@ from sglang_specv2_fixes.fixes import fp4_kv_verify_workspace
 pytestmark = [requires_sglang, pytest.mark.release_scoped]
 
 FIX = fp4_kv_verify_workspace.FIX.name
-FIXED_HERE = where_patched(FIX, "the plugin's FlashInferAttnBackend._check_kv_attention_access")
+FIXED_HERE = where_patched(FIX, "the plugin's FlashInferAttnBackend._resolve_swa_kv_pool")
 
 
 class Stop(Exception):
     pass
-
-
-def _access():
-    from sglang.srt.layers.quantization.fp4_kv_cache_quant_method import KVCacheAttentionAccessKind
-
-    return types.SimpleNamespace(kind=KVCacheAttentionAccessKind.DEQUANT_WORKSPACE)
 
 
 def _backend():
@@ -43,19 +39,36 @@ def _backend():
     return be
 
 
-def _check(plugin):
+def _resolve(plugin):
     from sglang.srt.layers.attention.flashinfer_backend import FlashInferAttnBackend
 
     if not plugin:
-        return FlashInferAttnBackend._check_kv_attention_access
+        return FlashInferAttnBackend._resolve_swa_kv_pool
     (fn,) = core.build_fix(FIX).values()
-    return fn
+    return getattr(fn, "__func__", fn)
 
 
-def _published(monkeypatch, algorithm):
-    from sglang_specv2_fixes.testing import scenarios
+def startup(plugin, algorithm, prefill_kind="DEQUANT_WORKSPACE"):
+    """The release's (or the plugin's) ``_resolve_swa_kv_pool``, the first step of FlashInferAttnBackend.__init__, on
+    a model runner whose KV cache method reads prefill through ``prefill_kind``: what it returns (no SWA pool)."""
+    from sglang.srt.layers.quantization.fp4_kv_cache_quant_method import KVCacheAttentionAccessKind
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-    return scenarios.published_server_args(monkeypatch, speculative_algorithm=algorithm)
+    access = types.SimpleNamespace(kind=getattr(KVCacheAttentionAccessKind, prefill_kind), scale_recipe="nvfp4")
+    asked = []
+
+    def resolve(phase, backend):
+        asked.append((phase, backend))
+        return access
+
+    method = types.SimpleNamespace(name="nvfp4", resolve_attention_access=resolve)
+    runner = types.SimpleNamespace(
+        token_to_kv_pool=types.SimpleNamespace(get_kv_cache_quant_method=lambda: method), is_draft_worker=False,
+        token_to_kv_pool_allocator=types.SimpleNamespace(get_kvcache=lambda: None),
+        spec_algorithm=SpeculativeAlgorithm.from_string(algorithm))
+    out = _resolve(plugin)(runner)
+    assert asked in ([], [("prefill", "flashinfer")])
+    return out
 
 
 @pytest.fixture
@@ -63,7 +76,7 @@ def fp4_release():
     pytest.importorskip("sglang.srt.layers.quantization.fp4_kv_cache_quant_method")
     from sglang.srt.layers.attention.flashinfer_backend import FlashInferAttnBackend
 
-    if not hasattr(FlashInferAttnBackend, "_check_kv_attention_access"):
+    if not hasattr(FlashInferAttnBackend, "_check_kv_attention_access"):  # what the table's note checks
         pytest.skip("no dequant-workspace access in this release (not-applicable)")
 
 
@@ -96,32 +109,26 @@ def test_stock_verify_reaches_the_workspace_without_prefix_lens(fp4_release):
     assert got["prefix"] is None and got["extend"] is None and got["ids"] is None
 
 
-def test_stock_accepts_the_combination(monkeypatch, fp4_release):
-    with _published(monkeypatch, "EAGLE3"):
-        assert _check(False)(_backend(), "prefill", _access()) is None
+ALGORITHMS = pytest.mark.parametrize("algorithm", ["EAGLE3", "EAGLE"])
+
+
+@ALGORITHMS
+def test_stock_accepts_the_combination(fp4_release, algorithm):
+    assert startup(False, algorithm) is None
 
 
 @FIXED_HERE
-@pytest.mark.parametrize("algorithm", ["EAGLE3", "NEXTN"])
-def test_plugin_refuses_the_combination(monkeypatch, fp4_release, algorithm):
-    with _published(monkeypatch, algorithm), pytest.raises(ValueError) as e:
-        _check(True)(_backend(), "prefill", _access())
+@ALGORITHMS
+def test_plugin_refuses_the_combination(fp4_release, algorithm):
+    with pytest.raises(ValueError) as e:
+        startup(True, algorithm)
     msg = str(e.value)
     assert f"does not work with --speculative-algorithm {algorithm}" in msg and "--kv-cache-dtype fp8_e4m3" in msg
     assert "#36010" in msg
 
 
 @FIXED_HERE
-def test_plugin_keeps_the_rest(monkeypatch, fp4_release):
-    """No speculation, a plain access, or the decode phase: the release's own check only (and its error for a missing
-    access stays)."""
-    from sglang.srt.layers.quantization.fp4_kv_cache_quant_method import KVCacheAttentionAccessKind
-
-    with _published(monkeypatch, None):
-        assert _check(True)(_backend(), "prefill", _access()) is None
-    with _published(monkeypatch, "EAGLE3"):
-        assert _check(True)(_backend(), "decode", _access()) is None
-        plain = types.SimpleNamespace(kind=KVCacheAttentionAccessKind.PLAIN)
-        assert _check(True)(_backend(), "prefill", plain) is None
-        with pytest.raises(ValueError, match="does not support prefill"):
-            _check(True)(_backend(), "prefill", None)
+@pytest.mark.parametrize("algorithm,kind", [(None, "DEQUANT_WORKSPACE"), ("EAGLE3", "PLAIN")])
+def test_plugin_keeps_the_rest(fp4_release, algorithm, kind):
+    """No speculation, or a prefill access that is not the dequant workspace: the release's answer (no SWA pool)."""
+    assert startup(True, algorithm, kind) is None

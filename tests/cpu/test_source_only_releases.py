@@ -82,6 +82,9 @@ is present (the table must then patch it, or say open). A wrong table entry fail
   0.5.14 … 0.5.18  pd-prebuilt-staging-order: get_new_prebuilt_batch stages request rows of the FutureMap without
                 waiting for the forward in flight (the WAR barrier's read-done event comes before its tail) (B); 0.5.13.x
                 waits for the whole forward stream first (NA); 0.5.19 drains it before process_prebuilt (U)
+  0.5.15.post1 on  dp-draft-graph-rank-agree: EagleDraftWorker.draft turns the draft CUDA graph off only on busy ranks
+                whose batch has no DSA top-k seed; idle DP ranks replay it (B: open upstream); 0.5.15 and before have
+                no such switch (NA)
   0.5.13.x       draft-graph-eager-registry: ModelRunner._ensure_eager_registry drops the eager input registry it
                 replaces by a larger one, and the multi-step draft CUDA graph baked the draft runner's (B); from 0.5.14
                 EagerRunner builds one fixed-size registry at init and load_batch always fills it (U)
@@ -169,7 +172,10 @@ for _v in EXPECTED:
                                              "up-to:0.5.15.post1") else B,
                                          # PD prebuilt staging vs the forward's FutureMap tail (#35748, in 0.5.19)
                                          "pd-prebuilt-staging-order": NA if _v in ("0.5.13", "0.5.13.post1") else
-                                         B if _v in releases.release_set("up-to:0.5.18") else U})
+                                         B if _v in releases.release_set("up-to:0.5.18") else U,
+                                         # the busy-rank-only draft-graph switch (#32209, from 0.5.15.post1): open
+                                         "dp-draft-graph-rank-agree": NA if _v in releases.release_set(
+                                             "up-to:0.5.15") else B})
 # 0.5.11 and 0.5.12.x: the releases the CPU suite imports and runs (test_catalog, test_fix_*, ...)
 RUN_HERE = {"0.5.11", "0.5.12", "0.5.12.post1"}
 
