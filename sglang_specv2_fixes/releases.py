@@ -554,7 +554,13 @@ _FIXES["0.5.20"] = _derive("0.5.19", {
 })
 _FIXES["0.5.21"] = _derive("0.5.20", {
     "dp-draft-graph-rank-agree": patch("0.5.21"),
-    "pd-prebuilt-staging-order": "f905242577d5eca6",  # get_new_prebuilt_batch
+    "pd-prebuilt-staging-order": note(
+        UPSTREAM,
+        "#35748: the drain (schedule_stream.wait_stream(forward_stream) under overlap) moved into "
+        "_get_new_prebuilt_batch, before get_new_prebuilt_batch calls process_prebuilt",
+        check=('sglang.srt.disaggregation.decode', 'SchedulerDisaggregationDecodeMixin._get_new_prebuilt_batch',
+               '738f02fe6d4118a2'),
+    ),
     "outlines-spec-guard": patch("0.5.21"),
     "min-tokens-per-position": patch("0.5.21"),
     "draft-decode-positions": "1db04a9b1887b395",
@@ -567,6 +573,7 @@ _FIXES["0.5.21"] = _derive("0.5.20", {
     "draft-extend-read-done-order": patch("0.5.21"),
 })
 _FIXES["0.5.22"] = _derive("0.5.21", {
+    "pd-prebuilt-staging-order": "97fa8ddb579f3c64",  # _get_new_prebuilt_batch
     "dp-draft-graph-rank-agree": patch("0.5.22"),
     "min-tokens-per-position": patch("0.5.22"),
     "fa3-draft-extend-graph": patch("0.5.22"),

@@ -4,8 +4,8 @@ everything queued on the forward stream (a finished request's redundant forward,
 the plugin, and not on stock 0.5.14 - 0.5.18.
 
 Stream model: test_fix_overlap_war_barrier's (``Streams``). Stand-ins: the waiting request (``init_next_round_input``
-does nothing: its KV has arrived), ``set_time_batch``, the grammar manager (nothing waiting) and
-``ScheduleBatch.init_new``, whose batch records ``process_prebuilt`` as "staging" on the stream current at that
+does nothing: its KV has arrived), ``set_time_batch``, the grammar manager (nothing waiting), from 0.5.21 the n-gram
+embedding manager (returns the batch; no KV checksums configured) and ``ScheduleBatch.init_new``, whose batch records ``process_prebuilt`` as "staging" on the stream current at that
 moment. Everything else the function does (queue split, batch size, the order of its statements) is the release's.
 """
 
@@ -57,6 +57,9 @@ def stage(monkeypatch, fn, enable_overlap=True):
         def process_prebuilt(self, *args, **kwargs):
             s.current.enqueue("staging")
 
+        def is_empty(self):  # 0.5.21 on: asked after the KV checksum step
+            return not self.reqs
+
     monkeypatch.setattr(decode, "ScheduleBatch", Batch)
     monkeypatch.setattr(decode, "set_time_batch", lambda *a, **k: None, raising=False)
     sched = object.__new__(Scheduler)
@@ -68,7 +71,9 @@ def stage(monkeypatch, fn, enable_overlap=True):
         enable_priority_scheduling=False, req_to_token_pool=types.SimpleNamespace(size=8), max_running_requests=8,
         server_args=scenarios.Unset(disaggregation_decode_enable_radix_cache=False), tree_cache=None,
         token_to_kv_pool_allocator=None, model_config=None, enable_overlap=enable_overlap, spec_algorithm=None, future_map=object(),
-        schedule_stream=s.schedule, forward_stream=s.forward, running_batch=running,
+        schedule_stream=s.schedule, forward_stream=s.forward, running_batch=running, chunked_req=None,
+        kv_checksum_computer=None,  # 0.5.21 on: no KV checksums configured
+        ngram_embedding_manager=types.SimpleNamespace(prepare_for_forward=lambda batch, **k: batch),
     )
     args = (running,) if "running_batch" in inspect.signature(fn).parameters else ()
     with scenarios.published_server_args(monkeypatch, disaggregation_decode_enable_radix_cache=False):
