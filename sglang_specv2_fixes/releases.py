@@ -62,7 +62,7 @@ RELEASES: Dict[str, Release] = {r.version: r for r in (
     _r("0.5.13.post1", "0.5.13", "2.11.0", "flashinfer-python==0.6.12", "apache-tvm-ffi==0.1.9"),
     _r("0.5.14", "0.5.14", "2.11.0", "flashinfer-python==0.6.12", "apache-tvm-ffi==0.1.9"),
     _r("0.5.15", "0.5.15", "2.11.0", "flashinfer-python==0.6.12", "apache-tvm-ffi==0.1.11"),
-    _r("0.5.15.post1", "0.5.15", "2.11.0", "flashinfer-python==0.6.12", "apache-tvm-ffi==0.1.11"),
+    _r("0.5.15.post1", "0.5.15.post1", "2.11.0", "flashinfer-python==0.6.12", "apache-tvm-ffi==0.1.11"),
     _r("0.5.16", "0.5.16", "2.11.0", "flashinfer-python==0.6.14", "apache-tvm-ffi==0.1.11"),
     _r("0.5.17", "0.5.17", "2.11.0", "flashinfer-python==0.6.15.post1", "apache-tvm-ffi==0.1.11", "xgrammar==0.2.1"),
     _r("0.5.18", "0.5.18", "2.13.0", "flashinfer-python==0.6.17", "apache-tvm-ffi==0.1.11", "xgrammar==0.2.1"),
@@ -98,6 +98,25 @@ def _derive(base: str, changes: Dict[str, Union[Entry, str]]) -> Dict[str, Entry
 # Each code line after the first lists only what differs from the line before it (_derive).
 _FIXES = {}
 _FIXES["0.5.11"] = {
+    "dp-draft-graph-rank-agree": note(
+        NOT_APPLICABLE,
+        "EagleDraftWorker.draft has no per-rank draft CUDA-graph switch for the DSA top-k seed before 0.5.15.post1: "
+        "every rank takes the same graph decision",
+        check=('sglang.srt.speculative.eagle_worker_v2', 'EagleDraftWorker.draft', 'ba19786f1da81be9'),
+    ),
+    "pd-prebuilt-staging-order": note(
+        NOT_APPLICABLE,
+        "the overlap FutureMap rows come from a ring (FutureMap.alloc_future_indices in run_batch), not from request "
+        "rows: a prebuilt request's staging never writes a row a finished request's forward still writes",
+        check=('sglang.srt.managers.scheduler', 'Scheduler.run_batch', '3b234f77a7646d82'),
+    ),
+    "fp4-kv-verify-workspace": note(
+        NOT_APPLICABLE,
+        "no FlashInfer dequant-workspace KV access before 0.5.16 (FlashInferAttnBackend has no "
+        "_check_kv_attention_access, no prefill_kv_access): an NVFP4 KV cache never reaches a verify through it",
+        check=('sglang.srt.layers.attention.flashinfer_backend', 'FlashInferAttnBackend._check_kv_attention_access', None),
+    ),
+    "outlines-spec-guard": patch("0.5.11"),  # refused at startup: outlines + a speculative algorithm (#24413)
     "min-tokens-per-position": patch("0.5.11"),
     "multi-token-finish": patch("0.5.11"),
     "draft-decode-positions": patch("0.5.11"),
@@ -166,6 +185,9 @@ _FIXES["0.5.11"] = {
     ),
 }
 _FIXES["0.5.12"] = _derive("0.5.11", {
+    "dp-draft-graph-rank-agree": "12b2cbfb51355912",  # EagleDraftWorker.draft
+    "pd-prebuilt-staging-order": "7714706c5b12632e",  # Scheduler.run_batch
+    "outlines-spec-guard": patch("0.5.12"),
     "min-tokens-per-position": patch("0.5.12"),
     "fa3-draft-extend-graph": patch("0.5.12"),
     "draft-decode-positions": note(
@@ -198,10 +220,17 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
                '9ad6b05a2ca12517'),
     ),
     "mamba-track-freed-rows": patch("0.5.12"),
-    "overlap-war-barrier": patch("0.5.12"),
     "verify-handoff": patch("0.5.12"),
 })
 _FIXES["0.5.13"] = _derive("0.5.12", {
+    "dp-draft-graph-rank-agree": "df8353a93f7211e1",
+    "pd-prebuilt-staging-order": note(
+        NOT_APPLICABLE,
+        "the FutureMap rows are request rows, but the PD decode loop's WAR barrier waits for the whole forward stream "
+        "(schedule_stream.wait_stream(forward_stream)) before get_new_prebuilt_batch stages them",
+        check=('sglang.srt.disaggregation.decode', 'SchedulerDisaggregationDecodeMixin.event_loop_overlap_disagg_decode',
+               'a67509a5a7237819'),
+    ),
     "min-tokens-per-position": patch("0.5.13"),
     "verify-handoff": note(
         UPSTREAM,
@@ -281,17 +310,14 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
         check=('sglang.srt.layers.attention.hybrid_linear_attn_backend', 'HybridLinearAttnBackend.__init__',
                '58e2c245b9c945b6'),
     ),
-    "overlap-war-barrier": note(
-        UPSTREAM,
-        "#26380 / #26646: event_loop_overlap (and both PD-disaggregation overlap loops) issue "
-        "schedule_stream.wait_stream(forward_stream) before the next batch is built, when _war_barrier_enabled "
-        "(is_cuda())",
-        check=('sglang.srt.managers.scheduler', 'Scheduler.event_loop_overlap', 'bd3f55147ce45662'),
-    ),
+    # #26380's barrier is upstream at each overlap loop's top; the patch moves it to right after run_batch (#31687)
+    "overlap-war-barrier": patch("0.5.13"),
     # ModelRunner._ensure_eager_registry replaces the registry the draft CUDA graph baked (0.5.13.post1: the same)
     "draft-graph-eager-registry": patch("0.5.13"),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
+    "dp-draft-graph-rank-agree": "50caeff4b561fae4",  # the same draft on 0.5.15
+    "pd-prebuilt-staging-order": patch("0.5.14"),
     "min-tokens-per-position": patch("0.5.14"),
     "verify-handoff": "03bc17e32f9094ff",  # FutureMap.resolve_seq_lens_cpu
     "fa3-draft-extend-graph": patch("0.5.14"),
@@ -338,12 +364,7 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
     "triton-verify-mask-size": patch("0.5.14"),
     # the same move on 0.5.14 … 0.5.21 (on by default: its cost is the schedule stream's wait for the graph's end)
     "draft-extend-read-done-order": patch("0.5.14"),
-    "overlap-war-barrier": note(
-        UPSTREAM,
-        "#26380 as _apply_war_barrier at each overlap loop's top; #28363: it waits on the forward's read-done event "
-        "where one was published, else on the whole forward stream",
-        check=('sglang.srt.managers.scheduler', 'Scheduler._apply_war_barrier', 'adf25e93ccffb168'),
-    ),
+    "overlap-war-barrier": patch("0.5.14"),  # _apply_war_barrier (#28363's read-done event), moved as on 0.5.13
     "draft-graph-eager-registry": note(
         UPSTREAM,
         "by the EagerRunner redesign (no PR of its own): EagerRunner builds one fixed-size eager registry at init "
@@ -353,6 +374,8 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
     ),
 })
 _FIXES["0.5.15"] = _derive("0.5.14", {
+    "pd-prebuilt-staging-order": patch("0.5.15"),
+    "outlines-spec-guard": patch("0.5.15"),
     "min-tokens-per-position": patch("0.5.15"),
     "verify-handoff": "42648b6d836794f3",
     "fa3-draft-extend-graph": patch("0.5.15"),
@@ -383,8 +406,18 @@ _FIXES["0.5.15"] = _derive("0.5.14", {
     "triton-verify-mask-size": patch("0.5.15"),
     "draft-extend-read-done-order": patch("0.5.15"),
     "draft-graph-eager-registry": "010ca4008d11518f",  # EagerRunner.load_batch
+    "overlap-war-barrier": patch("0.5.15"),
 })
-_FIXES["0.5.16"] = _derive("0.5.15", {
+# 0.5.15.post1: its own line from here (EagleDraftWorker.draft gained the busy-rank draft-graph switch, #32209)
+_FIXES["0.5.15.post1"] = _derive("0.5.15", {
+    "dp-draft-graph-rank-agree": patch("0.5.15.post1"),
+})
+_FIXES["0.5.16"] = _derive("0.5.15.post1", {
+    "dp-draft-graph-rank-agree": patch("0.5.16"),
+    "pd-prebuilt-staging-order": patch("0.5.16"),
+    # refused at startup: NVFP4 KV + speculative decoding (#36010); the same _resolve_swa_kv_pool through 0.5.23
+    "fp4-kv-verify-workspace": patch("0.5.16"),
+    "outlines-spec-guard": patch("0.5.16"),
     "min-tokens-per-position": patch("0.5.16"),
     "verify-handoff": "0bc94a38081f5f9b",
     "draft-decode-positions": "c40e353048697ee2",
@@ -426,6 +459,9 @@ _FIXES["0.5.16"] = _derive("0.5.15", {
     "draft-extend-read-done-order": patch("0.5.16"),
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
+    "dp-draft-graph-rank-agree": patch("0.5.17"),
+    "pd-prebuilt-staging-order": patch("0.5.17"),
+    "outlines-spec-guard": patch("0.5.17"),
     "min-tokens-per-position": patch("0.5.17"),
     "fa3-draft-extend-graph": patch("0.5.17"),
     "multi-token-finish": patch("0.5.17"),
@@ -458,6 +494,8 @@ _FIXES["0.5.17"] = _derive("0.5.16", {
     "draft-extend-read-done-order": patch("0.5.17"),
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
+    "pd-prebuilt-staging-order": patch("0.5.18"),
+    "outlines-spec-guard": patch("0.5.18"),
     "min-tokens-per-position": patch("0.5.18"),
     "fa3-draft-extend-graph": patch("0.5.18"),
     "multi-token-finish": patch("0.5.18"),
@@ -476,6 +514,13 @@ _FIXES["0.5.18"] = _derive("0.5.17", {
     "draft-extend-read-done-order": patch("0.5.18"),  # the read-done attribute is shared_read_done_event from here
 })
 _FIXES["0.5.19"] = _derive("0.5.18", {
+    "pd-prebuilt-staging-order": note(
+        UPSTREAM,
+        "#35748: get_new_prebuilt_batch drains the forward stream (schedule_stream.wait_stream(forward_stream)) before "
+        "process_prebuilt under overlap",
+        check=('sglang.srt.disaggregation.decode', 'SchedulerDisaggregationDecodeMixin.get_new_prebuilt_batch',
+               'b8c76e3c15ec4a74'),
+    ),
     "min-tokens-per-position": patch("0.5.19"),
     "fa3-draft-extend-graph": patch("0.5.19"),
     "draft-decode-positions": "ca3661c7f59d4063",
@@ -508,6 +553,15 @@ _FIXES["0.5.20"] = _derive("0.5.19", {
     "draft-extend-read-done-order": patch("0.5.20"),
 })
 _FIXES["0.5.21"] = _derive("0.5.20", {
+    "dp-draft-graph-rank-agree": patch("0.5.21"),
+    "pd-prebuilt-staging-order": note(
+        UPSTREAM,
+        "#35748: the drain (schedule_stream.wait_stream(forward_stream) under overlap) moved into "
+        "_get_new_prebuilt_batch, before get_new_prebuilt_batch calls process_prebuilt",
+        check=('sglang.srt.disaggregation.decode', 'SchedulerDisaggregationDecodeMixin._get_new_prebuilt_batch',
+               '738f02fe6d4118a2'),
+    ),
+    "outlines-spec-guard": patch("0.5.21"),
     "min-tokens-per-position": patch("0.5.21"),
     "draft-decode-positions": "1db04a9b1887b395",
     "grammar-result-order": patch("0.5.21"),
@@ -519,6 +573,8 @@ _FIXES["0.5.21"] = _derive("0.5.20", {
     "draft-extend-read-done-order": patch("0.5.21"),
 })
 _FIXES["0.5.22"] = _derive("0.5.21", {
+    "pd-prebuilt-staging-order": "97fa8ddb579f3c64",  # _get_new_prebuilt_batch
+    "dp-draft-graph-rank-agree": patch("0.5.22"),
     "min-tokens-per-position": patch("0.5.22"),
     "fa3-draft-extend-graph": patch("0.5.22"),
     "draft-decode-positions": "ec3e3bb28dda5c70",

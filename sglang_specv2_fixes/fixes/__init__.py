@@ -344,23 +344,29 @@ triton-verify-mask-size  [#32920]  hybrid GDN target on triton: the verify graph
     - upstream (0.5.17 … 0.5.23)
     Removal: per release once it sizes the buffer itself (upstream from 0.5.17, #32920)
 
-overlap-war-barrier  [#26380, #26646]  overlap scheduler: the next batch's writes wait for the previous forward's reads
-    What: Scheduler.get_next_batch_to_run, get_next_disagg_prefill_batch_to_run and
-        get_next_disagg_decode_batch_to_run first issue schedule_stream.wait_stream(forward_stream)
-        when the scheduler runs an overlap loop on CUDA: 0.5.13's barrier at the place its loops
-        have it, right before the next batch is built; by default for hybrid-SWA pools only
-        (SGLANG_SPECV2_FIXES_WAR_BARRIER=all: every overlap scheduler, 2 - 3 % of a chain's tok/s on
-        0.5.11)
-    Why: with the overlap scheduler, building the next batch writes req_to_token rows and the SWA
-        index mapping (allocation, SWA eviction, retraction, frees) on the schedule stream while the
-        previous forward may still read them: a write-after-read race (flaky accuracy; hybrid-SWA
-        targets such as gpt-oss + EAGLE3, DSv4)
-    - applied: patches/overlap-war-barrier/0.5.11.patch (0.5.11)
-    - applied: patches/overlap-war-barrier/0.5.12.patch (0.5.12 … 0.5.12.post1)
-    - upstream (0.5.13 … 0.5.23)
+overlap-war-barrier  [#26380, #26646, #31687]  overlap scheduler: the schedule stream's writes wait for the forward just
+    launched
+    What: event_loop_overlap, event_loop_overlap_disagg_prefill and event_loop_overlap_disagg_decode
+        issue schedule_stream.wait_stream(forward_stream) right after run_batch launches a batch,
+        where 0.5.16 has it (#31687): on 0.5.11 / 0.5.12.x through war_barrier (an overlap loop on
+        CUDA; by default for hybrid-SWA pools only, SGLANG_SPECV2_FIXES_WAR_BARRIER=all: every
+        overlap scheduler, 2 - 3 % of a chain's tok/s on 0.5.11), on 0.5.13 - 0.5.15.post1 the
+        release's own barrier moved there from the loop top
+    Why: with the overlap scheduler, processing the previous batch's result (radix insert, frees)
+        and building the next batch write req_to_token rows and the SWA index mapping on the
+        schedule stream while the forward just launched may still read them: a write-after-read race
+        (flaky accuracy, wrong KV, illegal memory access on hybrid-SWA targets such as gpt-oss +
+        EAGLE3, DSv4); a barrier at the loop top (0.5.13 - 0.5.15.post1) leaves the result
+        processing after the launch unordered
+    - applied: patches/overlap-war-barrier/0.5.11.patch (0.5.11 … 0.5.12.post1)
+    - applied: patches/overlap-war-barrier/0.5.13.patch (0.5.13 … 0.5.13.post1)
+    - applied: patches/overlap-war-barrier/0.5.14.patch (0.5.14)
+    - applied: patches/overlap-war-barrier/0.5.15.patch (0.5.15 … 0.5.15.post1)
+    - upstream (0.5.16 … 0.5.23)
     Switch: SGLANG_SPECV2_FIXES_WAR_BARRIER (unset: hybrid-SWA pools only) =all: the barrier on
         every overlap scheduler, as upstream 0.5.13
-    Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)
+    Removal: delete when 0.5.15.post1 and the releases before it leave the supported releases
+        (upstream from 0.5.16)
 
 fa3-draft-extend-graph  [#40762, #36324]  the spec-v2 draft-extend CUDA graph on fa3 (trees opt-in)
     What: EagleDraftWorker._capture_cuda_graphs (init_cuda_graphs before 0.5.14) also lists
@@ -490,6 +496,72 @@ min-tokens-per-position  [beyond upstream (#33643, #22049)]  min_tokens counted 
     - applied: patches/min-tokens-per-position/0.5.23.patch (0.5.23)
     Removal: delete when upstream checks min_new_tokens per draft position in the spec-v2 verify
         (open: #33643)
+
+outlines-spec-guard  [beyond upstream (#24413, #24889)]  --grammar-backend outlines with speculative decoding: refused
+    at startup instead of wrong tokens and a crash
+    What: create_grammar_backend raises ValueError at scheduler startup when the stock outlines
+        backend is chosen and a speculative algorithm is set, naming the combination and the way out
+        (--grammar-backend xgrammar or llguidance, or no speculative decoding)
+    Why: the speculative verify's traverse_tree reads the vocab mask as packed 32-bit words while
+        outlines keeps a dense bool mask (wrong allowed tokens), then calls grammar.rollback, which
+        OutlinesGrammar lacks (NotImplementedError in the middle of serving)
+    - applied: patches/outlines-spec-guard/0.5.11.patch (0.5.11)
+    - applied: patches/outlines-spec-guard/0.5.12.patch (0.5.12 … 0.5.14)
+    - applied: patches/outlines-spec-guard/0.5.15.patch (0.5.15 … 0.5.15.post1)
+    - applied: patches/outlines-spec-guard/0.5.16.patch (0.5.16)
+    - applied: patches/outlines-spec-guard/0.5.17.patch (0.5.17)
+    - applied: patches/outlines-spec-guard/0.5.18.patch (0.5.18 … 0.5.20)
+    - applied: patches/outlines-spec-guard/0.5.21.patch (0.5.21 … 0.5.23)
+    Removal: per release once upstream refuses the combination or fixes the outlines mask and
+        rollback (open as of 0.5.23)
+
+fp4-kv-verify-workspace  [beyond upstream (#36001, #36010)]  NVFP4 KV on FlashInfer with speculative decoding: refused
+    at startup instead of a crash in the verify
+    What: FlashInferAttnBackend._resolve_swa_kv_pool (the first step of its __init__) raises
+        ValueError at startup when the KV cache method's FlashInfer prefill access is the dequant
+        workspace (NVFP4 KV) and the model runner has a speculative algorithm, naming the
+        combination and the way out (--kv-cache-dtype fp8_e4m3 or auto, or no speculative decoding)
+    Why: the dequant workspace is prepared only for extends without speculation; a speculative
+        verify hands extend_prefix_lens_cpu = None to get_flashinfer_dequant_workspace_kv_buffer and
+        the server crashes
+    - not-applicable (0.5.11 … 0.5.15.post1)
+    - applied: patches/fp4-kv-verify-workspace/0.5.16.patch (0.5.16 … 0.5.23)
+    Removal: per release once upstream fills the dequant workspace for speculative batches (open as
+        of 0.5.23)
+
+pd-prebuilt-staging-order  [#35748]  PD decode: the prebuilt staging waits for the forward in flight before writing
+    FutureMap rows
+    What: SchedulerDisaggregationDecodeMixin.get_new_prebuilt_batch issues
+        schedule_stream.wait_stream(forward_stream) before process_prebuilt when the overlap
+        scheduler is on (0.5.19's order)
+    Why: on a PD decode server with overlap, the staging of newly arrived requests writes their
+        request rows of the FutureMap while a finished request's redundant forward may still write
+        the same (reused) row: a race on the speculative state of the new request
+    - not-applicable (0.5.11 … 0.5.13.post1)
+    - applied: patches/pd-prebuilt-staging-order/0.5.14.patch (0.5.14)
+    - applied: patches/pd-prebuilt-staging-order/0.5.15.patch (0.5.15 … 0.5.15.post1)
+    - applied: patches/pd-prebuilt-staging-order/0.5.16.patch (0.5.16)
+    - applied: patches/pd-prebuilt-staging-order/0.5.17.patch (0.5.17)
+    - applied: patches/pd-prebuilt-staging-order/0.5.18.patch (0.5.18)
+    - upstream (0.5.19 … 0.5.23)
+    Removal: delete when 0.5.18 and the releases before it leave the supported releases (upstream
+        from 0.5.19)
+
+dp-draft-graph-rank-agree  [beyond upstream (#32209, #39072, #32527)]  DP attention + DSA MTP draft: every rank takes
+    the same draft CUDA-graph decision
+    What: EagleDraftWorker.draft: where the worker seeds the DSA indexer top-k from the draft extend
+        and DP attention is on, every rank (idle or busy) runs the draft eagerly, decided from the
+        server config
+    Why: the draft CUDA graph is turned off only on busy ranks whose batch has no top-k seed; idle
+        DP ranks replay it, the ranks' collectives mismatch and the server hangs (PD decode + DP
+        attention + EAGLE/MTP on DSA models)
+    - not-applicable (0.5.11 … 0.5.15)
+    - applied: patches/dp-draft-graph-rank-agree/0.5.15.post1.patch (0.5.15.post1)
+    - applied: patches/dp-draft-graph-rank-agree/0.5.16.patch (0.5.16)
+    - applied: patches/dp-draft-graph-rank-agree/0.5.17.patch (0.5.17 … 0.5.20)
+    - applied: patches/dp-draft-graph-rank-agree/0.5.21.patch (0.5.21)
+    - applied: patches/dp-draft-graph-rank-agree/0.5.22.patch (0.5.22 … 0.5.23)
+    Removal: per release once upstream makes the decision agree across ranks (open as of 0.5.23)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -504,9 +576,11 @@ from . import (
     draft_decode_positions,
     draft_extend_kv_range,
     draft_extend_read_done_order,
+    dp_draft_graph_rank_agree,
     draft_graph_eager_registry,
     flashinfer_draft_extend_graph,
     fa3_draft_extend_graph,
+    fp4_kv_verify_workspace,
     grammar_result_order,
     grammar_run_end,
     inkling_draft_extend_track_guard,
@@ -516,7 +590,9 @@ from . import (
     multi_layer_grammar_mask,
     multi_layer_draft,
     multi_token_finish,
+    outlines_spec_guard,
     overlap_war_barrier,
+    pd_prebuilt_staging_order,
     radix_overshoot,
     reasoning_tokens_through_stop,
     routed_experts_draft_guard,
@@ -535,5 +611,6 @@ ALL_FIXES = [m.FIX for m in (
     radix_overshoot, reasoning_tokens_through_stop, multi_layer_grammar_mask, multi_layer_draft,
     tbo_verify_seq_lens, mamba_track_freed_rows, inkling_draft_extend_track_guard, triton_verify_mask_size,
     overlap_war_barrier, fa3_draft_extend_graph, flashinfer_draft_extend_graph, verify_handoff,
-    draft_extend_read_done_order, draft_graph_eager_registry, min_tokens_per_position,
+    draft_extend_read_done_order, draft_graph_eager_registry, min_tokens_per_position, outlines_spec_guard,
+    fp4_kv_verify_workspace, pd_prebuilt_staging_order, dp_draft_graph_rank_agree,
 )]

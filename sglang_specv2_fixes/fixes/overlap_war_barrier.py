@@ -1,5 +1,6 @@
-"""The overlap scheduler's write-after-read barrier (upstream #26380, CUDA-only by #26646; in 0.5.13): the schedule
-stream's writes for the next batch wait for the previous forward's reads (0.5.11, 0.5.12, 0.5.12.post1).
+"""The overlap scheduler's write-after-read barrier (upstream #26380, CUDA-only by #26646; in 0.5.13) at the place
+#31687 gives it in 0.5.16, right after each launch: the schedule stream's writes wait for the forward just launched
+(0.5.11 - 0.5.15.post1).
 
 With the overlap scheduler the scheduler thread builds batch N+1 on ``schedule_stream`` while batch N's forward, launched
 on ``forward_stream``, still runs. ``run_batch`` orders the forward after the schedule stream
@@ -13,16 +14,21 @@ rewritten while the in-flight forward (which, under overlap, may still hold the 
 it as flaky accuracy (DeepSeek-V4 PD disaggregation, gsm8k ~0.87); hybrid-SWA targets (gpt-oss + EAGLE3, DSv4) are the
 exposed ones.
 
-0.5.13 puts ``schedule_stream.wait_stream(forward_stream)`` at the top of each overlap loop, right before the next
-batch is built (``event_loop_overlap``, ``event_loop_overlap_disagg_prefill``, ``event_loop_overlap_disagg_decode``),
-behind ``_war_barrier_enabled = is_cuda()`` (#26646: on HIP it hung and cost throughput). The patch issues the same
-call at the same place: as the first statement of the function each loop calls there (``Scheduler.get_next_batch_to_run``,
-``get_next_disagg_prefill_batch_to_run``, ``get_next_disagg_decode_batch_to_run``), through ``war_barrier`` below,
-which keeps upstream's rule: only for a scheduler running an overlap loop (``enable_overlap``; pipeline parallelism,
-MLX and the normal loops have it False) on CUDA. The loops themselves stay the release's (or grammar-result-order's,
-which patches ``event_loop_overlap`` and the PD decode loop here): that fix's early ``pop_and_process`` runs before
-the barrier, after a host wait on the processed result's ``copy_done``, which is recorded after every kernel of that
-(the latest) forward, so its frees are ordered by the host instead.
+Where. 0.5.13 puts ``schedule_stream.wait_stream(forward_stream)`` at the top of each overlap loop, right before the
+next batch is built (``event_loop_overlap``, ``event_loop_overlap_disagg_prefill``, ``event_loop_overlap_disagg_decode``),
+behind ``_war_barrier_enabled = is_cuda()`` (#26646: on HIP it hung and cost throughput); 0.5.14 makes it
+``_apply_war_barrier`` (#28363: the forward's read-done event where one was published, else the whole forward stream).
+That leaves a gap (#31687): each loop launches batch N and only then processes batch N-1's result (radix insert,
+recovery writes and frees of ``req_to_token`` rows and ``full_to_swa_index_mapping``), on the schedule stream, unordered
+against N's reads (wrong KV, illegal memory access on hybrid SWA). 0.5.16 issues the barrier right after ``run_batch``
+instead (and no longer at the loop top): the result processing and the next iteration's writes both come after it.
+The patch does the same in the three loops: on 0.5.11 / 0.5.12.x (no barrier upstream) through ``war_barrier`` below,
+which keeps upstream's rule (only for a scheduler running an overlap loop, ``enable_overlap``, on CUDA; pipeline
+parallelism, MLX and the normal loops have it False) with the default below; on 0.5.13 - 0.5.15.post1 it moves the
+release's own barrier (``_war_barrier_enabled`` / ``_apply_war_barrier``, the release's gate) from the loop top to
+there. ``event_loop_overlap`` and the PD decode loop are grammar-result-order's targets too: the patch files compose
+with its (``compose:``); that fix's early ``pop_and_process`` at the loop top then comes after the previous
+iteration's barrier as well.
 
 Cost. The barrier itself is asynchronous, but it ties the schedule stream to the whole previous forward, so every
 blocking host sync the scheduler issues on that stream afterwards waits for that forward to end. 0.5.13 made those
@@ -40,6 +46,9 @@ Default: hybrid-SWA pools only. Measured at real size on one H100 (2026-11-26, 0
 chain, ``SGLANG_SIMULATE_ACC_LEN=3``, the same KV pool, 3 alternating pairs; docs/gpu-runs/2026-11-26-s19/), the
 barrier on every overlap scheduler costs the chain 2.3 / 3.0 / 0.2 % output tok/s at concurrency 1 / 8 / 32 (TPOT
 +2.5 - 4 %) and a non-speculative server 0.7 / 0.2 / 0.6 %: the blocking host syncs above, which this fix does not move.
+That was the barrier at the loop top (the next batch waits for the forward launched before it, as here); after the
+launch it also orders the previous result's processing behind the forward just launched, so a blocking host sync there
+on the schedule stream waits for that forward too: its cost at this place is not measured.
 Read from 0.5.11's loop (not shown on a GPU): where a request's ``req_to_token`` row is reused, the in-flight forward
 reading it holds a request that already finished (its output is dropped), and new slots are written past what it reads; the exposed write is the
 hybrid-SWA pool's index mapping (SWA eviction frees window slots the in-flight forward may still map), where upstream
@@ -47,11 +56,10 @@ saw the race. So the barrier is on by default where the scheduler has a hybrid-S
 MiMo-V2, ...) and on every overlap scheduler with ``SGLANG_SPECV2_FIXES_WAR_BARRIER=all`` (upstream's rule);
 ``--specv2-fixes auto,-overlap-war-barrier`` removes it.
 
-Not backported: 0.5.14's fine-grained read-done events (#28363) and 0.5.16's move of the barrier to right after
-``run_batch`` (#31687, which also orders the result processing of the same iteration behind the forward just
-launched; here that spot is in ``event_loop_overlap``, grammar-result-order's target, or in ``run_batch``, the probe's).
+Not backported: 0.5.14's fine-grained read-done events (#28363) on 0.5.11 - 0.5.13.post1 (the barrier there waits
+for the whole forward stream).
 
-Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13).
+Removal: delete when 0.5.15.post1 and the releases before it leave the supported releases (upstream from 0.5.16).
 """
 
 from __future__ import annotations
@@ -60,21 +68,23 @@ from ..catalog import Fix, switch
 
 FIX = Fix(
     name="overlap-war-barrier",
-    upstream=("#26380", "#26646"),
-    title="overlap scheduler: the next batch's writes wait for the previous forward's reads",
+    upstream=("#26380", "#26646", "#31687"),
+    title="overlap scheduler: the schedule stream's writes wait for the forward just launched",
     what=(
-        "Scheduler.get_next_batch_to_run, get_next_disagg_prefill_batch_to_run and "
-        "get_next_disagg_decode_batch_to_run first issue schedule_stream.wait_stream(forward_stream) when the "
-        "scheduler runs an overlap loop on CUDA: 0.5.13's barrier at the place its loops have it, right before the "
-        "next batch is built; by default for hybrid-SWA pools only (SGLANG_SPECV2_FIXES_WAR_BARRIER=all: every "
-        "overlap scheduler, 2 - 3 % of a chain's tok/s on 0.5.11)"
+        "event_loop_overlap, event_loop_overlap_disagg_prefill and event_loop_overlap_disagg_decode issue "
+        "schedule_stream.wait_stream(forward_stream) right after run_batch launches a batch, where 0.5.16 has it "
+        "(#31687): on 0.5.11 / 0.5.12.x through war_barrier (an overlap loop on CUDA; by default for hybrid-SWA pools "
+        "only, SGLANG_SPECV2_FIXES_WAR_BARRIER=all: every overlap scheduler, 2 - 3 % of a chain's tok/s on 0.5.11), "
+        "on 0.5.13 - 0.5.15.post1 the release's own barrier moved there from the loop top"
     ),
     why=(
-        "with the overlap scheduler, building the next batch writes req_to_token rows and the SWA index mapping "
-        "(allocation, SWA eviction, retraction, frees) on the schedule stream while the previous forward may still "
-        "read them: a write-after-read race (flaky accuracy; hybrid-SWA targets such as gpt-oss + EAGLE3, DSv4)"
+        "with the overlap scheduler, processing the previous batch's result (radix insert, frees) and building the "
+        "next batch write req_to_token rows and the SWA index mapping on the schedule stream while the forward just "
+        "launched may still read them: a write-after-read race (flaky accuracy, wrong KV, illegal memory access on "
+        "hybrid-SWA targets such as gpt-oss + EAGLE3, DSv4); a barrier at the loop top (0.5.13 - 0.5.15.post1) "
+        "leaves the result processing after the launch unordered"
     ),
-    removal="delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)",
+    removal="delete when 0.5.15.post1 and the releases before it leave the supported releases (upstream from 0.5.16)",
     # not on_import: the targets live in sglang.srt.managers.scheduler and the disaggregation modules it imports,
     # which grammar-result-order and live-accept-metrics load here anyway
     switches=(switch("SGLANG_SPECV2_FIXES_WAR_BARRIER", "hybrid-SWA pools only",
@@ -95,8 +105,9 @@ def on_cuda() -> bool:
 
 
 def war_barrier(scheduler) -> None:
-    """0.5.13's loop-top barrier: the schedule stream waits for everything launched on the forward stream so far (the
-    previous forward), so the writes that build the next batch come after its reads. Only in an overlap loop on CUDA
+    """0.5.16's post-launch barrier (0.5.11 / 0.5.12.x): the schedule stream waits for everything launched on the
+    forward stream so far (the forward just launched), so the result processing and the writes that build the next
+    batch come after its reads. Only in an overlap loop on CUDA
     (``enable_overlap`` is False for the normal, pipeline-parallel and MLX loops, where schedule and forward share a
     stream or none exists), and by default only for a hybrid-SWA pool (``is_hybrid_swa``; see "Default" above):
     ``SGLANG_SPECV2_FIXES_WAR_BARRIER=all`` applies upstream's rule, every overlap scheduler."""

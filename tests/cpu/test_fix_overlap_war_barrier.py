@@ -1,5 +1,6 @@
-"""overlap-war-barrier (#26380, in 0.5.13) on the release's real overlap loop and batch getters: the schedule stream's
-writes for the next batch are ordered after the previous forward's reads with the plugin, and not on stock.
+"""overlap-war-barrier (#26380 in 0.5.13, at #31687's place in 0.5.16) on the release's real overlap loops: the
+schedule stream's work after a launch (the previous batch's result processing, then the next batch's writes) is ordered
+after the forward just launched with the plugin, and not on stock nor with the barrier at the loop top.
 
 Stream model (CPU stand-ins for torch.cuda streams and events, ``Streams``): an operation queued on a stream runs after
 the operation queued before it there; ``a.wait_stream(b)`` makes what ``a`` queues later wait for what ``b`` has queued
@@ -7,20 +8,31 @@ so far; ``Event.record()`` marks the current stream's last operation, ``s.wait_e
 wait for it, and ``Event.synchronize()`` is a host wait, so every operation the host queues afterwards waits for it.
 ``ordered(x, y)``: ``y`` can only run after ``x``.
 
-The scenario (0.5.11 / 0.5.12.x): a speculative (EAGLE3, spec v2) decode batch B of two requests runs two steps
-through the release's real ``Scheduler.event_loop_overlap`` (stock, and grammar-result-order's patched loop, as the
-plugin serves these releases) and the release's real ``get_next_batch_to_run`` (stock, or the plugin's). The decode
-preparation is the release's real ``ScheduleBatch.prepare_for_decode`` -> ``EagleDraftInputV2Mixin.prepare_for_decode``
-(``maybe_wait_verify_done``, KV lengths, ``assign_req_to_token_pool_func``): its ``req_to_token`` write (a Triton
-kernel on the GPU) is recorded on the stream current at that moment, and ``alloc_token_slots`` returns fresh slots
-(page size 1: a free-list slice, no shared-buffer write). Stand-ins: ``update_running_batch`` is its last statement
-(``batch.prepare_for_decode()``; no retraction, memory is ample), ``run_batch`` launches the step as the release does
-under ``forward_stream_ctx`` (``forward_stream.wait_stream(schedule_stream)``, then the draft, the verify, whose
-``verify_done`` event becomes the next draft input's, and the draft extend, each reading ``req_to_token``), receiving
-requests and ``process_batch_result`` do nothing. Expected: stock orders step 2's write after step 1's verify only
-(its host wait on ``verify_done``), not after step 1's draft extend; the plugin orders it after the whole forward.
-The PD-disaggregation getters (``get_next_disagg_prefill_batch_to_run`` / ``get_next_disagg_decode_batch_to_run``)
-are run directly after a forward was queued, their write (the prefill allocation / the decode preparation) recorded.
+Scenario 1, the loops (every release the fix applies to, and 0.5.16 as the reference): the release's real
+``event_loop_overlap``, ``event_loop_overlap_disagg_prefill`` or ``event_loop_overlap_disagg_decode`` (stock, the
+plugin's, and the plugin's composed with grammar-result-order's where both patch the loop) runs two batches B1, B2
+(real ScheduleBatch objects). Stand-ins: the batch getter queues "build Bn" on the current stream and hands out the
+next batch (a third call stops the loop); ``run_batch`` launches "Bn forward" under ``forward_stream_ctx`` after
+``forward_stream.wait_stream(schedule_stream)``, as the release does; ``process_batch_result`` queues "process Bn"
+(radix insert, frees: schedule-stream writes). The barrier itself is the release's (``_war_barrier_enabled`` on
+0.5.13, ``_apply_war_barrier`` from 0.5.14, with no read-done event published) or, on 0.5.11 / 0.5.12.x, the plugin's
+``war_barrier``. Expected (#31687): the loop processes B1's result after launching B2, so "process B1" must be ordered
+after "B2 forward": the barrier's wait comes after B2's launch and before B1's result processing. Stock 0.5.13 -
+0.5.15.post1 (loop top) and this fix's former place on 0.5.11 / 0.5.12.x (the first statement of the batch getter,
+re-created here with the real ``war_barrier``) order "build B2" after B1's forward but not "process B1" after B2's.
+
+Scenario 2 (0.5.11 / 0.5.12.x): a speculative (EAGLE3, spec v2) decode batch B of two requests runs two steps through
+the release's real ``Scheduler.event_loop_overlap`` (the plugin's, or composed with grammar-result-order's) and the
+release's real ``get_next_batch_to_run``. The decode preparation is the release's real
+``ScheduleBatch.prepare_for_decode`` -> ``EagleDraftInputV2Mixin.prepare_for_decode`` (``maybe_wait_verify_done``, KV
+lengths, ``assign_req_to_token_pool_func``): its ``req_to_token`` write (a Triton kernel on the GPU) is recorded on the
+stream current at that moment, and ``alloc_token_slots`` returns fresh slots (page size 1: a free-list slice, no
+shared-buffer write). Stand-ins: ``update_running_batch`` is its last statement (``batch.prepare_for_decode()``; no
+retraction, memory is ample), ``run_batch`` launches the step as the release does under ``forward_stream_ctx``
+(``forward_stream.wait_stream(schedule_stream)``, then the draft, the verify, whose ``verify_done`` event becomes the
+next draft input's, and the draft extend, each reading ``req_to_token``), receiving requests and
+``process_batch_result`` do nothing. Expected: stock orders step 2's write after step 1's verify only (its host wait on
+``verify_done``), not after step 1's draft extend; the plugin orders it after the whole forward.
 """
 
 import itertools
@@ -30,13 +42,14 @@ import pytest
 import torch
 from conftest import VERSION, requires_sglang, where_patched
 
-from sglang_specv2_fixes import core
+from sglang_specv2_fixes import core, releases
 from sglang_specv2_fixes.fixes import grammar_result_order, overlap_war_barrier
 
 pytestmark = [requires_sglang, pytest.mark.release_scoped]
 
 FIX = overlap_war_barrier.FIX.name
-FIXED_HERE = where_patched(FIX, "the plugin's get_next_batch_to_run and PD batch getters")
+FIXED_HERE = where_patched(FIX, "the plugin's overlap loops")
+OLD_LINES = ("0.5.11", "0.5.12", "0.5.12.post1")  # no barrier upstream
 
 
 class StopLoop(Exception):
@@ -126,11 +139,6 @@ class FakeEvent:
         self.streams.host_fence.append(self.op)
 
 
-def plugin_fn(qualname):
-    (fn,) = [f for t, f in core.build_fix(FIX).items() if t.endswith("." + qualname)]
-    return fn
-
-
 @pytest.fixture
 def cuda(monkeypatch):
     """The barrier's gate as on a CUDA build with a GPU (upstream's is_cuda())."""
@@ -186,7 +194,7 @@ def decode_batch(monkeypatch, streams):
     return batch
 
 
-def overlap_scheduler(monkeypatch, streams, plugin_getter):
+def overlap_scheduler(monkeypatch, streams):
     """The release's Scheduler (made without __init__) around ``decode_batch``, ready for two overlap iterations."""
     from sglang.srt.managers.scheduler import Scheduler
     from sglang_specv2_fixes.testing import scenarios
@@ -232,34 +240,48 @@ def overlap_scheduler(monkeypatch, streams, plugin_getter):
     launches = itertools.count(1)
     sched.update_running_batch = update_running_batch
     sched.run_batch = run_batch
-    if plugin_getter:
-        sched.get_next_batch_to_run = plugin_fn("Scheduler.get_next_batch_to_run").__get__(sched)
     return sched
 
 
-def run_two_steps(monkeypatch, plugin_getter, plugin_loop):
+def loop_fn(qualname, variant):
+    """The loop ``qualname`` (``Owner.name``) as ``variant`` serves it: "stock" (the release's), "plugin" (this fix's
+    patch alone) or "composed" (with grammar-result-order's, as the plugin serves both selected)."""
+    from sglang.srt.disaggregation.decode import SchedulerDisaggregationDecodeMixin
+    from sglang.srt.disaggregation.prefill import SchedulerDisaggregationPrefillMixin
     from sglang.srt.managers.scheduler import Scheduler
+
+    if variant == "stock":
+        owners = {c.__name__: c for c in (Scheduler, SchedulerDisaggregationPrefillMixin,
+                                          SchedulerDisaggregationDecodeMixin)}
+        owner, name = qualname.split(".")
+        return getattr(owners[owner], name)
+    built = core.build_fix(FIX) if variant == "plugin" else core.build_fixes([grammar_result_order.FIX.name, FIX])
+    (fn,) = [f for t, f in built.items() if t.endswith("." + qualname)]
+    return fn
+
+
+def run_two_steps(monkeypatch, variant):
     from sglang_specv2_fixes.testing import scenarios
 
     streams = Streams()
     with scenarios.published_server_args(monkeypatch, speculative_algorithm="EAGLE3", speculative_num_steps=3,
                                          speculative_eagle_topk=1, speculative_num_draft_tokens=4, page_size=1):
-        sched = overlap_scheduler(monkeypatch, streams, plugin_getter)
-        loop = (scenarios.body(grammar_result_order, grammar_result_order.FIX.name, target="Scheduler.event_loop_overlap")
-                if plugin_loop else Scheduler.event_loop_overlap)
+        sched = overlap_scheduler(monkeypatch, streams)
         with pytest.raises(StopLoop):
-            loop(sched)
+            loop_fn("Scheduler.event_loop_overlap", variant)(sched)
     return streams
 
 
-LOOPS = pytest.mark.parametrize("plugin_loop", [False, True], ids=["stock-loop", "grammar-result-order-loop"])
+LOOPS = pytest.mark.parametrize("variant", ["plugin", "composed"])
 
 
-@pytest.mark.skipif(VERSION not in ("0.5.11", "0.5.12", "0.5.12.post1"),
-                    reason=f"sglang {VERSION}: the scenario is 0.5.11 / 0.5.12.x's decode preparation")
-@pytest.mark.parametrize("plugin_loop", [False], ids=["stock-loop"])
-def test_stock_write_races_the_previous_draft_extend(monkeypatch, cuda, plugin_loop):
-    s = run_two_steps(monkeypatch, plugin_getter=False, plugin_loop=plugin_loop)
+OLD_ONLY = pytest.mark.skipif(VERSION not in OLD_LINES,
+                              reason=f"sglang {VERSION}: the scenario is 0.5.11 / 0.5.12.x's decode preparation")
+
+
+@OLD_ONLY
+def test_stock_write_races_the_previous_draft_extend(monkeypatch, cuda):
+    s = run_two_steps(monkeypatch, "stock")
     write2 = s.find("write req_to_token #2")
     assert s.ordered(s.find("B1 verify"), write2)  # maybe_wait_verify_done: a host wait on the verify only
     assert not s.ordered(s.find("B1 draft extend"), write2)  # the race: nothing orders it after the draft extend
@@ -267,28 +289,28 @@ def test_stock_write_races_the_previous_draft_extend(monkeypatch, cuda, plugin_l
     assert s.ordered(write2, s.find("B2 draft"))
 
 
+@OLD_ONLY
 @FIXED_HERE
 @LOOPS
-def test_plugin_orders_the_write_after_the_previous_forward(monkeypatch, cuda, plugin_loop):
-    s = run_two_steps(monkeypatch, plugin_getter=True, plugin_loop=plugin_loop)
+def test_plugin_orders_the_write_after_the_previous_forward(monkeypatch, cuda, variant):
+    s = run_two_steps(monkeypatch, variant)
     write1, write2 = s.find("write req_to_token #1"), s.find("write req_to_token #2")
     for op in ("B1 draft", "B1 verify", "B1 draft extend"):
         assert s.ordered(s.find(op), write2), op
     assert s.ordered(write2, s.find("B2 draft"))  # and the read-after-write direction still holds
-    # one barrier per batch built, before its write (the first has no forward to wait for yet; the third iteration's
-    # comes before the stand-in stops the loop)
-    assert s.waits() == ["schedule.wait_stream(forward)", "forward.wait_stream(schedule)"] * 2 + [
-        "schedule.wait_stream(forward)"]
+    # one barrier per launch, right after it (the third iteration stops before anything is launched)
+    assert s.waits() == ["forward.wait_stream(schedule)", "schedule.wait_stream(forward)"] * 2
     barriers = [o for o in s.ops if o.name == "schedule.wait_stream(forward)"]
-    assert s.ordered(barriers[1], write2) and not s.ordered(write2, barriers[1]) and s.ordered(barriers[0], write1)
+    assert s.ordered(barriers[0], write2) and not s.ordered(write2, barriers[0])
+    assert not s.ordered(barriers[0], write1)  # the first batch is built before anything was launched
 
 
+@OLD_ONLY
 @FIXED_HERE
 def test_plugin_no_barrier_off_cuda_or_without_overlap(monkeypatch):
     """Upstream's gate: CUDA only (#26646), and only in an overlap loop (the normal loop shares one stream)."""
     monkeypatch.setattr(overlap_war_barrier, "_CUDA", False)
-    assert run_two_steps(monkeypatch, plugin_getter=True, plugin_loop=False).waits() == [
-        "forward.wait_stream(schedule)"] * 2
+    assert run_two_steps(monkeypatch, "plugin").waits() == ["forward.wait_stream(schedule)"] * 2
     monkeypatch.setattr(overlap_war_barrier, "_CUDA", True)
     s = Streams()
     sched = types.SimpleNamespace(enable_overlap=False, is_hybrid_swa=True, schedule_stream=s.schedule,
@@ -325,68 +347,150 @@ def test_plugin_default_is_hybrid_swa_only_and_all_is_upstreams_rule(monkeypatch
     assert s.waits() == []
 
 
-def disagg_scheduler(streams):
+
+
+# ------------------------------------------------------------------ scenario 1: the barrier's place in the loops (#31687)
+KINDS = {  # kind -> (loop, batch getter, the batches' mode)
+    "overlap": ("Scheduler.event_loop_overlap", "get_next_batch_to_run", "DECODE"),
+    "pd-prefill": ("SchedulerDisaggregationPrefillMixin.event_loop_overlap_disagg_prefill",
+                   "get_next_disagg_prefill_batch_to_run", "EXTEND"),
+    "pd-decode": ("SchedulerDisaggregationDecodeMixin.event_loop_overlap_disagg_decode",
+                  "get_next_disagg_decode_batch_to_run", "DECODE"),
+}
+
+
+def loop_scheduler(streams, kind, old_place=False):
+    """A Scheduler (made without __init__) whose overlap loop ``kind`` runs B1 and B2 (see scenario 1). ``old_place``:
+    the batch getter first calls ``war_barrier``, this fix's place before #31687 (0.5.11 / 0.5.12.x)."""
+    import inspect
+
     from sglang.srt.managers.scheduler import Scheduler
+    from sglang.srt.sampling.sampling_params import SamplingParams
+    from sglang.srt.managers.schedule_batch import Req
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    from sglang_specv2_fixes.testing import overlap_loop, scenarios
 
+    _, getter, mode = KINDS[kind]
+    algo = SpeculativeAlgorithm.from_string("EAGLE3")
+    batches = []
+    for i in (1, 2):
+        req = Req(f"r{i}", "", list(range(1, 11)), SamplingParams(max_new_tokens=64))
+        batches.append(overlap_loop._batch([req], algo, has_grammar=False, mode=mode))
+    names = {id(b): f"B{i}" for i, b in enumerate(batches, 1)}
     sched = object.__new__(Scheduler)
-    running = types.SimpleNamespace(batch_is_full=True, reqs=["r"], is_empty=lambda: False)
-    sched.__dict__.update(enable_overlap=True, is_hybrid_swa=True, schedule_stream=streams.schedule,
-                          forward_stream=streams.forward, running_batch=running, chunked_req=None, enable_hisparse=False)
-    sched.maybe_prepare_mlp_sync_batch = lambda b, need_sync=True: b
-    sched.process_prefill_chunk = lambda: None
-    sched.get_new_prebuilt_batch = lambda: None
+    sched.__dict__.update(
+        _engine_paused=False, gracefully_exit=False, _war_barrier_enabled=True, require_mlp_sync=False,
+        enable_unified_memory=False, server_args=scenarios.Unset(enable_unified_memory=False), is_generation=True,
+        last_batch=None, cur_batch=None, running_batch=None, chunked_req=None, enable_overlap=True, is_hybrid_swa=True,
+        spec_algorithm=algo, schedule_stream=streams.schedule, forward_stream=streams.forward,
+        forward_stream_ctx=streams.use(streams.forward), waiting_queue=[], enable_staging=False, _sched_idled=False,
+        # _apply_war_barrier's read-done event (0.5.14+): none published, so it waits for the whole forward stream
+        model_worker=types.SimpleNamespace(war_fastpath_runner=types.SimpleNamespace(war_fastpath_read_done_event=None)),
+    )
+    nothing = lambda *a, **k: []  # noqa: E731
+    sched.recv_requests = sched.ingest_requests = nothing
+    sched.request_receiver = types.SimpleNamespace(recv_requests=nothing)
+    sched.process_input_requests = lambda recv_reqs: None
+    sched.process_decode_queue = sched._record_scheduler_state_for_paused_engine = lambda *a, **k: None
+    sched.disagg_decode_prealloc_queue = types.SimpleNamespace(prefetch_prefill_dp_rank_queries=lambda: None)
+    sched.disagg_prefill_bootstrap_queue = types.SimpleNamespace(pop_bootstrapped=lambda *a, **k: [])
+    sched.process_disagg_prefill_inflight_queue = lambda *a, **k: None
+    sched.ngram_embedding_manager = types.SimpleNamespace(prepare_for_forward=lambda batch, **k: batch)
+    sched.on_idle = lambda: None
+    takes_plan = "running_batch" in inspect.signature(getattr(Scheduler, getter)).parameters  # 0.5.16+
 
-    def write(what):
-        def fn(*a, **k):
-            streams.current.enqueue(f"write {what}")
-            return None  # no batch: set_schedule_time_batch is skipped
-        return fn
+    def get_next(*args, **kwargs):
+        if old_place:
+            overlap_war_barrier.war_barrier(sched)
+        if not batches:
+            raise StopLoop()
+        batch = batches.pop(0)
+        streams.current.enqueue(f"build {names[id(batch)]}")
+        if not takes_plan:
+            return batch
+        from sglang.srt.managers.schedule_batch import NextBatchPlan
 
-    sched.get_new_batch_prefill = write("prefill allocation")  # prepare_for_extend's req_to_token rows
-    sched.update_running_batch = lambda b: (write("decode preparation")(), b)[1]
+        return NextBatchPlan(batch_to_run=batch, running_batch=batch)
+
+    def run_batch(batch, *args, **kwargs):
+        name = names[id(batch)]
+        with sched.forward_stream_ctx:
+            sched.forward_stream.wait_stream(sched.schedule_stream)
+            streams.forward.enqueue(f"{name} forward")
+        return types.SimpleNamespace(delay_sample_func=None, name=name)
+
+    def process_batch_result(batch, result):
+        streams.current.enqueue(f"process {result.name}")
+
+    setattr(sched, getter, get_next)
+    sched.run_batch = run_batch
+    sched.process_batch_result = process_batch_result
     return sched
 
 
-GETTERS = pytest.mark.parametrize("qualname,write", [
-    ("SchedulerDisaggregationPrefillMixin.get_next_disagg_prefill_batch_to_run", "write prefill allocation"),
-    ("SchedulerDisaggregationDecodeMixin.get_next_disagg_decode_batch_to_run", "write decode preparation"),
-], ids=["pd-prefill", "pd-decode"])
-
-
-def _getter(qualname, plugin):
-    from sglang.srt.disaggregation.decode import SchedulerDisaggregationDecodeMixin
-    from sglang.srt.disaggregation.prefill import SchedulerDisaggregationPrefillMixin
-
-    if plugin:
-        return plugin_fn(qualname)
-    cls = {c.__name__: c for c in (SchedulerDisaggregationPrefillMixin, SchedulerDisaggregationDecodeMixin)}
-    owner, name = qualname.split(".")
-    return getattr(cls[owner], name)
-
-
-@pytest.mark.skipif(VERSION not in ("0.5.11", "0.5.12", "0.5.12.post1"),
-                    reason=f"sglang {VERSION}: 0.5.13 has the barrier in the PD loops themselves")
-@GETTERS
-def test_stock_pd_getters_write_unordered(cuda, qualname, write):
+def run_loop(kind, variant, old_place=False):
     s = Streams()
-    fwd = s.forward.enqueue("previous forward")
-    _getter(qualname, plugin=False)(disagg_scheduler(s))
-    assert not s.ordered(fwd, s.find(write)) and s.waits() == []
+    sched = loop_scheduler(s, kind, old_place)
+    with pytest.raises(StopLoop):
+        loop_fn(KINDS[kind][0], variant)(sched)
+    return s
+
+
+POST_LAUNCH = ["forward.wait_stream(schedule)", "schedule.wait_stream(forward)"] * 2  # one barrier after each launch
+
+
+def assert_post_launch_order(s):
+    """#31687's order: B1's result is processed (after B2's launch) behind B2's forward, and the next batch is still
+    built behind the forward before it."""
+    names = [o.name for o in s.ops]
+    assert names.index("B2 forward") < names.index("process B1")  # the loop launches B2, then processes B1
+    assert s.ordered(s.find("B2 forward"), s.find("process B1"))
+    assert s.ordered(s.find("B1 forward"), s.find("build B2"))
+    # the barrier's wait: after B2's launch and before B1's result processing
+    between = names[names.index("B2 forward") + 1:names.index("process B1")]
+    assert between == ["schedule.wait_stream(forward)"]
+    assert s.waits() == POST_LAUNCH
+
+
+PD_KINDS = pytest.mark.parametrize("kind", list(KINDS))
+UP_TO_0_5_16 = releases.release_set("up-to:0.5.16")
+
+
+@pytest.mark.skipif(VERSION in OLD_LINES or VERSION not in UP_TO_0_5_16,
+                    reason=f"sglang {VERSION}: the loop-top barrier is 0.5.13 - 0.5.15.post1's")
+@PD_KINDS
+def test_stock_loop_top_barrier_leaves_result_processing_unordered(cuda, kind):
+    """0.5.13 - 0.5.15.post1: the barrier before the next batch is built orders that build after the previous forward,
+    but B1's result, processed after B2's launch, races B2's reads. 0.5.16 (upstream #31687) has the order."""
+    s = run_loop(kind, "stock")
+    if VERSION == "0.5.16":
+        assert_post_launch_order(s)
+        return
+    assert s.ordered(s.find("B1 forward"), s.find("build B2"))
+    assert not s.ordered(s.find("B2 forward"), s.find("process B1"))
+
+
+@pytest.mark.skipif(VERSION not in OLD_LINES, reason=f"sglang {VERSION}: no barrier upstream only up to 0.5.12.post1")
+@PD_KINDS
+@pytest.mark.parametrize("place", ["stock", "getter"])
+def test_old_lines_stock_and_loop_top_placement_leave_result_processing_unordered(cuda, kind, place):
+    """0.5.11 / 0.5.12.x: stock has no barrier; this fix's former place (first in the batch getter) orders the next
+    build after the previous forward but not B1's result processing after B2's forward."""
+    s = run_loop(kind, "stock", old_place=place == "getter")
+    assert not s.ordered(s.find("B2 forward"), s.find("process B1"))
+    assert s.ordered(s.find("B1 forward"), s.find("build B2")) == (place == "getter")
 
 
 @FIXED_HERE
-@GETTERS
-def test_plugin_pd_getters_order_the_write(cuda, qualname, write):
-    s = Streams()
-    fwd = s.forward.enqueue("previous forward")
-    _getter(qualname, plugin=True)(disagg_scheduler(s))
-    assert s.ordered(fwd, s.find(write)) and s.waits() == ["schedule.wait_stream(forward)"]
+@PD_KINDS
+@pytest.mark.parametrize("variant", ["plugin", "composed"])
+def test_plugin_barrier_right_after_each_launch(cuda, kind, variant):
+    if variant == "composed" and kind == "pd-prefill":
+        pytest.skip("grammar-result-order does not patch the PD prefill loop")
+    assert_post_launch_order(run_loop(kind, variant))
 
 
 @FIXED_HERE
-def test_plugin_patches_the_three_getters_only():
-    assert sorted(t.rsplit(".", 2)[-2] + "." + t.rsplit(".", 1)[-1] for t in core.build_fix(FIX)) == [
-        "Scheduler.get_next_batch_to_run",
-        "SchedulerDisaggregationDecodeMixin.get_next_disagg_decode_batch_to_run",
-        "SchedulerDisaggregationPrefillMixin.get_next_disagg_prefill_batch_to_run",
-    ]
+def test_plugin_patches_the_three_overlap_loops_only():
+    assert sorted(t.rsplit(".", 2)[-2] + "." + t.rsplit(".", 1)[-1] for t in core.build_fix(FIX)) == sorted(
+        q for q, _, _ in KINDS.values())

@@ -33,6 +33,21 @@ wrong table entry fails here.
                 sglang_specv2_fixes/known_bugs.json, docs/known-bugs.md): "bug present" is what those markers read
                 in the release's source, read here when the test runs; elsewhere upstream, or not-applicable where
                 NOT_APPLICABLE_ON says the buggy code shape is absent
+  0.5.13 on      overlap-war-barrier: event_loop_overlap issues schedule_stream.wait_stream(forward_stream) before the
+                next batch is built (0.5.13), through _apply_war_barrier from 0.5.14, so the previous batch's result
+                processing after the next launch is unordered against its reads (B: patched up to 0.5.15.post1);
+                0.5.16 issues it right after run_batch (#31687, U)
+  every release  outlines-spec-guard: traverse_tree reads the vocab mask as packed int32 words and rolls the grammar
+                back; OutlinesGrammar keeps a bool mask and has no rollback (B: refused at startup; open upstream)
+  0.5.16 on      fp4-kv-verify-workspace: the FlashInfer dequant workspace is prepared for extends without speculation
+                only; a verify hands it extend_prefix_lens_cpu None (B: refused at startup; open upstream); absent
+                before 0.5.16 (NA)
+  0.5.14 … 0.5.18  pd-prebuilt-staging-order: get_new_prebuilt_batch stages request rows of the FutureMap without
+                waiting for the forward in flight (the WAR barrier's read-done event comes before its tail) (B); 0.5.13.x
+                waits for the whole forward stream first (NA); 0.5.19 drains it before process_prebuilt (U)
+  0.5.15.post1 on  dp-draft-graph-rank-agree: EagleDraftWorker.draft turns the draft CUDA graph off only on busy ranks
+                whose batch has no DSA top-k seed; idle DP ranks replay it (B: open upstream); 0.5.15 and before have
+                no such switch (NA)
   0.5.13.x       draft-graph-eager-registry: ModelRunner._ensure_eager_registry drops the eager input registry it
                 replaces by a larger one, and the multi-step draft CUDA graph baked the draft runner's (B); from 0.5.14
                 EagerRunner builds one fixed-size registry at init and load_batch always fills it (U)
@@ -84,6 +99,19 @@ EXPECTED = {
     **{v: _FROM_0_5_15 for v in ("0.5.15", "0.5.15.post1", "0.5.16", "0.5.17")},
     **{v: _FROM_0_5_15 for v in ("0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")},
 }
+# the fixes of issue 57's bugs (their records may carry markers: MARKED then reads them instead)
+for _v in EXPECTED:
+    EXPECTED[_v] = dict(EXPECTED[_v], **{
+        "overlap-war-barrier": B if _v in releases.release_set("up-to:0.5.15.post1") else U,
+        # outlines' dense mask / no rollback under a spec verify: open (#24413)
+        "outlines-spec-guard": B,
+        # NVFP4 KV's dequant workspace (0.5.16 on) under a spec verify: open (#36010)
+        "fp4-kv-verify-workspace": NA if _v in releases.release_set("up-to:0.5.15.post1") else B,
+        # PD prebuilt staging vs the forward's FutureMap tail (#35748, in 0.5.19)
+        "pd-prebuilt-staging-order": NA if _v in ("0.5.13", "0.5.13.post1") else
+        B if _v in releases.release_set("up-to:0.5.18") else U,
+        # the busy-rank-only draft-graph switch (#32209, from 0.5.15.post1): open
+        "dp-draft-graph-rank-agree": NA if _v in releases.release_set("up-to:0.5.15") else B})
 # the fixes whose every catalogue record carries a source marker: their state on a release is read from its source
 # (known_bugs.evidence_affected) when the test runs, not written here
 _RECORDS = {f.name: [b for b in known_bugs.BUGS if b.answer == f.name] for f in ALL_FIXES}
