@@ -99,19 +99,6 @@ EXPECTED = {
     **{v: _FROM_0_5_15 for v in ("0.5.15", "0.5.15.post1", "0.5.16", "0.5.17")},
     **{v: _FROM_0_5_15 for v in ("0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")},
 }
-# the fixes of issue 57's bugs (their records may carry markers: MARKED then reads them instead)
-for _v in EXPECTED:
-    EXPECTED[_v] = dict(EXPECTED[_v], **{
-        "overlap-war-barrier": B if _v in releases.release_set("up-to:0.5.15.post1") else U,
-        # outlines' dense mask / no rollback under a spec verify: open (#24413)
-        "outlines-spec-guard": B,
-        # NVFP4 KV's dequant workspace (0.5.16 on) under a spec verify: open (#36010)
-        "fp4-kv-verify-workspace": NA if _v in releases.release_set("up-to:0.5.15.post1") else B,
-        # PD prebuilt staging vs the forward's FutureMap tail (#35748, in 0.5.19)
-        "pd-prebuilt-staging-order": NA if _v in ("0.5.13", "0.5.13.post1") else
-        B if _v in releases.release_set("up-to:0.5.18") else U,
-        # the busy-rank-only draft-graph switch (#32209, from 0.5.15.post1): open
-        "dp-draft-graph-rank-agree": NA if _v in releases.release_set("up-to:0.5.15") else B})
 # the fixes whose every catalogue record carries a source marker: their state on a release is read from its source
 # (known_bugs.evidence_affected) when the test runs, not written here
 _RECORDS = {f.name: [b for b in known_bugs.BUGS if b.answer == f.name] for f in ALL_FIXES}
@@ -121,7 +108,25 @@ NOT_APPLICABLE_ON = {  # where a marked fix's buggy code shape does not exist (e
     # HybridLinearAttnBackend keeps the base class's needs_cpu_seq_lens = True: the mask is sized by the real sum
     "triton-verify-mask-size": {"0.5.13", "0.5.13.post1"},
     "draft-extend-read-done-order": {"0.5.13", "0.5.13.post1"},  # no read-done event (no _apply_war_barrier)
+    "fp4-kv-verify-workspace": set(releases.release_set("up-to:0.5.15.post1")),  # no dequant workspace before 0.5.16
+    "pd-prebuilt-staging-order": {"0.5.13", "0.5.13.post1"},  # the barrier waits for the whole forward stream first
+    "dp-draft-graph-rank-agree": set(releases.release_set("up-to:0.5.15")),  # no busy-rank-only switch before
 }
+# issue 57's fixes: written here where a record carries no source marker (a marked fix's state is read below)
+_ISSUE_57 = {
+    "overlap-war-barrier": lambda v: B if v in releases.release_set("up-to:0.5.15.post1") else U,
+    # outlines' dense mask / no rollback under a spec verify: open (#24413)
+    "outlines-spec-guard": lambda v: B,
+    # NVFP4 KV's dequant workspace (0.5.16 on) under a spec verify: open (#36010)
+    "fp4-kv-verify-workspace": lambda v: NA if v in releases.release_set("up-to:0.5.15.post1") else B,
+    # PD prebuilt staging vs the forward's FutureMap tail (#35748, in 0.5.19)
+    "pd-prebuilt-staging-order": lambda v: NA if v in ("0.5.13", "0.5.13.post1") else
+    B if v in releases.release_set("up-to:0.5.18") else U,
+    # the busy-rank-only draft-graph switch (#32209, from 0.5.15.post1): open
+    "dp-draft-graph-rank-agree": lambda v: NA if v in releases.release_set("up-to:0.5.15") else B,
+}
+for _v in EXPECTED:
+    EXPECTED[_v] = dict(EXPECTED[_v], **{k: f(_v) for k, f in _ISSUE_57.items() if k not in MARKED})
 
 
 def expected(version):
