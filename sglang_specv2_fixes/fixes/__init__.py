@@ -497,8 +497,8 @@ min-tokens-per-position  [beyond upstream (#33643, #22049)]  min_tokens counted 
     Removal: delete when upstream checks min_new_tokens per draft position in the spec-v2 verify
         (open: #33643)
 
-outlines-spec-guard  [beyond upstream (#24413, #24889)]  --grammar-backend outlines with speculative decoding: refused
-    at startup instead of wrong tokens and a crash
+outlines-spec-guard  [beyond upstream (#24413, #24889)]  --grammar-backend outlines + speculative decoding: refused at
+    startup, not wrong tokens
     What: create_grammar_backend raises ValueError at scheduler startup when the stock outlines
         backend is chosen and a speculative algorithm is set, naming the combination and the way out
         (--grammar-backend xgrammar or llguidance, or no speculative decoding)
@@ -515,8 +515,8 @@ outlines-spec-guard  [beyond upstream (#24413, #24889)]  --grammar-backend outli
     Removal: per release once upstream refuses the combination or fixes the outlines mask and
         rollback (open as of 0.5.23)
 
-fp4-kv-verify-workspace  [beyond upstream (#36001, #36010)]  NVFP4 KV on FlashInfer with speculative decoding: refused
-    at startup instead of a crash in the verify
+fp4-kv-verify-workspace  [beyond upstream (#36001, #36010)]  NVFP4 KV on FlashInfer + speculative decoding: refused at
+    startup, not a verify crash
     What: FlashInferAttnBackend._resolve_swa_kv_pool (the first step of its __init__) raises
         ValueError at startup when the KV cache method's FlashInfer prefill access is the dequant
         workspace (NVFP4 KV) and the model runner has a speculative algorithm, naming the
@@ -529,8 +529,8 @@ fp4-kv-verify-workspace  [beyond upstream (#36001, #36010)]  NVFP4 KV on FlashIn
     Removal: per release once upstream fills the dequant workspace for speculative batches (open as
         of 0.5.23)
 
-pd-prebuilt-staging-order  [#35748]  PD decode: the prebuilt staging waits for the forward in flight before writing
-    FutureMap rows
+pd-prebuilt-staging-order  [#35748]  PD decode: prebuilt staging waits for the forward in flight before its FutureMap
+    writes
     What: SchedulerDisaggregationDecodeMixin.get_new_prebuilt_batch issues
         schedule_stream.wait_stream(forward_stream) before process_prebuilt when the overlap
         scheduler is on (0.5.19's order)

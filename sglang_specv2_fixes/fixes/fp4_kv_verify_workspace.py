@@ -30,7 +30,7 @@ FIX = Fix(
     name="fp4-kv-verify-workspace",
     upstream=(),
     related=("#36001", "#36010"),
-    title="NVFP4 KV on FlashInfer with speculative decoding: refused at startup instead of a crash in the verify",
+    title="NVFP4 KV on FlashInfer + speculative decoding: refused at startup, not a verify crash",
     what=(
         "FlashInferAttnBackend._resolve_swa_kv_pool (the first step of its __init__) raises ValueError at startup when "
         "the KV cache method's FlashInfer prefill access is the dequant workspace (NVFP4 KV) and the model runner has "

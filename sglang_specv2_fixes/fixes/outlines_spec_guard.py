@@ -29,7 +29,7 @@ FIX = Fix(
     name="outlines-spec-guard",
     upstream=(),
     related=("#24413", "#24889"),
-    title="--grammar-backend outlines with speculative decoding: refused at startup instead of wrong tokens and a crash",
+    title="--grammar-backend outlines + speculative decoding: refused at startup, not wrong tokens",
     what=(
         "create_grammar_backend raises ValueError at scheduler startup when the stock outlines backend is chosen "
         "and a speculative algorithm is set, naming the combination and the way out (--grammar-backend xgrammar or "

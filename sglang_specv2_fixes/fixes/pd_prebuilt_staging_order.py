@@ -25,7 +25,7 @@ from ..catalog import Fix
 FIX = Fix(
     name="pd-prebuilt-staging-order",
     upstream=("#35748",),
-    title="PD decode: the prebuilt staging waits for the forward in flight before writing FutureMap rows",
+    title="PD decode: prebuilt staging waits for the forward in flight before its FutureMap writes",
     what=(
         "SchedulerDisaggregationDecodeMixin.get_new_prebuilt_batch issues schedule_stream.wait_stream(forward_stream) "
         "before process_prebuilt when the overlap scheduler is on (0.5.19's order)"

@@ -73,8 +73,10 @@ def _ready_fixes():
 
 def _payload_offset(data: bytes, parse) -> int:
     """Where an entry's payload starts, whatever the entry's layout: the first offset ``parse`` accepts (the tampering
-    below keeps every byte before it, as an attacker who cannot compute the entry's seal would)."""
-    for off in range(0, min(len(data), 256)):
+    below keeps every byte before it, as an attacker who cannot compute the entry's seal would). The seal's own length
+    is tried first: unmarshalling garbage at a wrong offset can ask for gigabytes (a length read from random bytes)."""
+    first = getattr(fingerprint, "_MAC_BYTES", None)
+    for off in ([first] if first else []) + list(range(0, min(len(data), 256))):
         try:
             if parse(data[off:]):
                 return off
