@@ -42,6 +42,7 @@ FIX = Fix(
         "extend_prefix_lens_cpu = None to get_flashinfer_dequant_workspace_kv_buffer and the server crashes"
     ),
     removal="per release once upstream fills the dequant workspace for speculative batches (open as of 0.5.23)",
+    on_import=True,  # flashinfer_backend: imported by a flashinfer server's attention backend, not by every process
 )
 
 

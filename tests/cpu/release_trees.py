@@ -14,7 +14,9 @@ from sglang_specv2_fixes.catalog import Patched
 OPEN_UPSTREAM = {"live-accept-metrics": "0.5.22", "grammar-result-order": "0.5.22",
                  "routed-experts-draft-guard": "0.5.22", "multi-token-finish": "0.5.18",
                  "reasoning-tokens-through-stop": "0.5.23", "inkling-draft-extend-track-guard": "0.5.22",
-                 "multi-layer-draft": "0.5.23", "min-tokens-per-position": "0.5.23"}
+                 "multi-layer-draft": "0.5.23", "min-tokens-per-position": "0.5.23",
+                 "dp-draft-graph-rank-agree": "0.5.22", "outlines-spec-guard": "0.5.21",
+                 "fp4-kv-verify-workspace": "0.5.16"}
 # a local edit of grammar-result-order's target (Scheduler.event_loop_overlap): a comment changes its fingerprint
 LOCAL_EDIT = {"sglang.srt.managers.scheduler": ("    def event_loop_overlap(self):\n",
                                                 "    def event_loop_overlap(self):\n        # a local edit\n")}

@@ -102,9 +102,12 @@ def capture(patch):
         patch(importlib.import_module(f"sglang_specv2_fixes.testing.tiny_models.{name}"), "build",
               lambda d, name=name: f"/m/{name}")
     out = {}
-    for path in sorted(glob.glob(os.path.join(REG_DIR, "test_*.py"))):
-        mod = importlib.import_module(os.path.basename(path)[:-3])
-        stub(mod)
+    paths = sorted(glob.glob(os.path.join(REG_DIR, "test_*.py")))
+    # every row module stubbed before any setUpClass runs: a row may build on another row's module
+    mods = {path: importlib.import_module(os.path.basename(path)[:-3]) for path in paths}
+    stub(*mods.values())
+    for path in paths:
+        mod = mods[path]
         suite = unittest.defaultTestLoader.loadTestsFromModule(mod)
         for case in sorted({type(t) for sub in suite for t in sub}, key=lambda c: c.__name__):
             calls.clear()

@@ -93,12 +93,16 @@ def test_rows_start_their_reference_before_their_server(ref_mod, monkeypatch):
         monkeypatch.setattr(importlib.import_module(f"sglang_specv2_fixes.testing.tiny_models.{name}"), "build",
                             lambda d: "/m/other")
     checked = []
-    for path in sorted(glob.glob(os.path.join(REG_DIR, "test_*.py"))):
+    paths = sorted(glob.glob(os.path.join(REG_DIR, "test_*.py")))
+    # every row module stubbed before any setUpClass runs: a row may build on another row's module (its base class
+    # calls that module's names, e.g. test_dp2_dsv3_mtp.py on test_dsv3_mtp_strict.py)
+    mods = {path: importlib.import_module(os.path.basename(path)[:-3]) for path in paths}
+    stub(*mods.values())
+    for path in paths:
         # every row, whichever releases it is registered for: the order of its launches is the harness's, not the
         # release's (a row's own release list is checked by test_registered_files)
         assert registration(path)["releases"], path
-        mod = importlib.import_module(os.path.basename(path)[:-3])
-        stub(mod)
+        mod = mods[path]
         suite = unittest.defaultTestLoader.loadTestsFromModule(mod)
         for case in {type(t) for sub in suite for t in sub}:
             events.clear()

@@ -152,9 +152,10 @@ def result_of(proc):
 def test_load_plugins_on_0_5_24_applies_by_fingerprint_only_when_opted_in():
     proc = load_0_5_24(SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE="fingerprint")
     r = result_of(proc)
-    on_import = {f.name for f in ALL_FIXES if f.on_import}  # ready until SGLang imports their modules (not here)
+    # on_import fixes: ready until SGLang imports their modules (applied where another fix's build imported it)
+    on_import = {f.name for f in ALL_FIXES if f.on_import}
     for fix in OPEN_UPSTREAM:
-        assert r["states"][fix] == ("ready" if fix in on_import else "applied"), (fix, r["states"])
+        assert r["states"][fix] in ({"ready", "applied"} if fix in on_import else {"applied"}), (fix, r["states"])
     assert {r["states"][f] for f in expected_notes()} <= {"upstream", "not-applicable"}
     assert proc.stderr.count("is not a known release; SGLANG_SPECV2_FIXES_UNKNOWN_RELEASE=fingerprint") == 1
     assert "live-accept-metrics as 0.5.22 … 0.5.23" in proc.stderr
