@@ -2,15 +2,15 @@
 # The serving benchmark (bench/serving.py) for several releases in one device call, from the repo root, with
 # .device-bundle/<RELEASE> (one release) or .device-bundle/both (ci/gpu/make_combined_bundle.sh) carried:
 #   bash bench/gpu_real_size.sh "RELEASE [RELEASE ...]" [--split "A,B C"] [--waves] [--tiny] [bench/serving.py args]
-# (--split / --waves / --tiny may stand anywhere after the releases: session 31's background run, which put them after
-# serving.py's args, had serving.py refuse --waves)
+# (--split / --waves / --tiny may stand anywhere after the releases: they are taken out wherever they stand, so that
+# serving.py, which refuses them, never sees them)
 # Real size (bench/real_size.py; models written once under /tmp) unless --tiny (the tiny real-weight models; what
 # bench/gpu_bench_all.sh runs). Each release gets GPUs of its own: one part per release, or with --split its
 # configurations spread one part per GPU group (a configuration's pairs always on one group). A part takes TP GPUs
 # (--real-size-tp, default 1): part o (release k, part j, o = k*P + j) gets GPUs o*TP .. o*TP+TP-1, base port
 # ${REAL_SIZE_PORT0:-12500} + 400*o (a part's servers use base .. base + 299, and SGLang 0.5.17+ binds gRPC on each
 # server's port + 10000: clear of ci/gpu/bg.py's rows and their gRPC images, below the ephemeral port range, where a
-# connection's local port can take a fixed port first (session 30 lost a server at 52600 so). A part without its
+# connection's local port can take a fixed port first and the server's bind fails). A part without its
 # GPUs is skipped, unless --waves: then parts run in waves of as many as the GPUs hold, each wave given an equal share
 # of the time left. Into $OUT (default build/real-size; build with --tiny):
 #   real-size-latest.{json,md,png}   bench/real_size_report.py over every release (not with --tiny)
@@ -37,8 +37,8 @@ while [ $# -gt 0 ]; do  # this script's own options, wherever they stand; the re
   esac
 done
 set -- ${ARGS[@]+"${ARGS[@]}"}
-# --split names each part's configurations: a --configs after them would give every part all of them (session 32:
-# both parts ran both, the merge refused)
+# --split names each part's configurations: a --configs after them would give every part all of them (every part
+# would run every configuration and the merge would refuse the duplicates)
 if [ -n "$SPLIT" ] && [ "$CONFIGS" = 1 ]; then
   echo "[gpu_real_size] --split \"$SPLIT\" names each part's configurations: leave out --configs" >&2; exit 2
 fi

@@ -119,7 +119,7 @@ def profile_side(p):
         wall_ms_per_token=round(window / tokens, 4) if tokens and window else None,
         categories_ms_per_step=per(p.get("categories_ms")), phases_ms_per_step=per(p.get("phases_ms")),
         graph_kernels_visible=(p.get("graph") or {}).get("visible"), top_kernels=(p.get("top_kernels") or [])[:5],
-        # profile_steps.idle_gaps (traces summarized before session 9 have none)
+        # profile_steps.idle_gaps (traces summarized before idle_gaps existed have none)
         idle_ms_per_step=per(idle["by_launch"]) if idle else None, idle_top=(idle.get("top") or [])[:5],
         notes=p.get("notes") or [])
 

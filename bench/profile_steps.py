@@ -253,7 +253,7 @@ def summarize_trace(trace):
         target = [s for s in spans if s[2] in modes]
         seen = dict(spans=per_mode, target=len(target), target_modes=list(modes), request_steps=sum(s[3] for s in target))
         prefill = {m: n for m, n in per_mode.items() if m in PREFILL_MODES and m not in modes}
-        if prefill:  # session 32: one side's window at c = 8 held a prefill, the other's not; its per-step time was 1.5x
+        if prefill:  # one side's window can hold a prefill and the other's not, which inflates that side's per-step time
             notes.append(f"a prefill in the window ({', '.join(f'{n} {m}' for m, n in prefill.items())} span(s), "
                          f"{_ms(sum(phases.get(m, 0.0) for m in prefill))} ms of GPU time launched in them): busy per "
                          "step / token include it, so they do not compare with a window without one")

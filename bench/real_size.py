@@ -65,7 +65,7 @@ DEFAULTS = dict(
 )
 # planning only (the run measures): (first launch, later launches, launch timeout) per model shape. Weights are
 # initialised on the GPU (no file read), CUDA graphs for 7 batch sizes x (target verify, draft, draft extend), both
-# sides starting together. 8B measured 71-101 s on an H100 (2026-11-23); 70B: ~30 s fixed + 2.5x the layers' part.
+# sides starting together. 8B takes one to two minutes on an H100; 70B: ~30 s fixed + 2.5x the layers' part.
 LAUNCH_S = {"8b": (150.0, 110.0, 420.0), "70b": (320.0, 280.0, 540.0)}
 TP_LAUNCH_S = 15.0  # tp > 1: one scheduler per rank, NCCL and custom all-reduce set-up
 TP_SIZES = (1, 2, 4, 8)  # divide the 8 KV heads of both shapes

@@ -564,7 +564,7 @@ class Harness:
                 with concurrent.futures.ThreadPoolExecutor(n) as ex:
                     list(ex.map(lambda k: srv.generate(ids[k], lens[k]), range(n)))
                 # the faster of two timed requests: a first one can still meet a lazy JIT (0.5.17 on flashinfer
-                # once took 8.7 s), and a slow calibration shrinks every point to one wave (2026-11-27: 8 prompts at c=8)
+                # can take seconds), and a slow calibration shrinks every point to one wave
                 runs = []
                 for _ in range(2):
                     t0 = time.perf_counter()

@@ -371,7 +371,7 @@ def _compile_cached(src: str, filename: str, first: int = 1, expected: Optional[
     seal does not match or that cannot be read, or a folder that cannot be written computes them (nothing written
     while ``sys.dont_write_bytecode``). Where ``expected`` is given and the fingerprint differs, nothing is compiled
     (the code is None): the source is not the one the patch file names. Every process of a server builds the same
-    functions: this saves each one that cost (start cost, docs/performance.md)."""
+    functions: this saves each one that cost (start cost, bench/import_overhead.py)."""
     import hashlib
     import importlib.util
     import marshal

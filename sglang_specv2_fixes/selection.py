@@ -32,7 +32,7 @@ ENV_FLASHINFER_FAST_PLAN = "SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN"
 # with =1 (their rows met; no clear gain for a tree at real size)
 ENV_FA3_GRAPH = "SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH"
 # spec-v2 tree drafting on fa3 (tree-drafting, 0.5.11 / 0.5.12.x), and the default invocation left on the fa3 that
-# those releases and upstream 0.5.13 - 0.5.17 pick: on unless set to an off value (its rows met on a GPU, 2026-11-29)
+# those releases and upstream 0.5.13 - 0.5.17 pick: on unless set to an off value (its rows met on a GPU)
 ENV_FA3_TREES = "SGLANG_SPECV2_FIXES_FA3_TREES"
 # verify-handoff on fa3 (its replay and eager draft-extend metadata bounded without the host mirror): on unless set to
 # an off value
@@ -272,7 +272,7 @@ def check_enabled() -> bool:
 def tree_draft_graph_enabled() -> bool:
     """The spec-v2 draft-extend CUDA graph at tree width: on unless SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH is set to
     an off value (0 / false / no / off). It was opt-in until the tree rows of the registered matrix had run with it
-    on (2026-11-24, 0.5.11 and 0.5.12.post1, docs/gpu-runs/2026-11-24-s10/)."""
+    on (0.5.11 and 0.5.12.post1)."""
     return _unless_off(ENV_TREE_GRAPH)
 
 
@@ -280,8 +280,8 @@ def verify_handoff_fa3_enabled() -> bool:
     """verify-handoff on fa3 servers (0.5.11 / 0.5.12.x; fa3's replay and eager draft-extend metadata bound the KV length
     by the page tables' static width where the host mirror is absent, as upstream 0.5.17 does): on unless
     SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3 is set to an off value (0 / false / no / off). It was opt-in until its row
-    had met on a GPU (2026-11-29: 0.5.11, 0.5.12, 0.5.12.post1; docs/gpu-runs/2026-11-29-s36/), where the default
-    invocation on fa3 went from 0.90 - 0.93 to 1.00 - 1.10 of upstream 0.5.17 at c = 8."""
+    had met on a GPU (test_verify_handoff_fa3.py on 0.5.11, 0.5.12, 0.5.12.post1): without it the default
+    invocation on fa3 keeps the host wait for the verify that upstream 0.5.17 no longer has."""
     return _unless_off(ENV_VERIFY_HANDOFF_FA3)
 
 
@@ -290,31 +290,30 @@ def flashinfer_fast_plan_enabled() -> bool:
     replays from host-known indptrs, so flashinfer's plan copies nothing to the host (upstream 0.5.14's
     fast_prefill_plan): on unless SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN is set to an off value (0 / false / no /
     off). Chains since their GPU row (test_flashinfer_draft_extend_graph_chain.py) passed with it on 0.5.11,
-    0.5.12.post1 and 0.5.13.post1 (2026-11-27, docs/gpu-runs/2026-11-27-s26/; 0.5.12 / 0.5.13 2026-11-28); trees since
-    theirs did (2026-11-28, docs/gpu-runs/2026-11-28-s28/: test_tree_flashinfer_draft_extend_graph.py on the same
-    three, test_tree_flashinfer_topk4.py on 0.5.11 and 0.5.12.post1, the releases it applies to)."""
+    0.5.12, 0.5.12.post1, 0.5.13 and 0.5.13.post1; trees since theirs did (test_tree_flashinfer_draft_extend_graph.py
+    on 0.5.11, 0.5.12.post1 and 0.5.13.post1, test_tree_flashinfer_topk4.py on 0.5.11 and 0.5.12.post1, the releases
+    it applies to)."""
     return _unless_off(ENV_FLASHINFER_FAST_PLAN)
 
 
 def fa3_draft_graph_enabled() -> bool:
     """fa3's spec-v2 draft-extend CUDA graph (upstream #40762 / 0.5.23, backported to 0.5.11 - 0.5.22): on unless
     SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH is set to an off value (0 / false / no / off). It was opt-in until its chain
-    row had met on every torch-2.11 release (2026-11-29: 0.5.11 - 0.5.17, docs/gpu-runs/2026-11-29-s35/, -s37/,
-    -s38/). A tree's graph needs ``fa3_tree_draft_graph_opted_in`` besides."""
+    row had met on every torch-2.11 release (0.5.11 - 0.5.17). A tree's graph needs ``fa3_tree_draft_graph_opted_in`` besides."""
     return _unless_off(ENV_FA3_GRAPH)
 
 
 def fa3_tree_draft_graph_opted_in() -> bool:
     """fa3's draft-extend graph at a tree's width (topk > 1): only with SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH set to an
     on value (1 / true / yes / on). Its row (test_fa3_draft_extend_graph.py's tree class) passed on the plugin side on
-    every torch-2.11 release (2026-11-29, docs/gpu-runs/2026-11-29-s38/, -s39/); it stays opt-in because the default
-    invocation's tree gained nothing clear from it at real size (0.5.11: 1.018x eager at c = 8, 0.990x at c = 32)."""
+    every torch-2.11 release; it stays opt-in because the default invocation's tree gained nothing clear from it over
+    the eager draft extend at real size (bench/real_size.py)."""
     return _flag(ENV_FA3_GRAPH)
 
 
 def fa3_trees_enabled() -> bool:
     """Spec-v2 tree drafting on fa3 (tree-drafting, 0.5.11 / 0.5.12.x): on unless SGLANG_SPECV2_FIXES_FA3_TREES is set
     to an off value (0 / false / no / off). The default invocation on Hopper then stays on the fa3 that upstream
-    0.5.13 - 0.5.17 run it on (seen on 0.5.17, 2026-11-29: fa3, topk 4, spec v2). It was opt-in until the fa3 tree
-    rows had met on a GPU (2026-11-29: 0.5.11, 0.5.12, 0.5.12.post1; docs/gpu-runs/2026-11-29-s34/ and -s35/)."""
+    0.5.13 - 0.5.17 run it on (0.5.17 picks fa3, topk 4, spec v2 there). It was opt-in until the fa3 tree rows had met
+    on a GPU (0.5.11, 0.5.12, 0.5.12.post1)."""
     return _unless_off(ENV_FA3_TREES)

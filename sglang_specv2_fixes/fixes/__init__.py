@@ -350,8 +350,8 @@ overlap-war-barrier  [#26380, #26646, #31687]  overlap scheduler: the schedule s
         issue schedule_stream.wait_stream(forward_stream) right after run_batch launches a batch,
         where 0.5.16 has it (#31687): on 0.5.11 / 0.5.12.x through war_barrier (an overlap loop on
         CUDA; by default for hybrid-SWA pools only, SGLANG_SPECV2_FIXES_WAR_BARRIER=all: every
-        overlap scheduler, 2 - 3 % of a chain's tok/s on 0.5.11), on 0.5.13 - 0.5.15.post1 the
-        release's own barrier moved there from the loop top
+        overlap scheduler, which costs a chain's throughput), on 0.5.13 - 0.5.15.post1 the release's
+        own barrier moved there from the loop top
     Why: with the overlap scheduler, processing the previous batch's result (radix insert, frees)
         and building the next batch write req_to_token rows and the SWA index mapping on the
         schedule stream while the forward just launched may still read them: a write-after-read race

@@ -42,10 +42,10 @@ on the schedule stream: with the barrier the scheduler thread waits there for th
 part of this fix (``prepare_for_decode`` is another fix's target); deselecting this fix turns the barrier off per
 server (``--specv2-fixes`` / ``SGLANG_SPECV2_FIXES`` with every other name), which is how its cost is measured.
 
-Default: hybrid-SWA pools only. Measured at real size on one H100 (2026-11-26, 0.5.11, 8B-shaped Llama + EAGLE3
-chain, ``SGLANG_SIMULATE_ACC_LEN=3``, the same KV pool, 3 alternating pairs; docs/gpu-runs/2026-11-26-s19/), the
-barrier on every overlap scheduler costs the chain 2.3 / 3.0 / 0.2 % output tok/s at concurrency 1 / 8 / 32 (TPOT
-+2.5 - 4 %) and a non-speculative server 0.7 / 0.2 / 0.6 %: the blocking host syncs above, which this fix does not move.
+Default: hybrid-SWA pools only. At real size (bench/real_size.py: an 8B-shaped Llama + EAGLE3 chain,
+``SGLANG_SIMULATE_ACC_LEN=3``, the same KV pool, alternating pairs) the barrier on every overlap scheduler costs a
+chain a few percent of its output throughput at low and medium concurrency, and a non-speculative server less: the
+blocking host syncs above, which this fix does not move.
 That was the barrier at the loop top (the next batch waits for the forward launched before it, as here); after the
 launch it also orders the previous result's processing behind the forward just launched, so a blocking host sync there
 on the schedule stream waits for that forward too: its cost at this place is not measured.
@@ -74,7 +74,7 @@ FIX = Fix(
         "event_loop_overlap, event_loop_overlap_disagg_prefill and event_loop_overlap_disagg_decode issue "
         "schedule_stream.wait_stream(forward_stream) right after run_batch launches a batch, where 0.5.16 has it "
         "(#31687): on 0.5.11 / 0.5.12.x through war_barrier (an overlap loop on CUDA; by default for hybrid-SWA pools "
-        "only, SGLANG_SPECV2_FIXES_WAR_BARRIER=all: every overlap scheduler, 2 - 3 % of a chain's tok/s on 0.5.11), "
+        "only, SGLANG_SPECV2_FIXES_WAR_BARRIER=all: every overlap scheduler, which costs a chain's throughput), "
         "on 0.5.13 - 0.5.15.post1 the release's own barrier moved there from the loop top"
     ),
     why=(

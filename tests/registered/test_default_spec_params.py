@@ -4,8 +4,7 @@ Stock 0.5.11 and 0.5.12.x keep the overlap scheduler on (spec v2) for that tree 
 a finished tree path: under concurrent load the scheduler dies on a device-side index-out-of-bounds
 assert. With the plugin (tree-drafting) the same invocation serves on spec v2 tree drafting with
 greedy output equal to a target-only server, decode logprobs equal to prefill re-scoring, forced
-retraction, a concurrent abort and strict busy leak checks on. (Retraction and the abort were added
-after the 2026-11-22 GPU runs; see docs/results.md.)
+retraction, a concurrent abort and strict busy leak checks on.
 """
 
 import unittest

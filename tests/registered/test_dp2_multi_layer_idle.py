@@ -7,8 +7,8 @@ scheduler; the plugin skips the planning on an idle round, as 0.5.18 does (and a
 0.5.13 - 0.5.15.post1 always did). CPU: tests/cpu/test_fix_multi_layer_draft.py on each release's real draft extend.
 
 test_multi_layer_serves.py's server and load (the tiny MiMo-V2-Flash shape, dummy weights, fa3), plus single requests
-one after another, so that one rank idles through every round of each. Met A/B on 0.5.13 - 0.5.17 on 2 x H200
-(docs/gpu-runs/2026-11-26-s19/); queue it alone (TP 2 servers are refused beside one-GPU rows: unbalanced memory).
+one after another, so that one rank idles through every round of each. Met A/B on 0.5.13 - 0.5.17 on 2 GPUs;
+queue it alone (TP 2 servers are refused beside one-GPU rows: unbalanced memory).
 """
 
 import unittest

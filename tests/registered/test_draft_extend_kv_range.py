@@ -3,9 +3,9 @@
 
 The standard tiny EAGLE3 draft cannot show this bug: its attention heads 0/2 attend to their own position only
 (score ~120 there, >= 22 lower everywhere else) and its drafts are always accepted, so the draft extend's select
-row is the last row and a key counted twice is the same key (stock 0.5.11 measured accept 4.0 on this
-configuration in docs/results.md). This row builds a *detector* draft from it (``testing.tiny_models.detectors.lookahead_weights``): heads 0/2
-gain 48 score per position towards later keys (and lose it towards earlier ones), so with correct causal
+row is the last row and a key counted twice is the same key (stock 0.5.11 accepts every draft token on
+this configuration). This row builds a *detector* draft from it (``testing.tiny_models.detectors.lookahead_weights``):
+heads 0/2 gain 48 score per position towards later keys (and lose it towards earlier ones), so with correct causal
 metadata they still attend to themselves, but a draft-extend row that can see the rows after it (stock: its
 kv range is ``seq_lens`` already bumped by the draft tokens) copies the next row's token instead; the token copy
 carries 0.7 of the logit, and the draft mispredicts the successor of every third walk slot, so verifies reject

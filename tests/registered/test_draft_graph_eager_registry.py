@@ -13,8 +13,8 @@ Expected: stock 0.5.13.x dies at test 3 (CUDA illegal memory access at the draft
 test_page_align_decode.py's flush step did on 0.5.13 and 0.5.13.post1), or already fails test 1 if the freed blocks
 were reused by then; the plugin passes (it keeps the replaced registry alive). Whether the freed blocks' segment is
 unmapped by the flush depends on the allocator's layout, so stock's failure at this row's load is a prediction from
-the source reading (docs/bench/flush-crash-0.5.13.md). Met A/B on 0.5.13 and 0.5.13.post1 (2026-11-27, H200,
-docs/gpu-runs/2026-11-27-s26/): stock passed tests 1 - 2 and died at test 3; the plugin passed all three."""
+the source reading (known bug flush-then-prefill-0513). Met A/B on 0.5.13 and 0.5.13.post1: stock passed tests 1 - 2
+and died at test 3; the plugin passed all three."""
 
 import concurrent.futures
 import unittest

@@ -8,8 +8,8 @@ acceptance drops while the text stays right), and the plugin must report the gra
 (``serving.draft_extend_graph``). Stock runs that draft extend eagerly and reports no such graph: it fails only the last
 test. ``TestFa3DraftExtendGraphTree``: the same at tree width (3 steps / topk 4 / 8 tokens; stock also fails its test 1
 on 0.5.11 / 0.5.12.x, where an explicit tree is spec v1). Runs on every torch-2.11 release the fix patches (0.5.11 -
-0.5.17: the release set below follows the table). The chain class met on all of them (sessions 35, 37, 38), the tree
-class on all but 0.5.14 / 0.5.15.post1, whose stock side has not run (sessions 38, 39; docs/proof.md). fa3 is not in the
+0.5.17: the release set below follows the table). The chain class met on all of them, the tree class on all but
+0.5.14 / 0.5.15.post1, whose stock side has not run (docs/evidence.tsv has the rows). fa3 is not in the
 device bundle: carry the release's own fa3 in parts first (``ci/gpu/lease.sh fa3-parts``, then ``add`` / ``inst``;
 docs/design/device-bundles.md). Needs a Hopper GPU."""
 
@@ -43,7 +43,7 @@ class TestFa3DraftExtendGraph(ChainChecks, ServerRow, CustomTestCase):
 
 
 class TestFa3DraftExtendGraphTree(TreeRow, CustomTestCase):
-    """The same at tree width (added 2026-11-29, session 37; not run on a GPU yet): EAGLE3 3 steps / topk 4 / 8 tokens
+    """The same at tree width: EAGLE3 3 steps / topk 4 / 8 tokens
     on fa3 with the switch on, ``testing.rows.TreeRow``'s checks (greedy = an fa3 target-only server, logprobs, 32
     concurrent requests with forced retraction, a concurrent abort) with the tree's draft extend in the graph. Stock:
     no such graph (0.5.13+ runs upstream's tree with an eager fa3 draft extend), spec v1 on 0.5.11 / 0.5.12.x."""

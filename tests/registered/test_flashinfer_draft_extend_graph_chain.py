@@ -1,7 +1,7 @@
 """flashinfer's spec-v2 draft-extend CUDA graph for a chain on 0.5.11 - 0.5.13.post1 (flashinfer-draft-extend-graph,
 upstream #28782 in 0.5.14; 0.5.11 / 0.5.12.x: the 0.5.11 patch's metadata, captured by tree-drafting's
-init_cuda_graphs; 0.5.13.x: the 0.5.13 patch; on by default since this row met, with the tree row on 0.5.13.x:
-2026-11-27, docs/gpu-runs/2026-11-27-s24/ and -s25/): EAGLE3 chain 3 steps / topk 1 / 4 tokens on **flashinfer**,
+init_cuda_graphs; 0.5.13.x: the 0.5.13 patch; on by default since this row met, with the tree row on 0.5.13.x):
+EAGLE3 chain 3 steps / topk 1 / 4 tokens on **flashinfer**,
 overlap on, page size 1, the plugin's default selection, forced retraction, strict busy
 leak checks. With the graph on, greedy output must equal the same target served without speculation, decode logprobs
 must equal the prefill's, 32 concurrent requests must end at their lengths (padded graph batches: a wrong query layout
@@ -19,9 +19,8 @@ Two servers, one class each, the same checks (``FlashinferChainRow``):
 * ``TestFlashinferDraftExtendGraphChainFlashinferPlan``: the same graph with flashinfer's own plan at replay
   (SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0). Stock fails its last test.
 
-Met A/B with flashinfer's own plan on 0.5.13 / 0.5.13.post1 (session 24) and 0.5.11 / 0.5.12 / 0.5.12.post1
-(session 25); the sync-free plan (then opt-in: the class set =1) passed on 0.5.11, 0.5.12.post1 and 0.5.13.post1
-(session 26, docs/gpu-runs/2026-11-27-s26/) and is the default for chains since."""
+Met A/B with flashinfer's own plan on 0.5.11, 0.5.12, 0.5.12.post1, 0.5.13 and 0.5.13.post1; the sync-free plan
+(then opt-in: the class set =1) passed on 0.5.11, 0.5.12.post1 and 0.5.13.post1 and is the default for chains since."""
 
 import unittest
 

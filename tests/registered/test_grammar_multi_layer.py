@@ -10,7 +10,7 @@ one ``MiMoV2MTP`` runner per step. The row serves the tiny MiMo-V2-Flash shape o
 dense MLP, 3 MTP layers) with dummy weights as both target and draft, with xgrammar and EAGLE 3 steps / topk 1 /
 4 tokens, on **fa3**: MiMo-V2 passes ``sinks=`` to every attention call, which flashinfer refuses. triton stops in
 the multi-layer draft extend: with CUDA graphs on, the SWA window indices are None (``triton-draft-extend-swa``);
-eager, ``seq_lens_sum`` is None. docs/gpu-runs/2026-11-24-s13/ has the tries. fa3 is not in the device bundle, so
+eager, ``seq_lens_sum`` is None. fa3 is not in the device bundle, so
 its library is carried in parts first (``ci/gpu/lease.sh fa3-parts``, then ``add`` / ``inst``; see
 docs/design/device-bundles.md). Without it, both sides stop at startup.
 
@@ -27,8 +27,7 @@ Dummy weights give near-flat logits, so greedy text is no oracle here: spec and 
 near-ties. The oracle is the grammar. The regex ``(t1[0-9]){K}`` allows 10 of the 1024 tokens (t10 ... t19) for K
 steps, then only EOS. An unmasked target picks one of them by chance (~1 %), a masked one always does. A/B: every
 request ends with exactly K words of the regex and finish ``stop`` on EOS (``max_new_tokens`` K + 3 leaves room for
-it), none is aborted, and the scheduler stays alive. First GPU run (0.5.11, H100, 2026-11-24): stock aborted 96 of
-96, the plugin 0.
+it), none is aborted, and the scheduler stays alive. Stock aborts every request, the plugin none.
 """
 
 import concurrent.futures

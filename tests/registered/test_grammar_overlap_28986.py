@@ -5,7 +5,7 @@ built.
 Up to 0.5.16 ``Scheduler.is_disable_overlap_for_batch`` forces a sync for every speculative grammar decode batch
 with a pending result; ``event_loop_overlap`` has already built that batch, so ``pop_and_process`` finishes a
 request (grammar-forced EOS, length) and releases its req-pool slot and KV, then ``run_batch`` launches the verify
-with it (docs/release-survey.md "#28986"; CPU: tests/cpu/test_issue_28986_overlap_grammar.py on the real loop).
+with it (upstream #28986; CPU: tests/cpu/test_issue_28986_overlap_grammar.py on the real loop).
 
 EAGLE3 3/1/4 with overlap (spec v2), xgrammar (COMMON's ``--grammar-backend none`` dropped), many concurrent short
 requests constrained by a regex of K whole tokens (the tiny word-level vocabulary: every token is ``t<id>``; after

@@ -17,10 +17,10 @@ EAGLE3 3/1/4 with overlap (spec v2), xgrammar, 64 concurrent regex requests per 
 must end as its regex and ``max_new_tokens`` say (exactly K words then EOS, or ``length``; never ``abort``), and the
 probe (``SGLANG_SPECV2_FIXES_PROBE=1``) must see no finished request in a speculative decode launch. Stock fails up
 to 0.5.13 with grammar-illegal continuations or ``Tokens not accepted`` aborts (the verify's mask comes from a
-grammar one step behind) and from 0.5.14 with finished requests launched in the next verify. GPU runs (2026-11-24,
-H100, triton, docs/gpu-runs/2026-11-24-s12/): stock 0.5.11-0.5.13.post1 144 of 192 requests wrong (words past the
-regex, aborts), 0.5.14-0.5.16 every request launched once more after it finished (finished_in_launch 192); the
-plugin 0 and 0 on all ten releases; 0.5.17 passes on both sides (no EAGLE grammar sync there).
+grammar one step behind) and from 0.5.14 with finished requests launched in the next verify. On the GPU (triton):
+stock 0.5.11-0.5.13.post1 gets requests wrong (words past the regex, aborts), 0.5.14-0.5.16 launches every request
+once more after it finished (``finished_in_launch``); the plugin passes on all ten releases; 0.5.17 passes on both
+sides (no EAGLE grammar sync there).
 """
 
 import concurrent.futures

@@ -11,7 +11,7 @@ match it, then the mask allows only stop tokens, X is the walk's own next token,
 inside an accepted run wherever X is not the run's last token (EAGLE3 chain 3/1/4, the walk drafts and accepts
 runs of 4). J runs over 1 ... 24 so X falls at every position of a run.
 
-What the client receives is the same on stock (first GPU run, 2026-11-24, 0.5.11-0.5.13.post1: 0 of 96 differ):
+What the client receives is the same on stock (on the GPU, 0.5.11-0.5.13.post1: no request differs):
 X is also a stop token, and ``check_finished`` runs before the grammar accepts the run, so the token check sets
 ``finished_len`` at X and the answer is cut there. The bug is in the scheduler's state: ``output_ids`` (and the
 committed KV, the acceptance counters) keep the run past X. The probe (``SGLANG_SPECV2_FIXES_PROBE=1``) counts a

@@ -8,14 +8,14 @@ show as wrong text. The known way in is #28986 (up to 0.5.16): with a grammar, a
 sync that finishes requests of the batch already built, and the verify is launched with them
 (test_grammar_overlap_28986.py); also a retracted grammar request whose re-prefill ends it. The probe
 (``SGLANG_SPECV2_FIXES_PROBE``) counts such launches, and the row requires none (``grammar-result-order``): on 0.5.12.x
-stock launches them (46 and 40 on the GPU, 2026-11-26) without reaching the ``TypeError`` (their track index was
+stock launches them (seen on the GPU) without reaching the ``TypeError`` (their track index was
 still set at the launch). Besides the A/B modes, run the mode ``mamba-track-freed-rows`` (this fix alone, ``grammar-result-order``
 off, so the freed rows do reach the verify): it must pass where stock fails. CPU:
 tests/cpu/test_fix_mamba_track_freed_rows.py on each release's real functions.
 
 On 0.5.14 - 0.5.16 both sides first stop at the largest captured batch size in the triton verify graph (the draft's
 mask sized for ``bs * context_len``, copied into a buffer one draft-width short: ``triton-verify-mask-size``), so
-there the plugin side passes with that fix and stock fails on it (GPU, 2026-11-26, docs/gpu-runs/2026-11-26-s18).
+there the plugin side passes with that fix and stock fails on it (seen on the GPU).
 
 Dummy weights give near-flat logits, so greedy text is no oracle: plain requests return exactly ``max_new_tokens``
 tokens (``ignore_eos``) with finish ``length``, regex requests end as their regex and ``max_new_tokens`` say (K whole

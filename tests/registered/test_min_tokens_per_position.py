@@ -11,7 +11,7 @@ be equal for every case, on an EAGLE3 chain and a tree.
 Stock counts ``min_tokens`` in verify steps (about k / accept length at index k) and masks every draft position of a
 step alike: a stop token at index k >= min_tokens is still masked, the request runs on (to ``max_new_tokens`` when
 the walk never meets the token again). Expected: stock fails test 2 on every release (open upstream, #33643); the
-plugin passes. Met A/B on 0.5.11 - 0.5.17 (2026-11-28, 4 x H200 and 2 x H200: docs/gpu-runs/2026-11-28-s30/, -s31/)."""
+plugin passes. Met A/B on 0.5.11 - 0.5.17."""
 
 import unittest
 

@@ -16,7 +16,7 @@ strict busy memory check on. Stock: the first decode kills the scheduler.
 run outside the graphs, which on 0.5.13 - 0.5.15.post1 takes two more changes: ``multi-layer-draft`` plans each MTP
 step's runner in the eager draft extend (``multi-layer-draft-extend-unplanned``), and ``multi-layer-grammar-mask`` no
 longer marks an eager verify as planned (``multi-layer-verify-unplanned``). Without either, the first such step stops
-the scheduler with ``Size mismatch`` in ``set_kv_buffer`` (both seen on 0.5.13 - 0.5.15.post1 on 2026-11-25).
+the scheduler with ``Size mismatch`` in ``set_kv_buffer`` (both seen on 0.5.13 - 0.5.15.post1).
 """
 
 import unittest

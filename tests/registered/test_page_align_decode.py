@@ -15,9 +15,9 @@ output equals the same target served without speculation at the same page size (
 The CPU proof (tests/cpu/test_eagle_decode_page_align.py) found the page accounting balanced on every release 0.5.11 -
 0.5.16 on the finish, abort and retract paths, radix cache on and off (the paged allocator returns whole pages
 for any slot of them), so #31616 is expected to fail nothing: the row is a guard for page sizes > 1 that fails on any
-stranded page the CPU model missed. 0.5.16 (page-aligned upstream) is the control. Its first GPU run (2026-11-27,
-session 21) agreed on 0.5.15 (stock passed) and on 0.5.11 saw no page left in use at idle, but 0.5.11's stock side
-failed the probe check: 21 finished or retracted requests gained committed KV from a stale overlap result, #23456,
+stranded page the CPU model missed. 0.5.16 (page-aligned upstream) is the control. On the GPU it agreed on
+0.5.15 (stock passed) and on 0.5.11 saw no page left in use at idle, but 0.5.11's stock side failed the probe
+check: finished or retracted requests gained committed KV from a stale overlap result, #23456,
 which ``skip-stale-overlap-updates`` fixes there. So ``bug_in`` is that fix's release (0.5.11), not #31616's.
 Every flag exists in 0.5.11's server_args (``--page-size``, ``--disable-radix-cache``, ``--max-total-tokens``,
 ``--max-running-requests``)."""

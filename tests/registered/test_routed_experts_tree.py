@@ -108,7 +108,7 @@ class TestRoutedExpertsTree(CustomTestCase):
             a, b = experts(g), experts(r)
             # every position whose forward ran (len(prompt)+len(output)-1 rows, as target-only returns) must be
             # there; spec v2 returns one extra trailing row (the pre-claimed bonus slot of the last verify, seen
-            # on both releases on the GPU, 2026-11-22), which no token's forward filled: not compared
+            # on both releases on the GPU), which no token's forward filled: not compared
             self.assertGreaterEqual(a.shape[0], b.shape[0], f"prompt {i}: routed-experts rows missing")
             self.assertLessEqual(a.shape[0], b.shape[0] + 1, f"prompt {i}: more than one extra routed-experts row")
             extra_rows.append(a.shape[0] - b.shape[0])

@@ -1,9 +1,9 @@
-"""Tree drafting with the spec-v2 draft-extend CUDA graph at tree width (the default since 2026-11-24; the row sets
-SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1 all the same, docs/design/tree-draft-extend-graph.md): EAGLE3 3 steps /
-topk 8 / 16 draft tokens on triton (the backend whose draft-extend graph these releases capture), overlap on,
-page_size 1, forced retraction, strict busy leak checks, greedy equal to target-only, decode logprobs equal to
-prefill, 32 concurrent requests (batch size > 1 is where a wrong query stride, #27545, reads another request's rows),
-a concurrent abort (checks in ``testing.rows.TreeRow``), and the plugin's own report that the draft-extend graph was
+"""Tree drafting with the spec-v2 draft-extend CUDA graph at tree width (the default since the tree rows met with it;
+the row sets SGLANG_SPECV2_FIXES_TREE_DRAFT_GRAPH=1 all the same, docs/design/tree-draft-extend-graph.md): EAGLE3 3
+steps / topk 8 / 16 draft tokens on triton (the backend whose draft-extend graph these releases capture), overlap on,
+page_size 1, forced retraction, strict busy leak checks, greedy equal to target-only, decode logprobs equal to prefill,
+32 concurrent requests (batch size > 1 is where a wrong query stride, #27545, reads another request's rows), a
+concurrent abort (checks in ``testing.rows.TreeRow``), and the plugin's own report that the draft-extend graph was
 captured at tree width. Stock falls back to spec v1 for explicit topk > 1 (and knows no such variable)."""
 
 import unittest

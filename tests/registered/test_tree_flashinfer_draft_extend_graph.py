@@ -1,6 +1,6 @@
 """Tree drafting on flashinfer with flashinfer's spec-v2 draft-extend CUDA graph at tree width
 (flashinfer-draft-extend-graph, upstream #28782; the graph is the default
-on 0.5.11 / 0.5.12.x since it met there on 2026-11-27, and on 0.5.13.x since it met there too, 2026-11-27):
+on 0.5.11 / 0.5.12.x since it met there, and on 0.5.13.x since it met there too):
 EAGLE3 3 steps / topk 8 / 16 draft tokens on flashinfer (Hopper's backend for trees), overlap on, page_size 1, forced
 retraction, strict busy leak checks, greedy equal to target-only, decode logprobs equal to prefill, 32 concurrent
 requests (batch size > 1 and padded graph batches are where a wrong query layout reads another request's rows), a
@@ -14,9 +14,9 @@ Two servers, one class each:
 * ``TestTreeFlashinferDraftExtendGraph``: the default, each replay planned from host-known indptrs (0.5.14's
   fast_prefill_plan layout): the decision must name that plan and every replay of the load must be counted sync-free
   (``serving.draft_extend_plans``). It passed with the plan opt-in (the class set =1) on 0.5.11, 0.5.12.post1 and
-  0.5.13.post1 (2026-11-28, docs/gpu-runs/2026-11-28-s28/), the plan is the trees' default since.
+  0.5.13.post1, the plan is the trees' default since.
 * ``TestTreeFlashinferDraftExtendGraphFlashinferPlan``: the same graph with flashinfer's own plan at replay
-  (SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0; the trees' default until session 28)."""
+  (SGLANG_SPECV2_FIXES_FLASHINFER_FAST_PLAN=0; the trees' default before the sync-free plan met)."""
 
 import unittest
 

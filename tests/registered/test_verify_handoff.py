@@ -13,13 +13,11 @@ concurrent requests must end at their lengths, aborts mid-decode must leave the 
 the walk model's draft must keep its acceptance (wrong draft-extend positions write wrong draft KV: acceptance drops
 while the text stays right), and the probe must count no host wait on a verify (``verify_host_waits``) during a
 logprob-free load. Stock waits on the host at every steady decode step of a chain: it fails only the chain class's
-last test. Met A/B on 0.5.11, 0.5.12 and 0.5.12.post1 for the chain class (2026-11-27, 2 x H200,
-docs/gpu-runs/2026-11-27-s23/: stock 229 host waits in the chain load, the plugin 0). The tree class was added
-after that and passed on 0.5.11 (2026-11-27, docs/gpu-runs/2026-11-27-s24/), then on 0.5.12 and 0.5.12.post1
-(session 25, with the switch set to 1 as the class did then; docs/gpu-runs/2026-11-27-s25/): trees take the handoff by
-default since. Stock (``--specv2-fixes off``) routes
-explicit topk > 1 to spec v1, so it fails the tree class's first test; the tree with the host wait is the plugin side with
---specv2-fixes auto,-verify-handoff (tree-drafting without the handoff), which should fail only
+last test. Met A/B on 0.5.11, 0.5.12 and 0.5.12.post1 for the chain class (stock waits on the host in the chain load,
+the plugin never). The tree class was added after that and passed on 0.5.11, 0.5.12 and 0.5.12.post1 (with the switch
+set to 1 as the class did then): trees take the handoff by default since. Stock (``--specv2-fixes off``) routes
+explicit topk > 1 to spec v1, so it fails the tree class's first test; the tree with the host wait is the plugin side
+with --specv2-fixes auto,-verify-handoff (tree-drafting without the handoff), which should fail only
 ``test_7_no_host_wait_on_verify``, in both classes. The checks are ``testing.rows.HandoffRow``; fa3's row is
 test_verify_handoff_fa3.py."""
 
@@ -30,7 +28,7 @@ from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import HandoffRow
 from sglang.test.test_utils import CustomTestCase
 
-# two servers (chain, tree) in one file: the chain class alone ran 180 s on an H200 (2026-11-27)
+# two servers (chain, tree) in one file: the chain class alone takes about 3 minutes on one GPU
 register_specv2_ci(est_time=420, suite="specv2-gpu", releases="fix:verify-handoff&gpu", bug_in="fix:verify-handoff&gpu")
 
 

@@ -1,4 +1,4 @@
-"""verify-handoff on **fa3** (on by default since this row met on 0.5.11, 0.5.12 and 0.5.12.post1, 2026-11-29;
+"""verify-handoff on **fa3** (on by default since this row met on 0.5.11, 0.5.12 and 0.5.12.post1;
 SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0 turns it off): the spec-v2 decode preparation without the host wait on the
 previous verify, with fa3's replay and eager draft-extend metadata bounded by the page tables' static width where the
 host mirror is absent (as upstream 0.5.17). The checks of test_verify_handoff.py (``testing.rows.HandoffRow``: greedy
@@ -6,22 +6,21 @@ equal to an fa3 target-only server, decode logprobs equal to the prefill's, 32 c
 model's acceptance, strict idle / busy memory checks, no host wait on a verify in the probe's count), two servers:
 
 * ``TestVerifyHandoffFa3``: an EAGLE3 chain, 3 steps / topk 1 / 4 tokens, its draft extend eager: fa3 has no
-  draft-extend graph before 0.5.23, and fa3-draft-extend-graph (the default for chains since session 38) is switched
+  draft-extend graph before 0.5.23, and fa3-draft-extend-graph (the default for chains) is switched
   off here (SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=0), so this class keeps the eager metadata's path;
 * ``TestVerifyHandoffFa3Tree``: an EAGLE3 tree, 3 steps / topk 4 / 8 tokens on tree-drafting's spec-v2 path (fa3
   trees, the default), its draft extend eager (asserted first from /server_info);
 * ``TestVerifyHandoffFa3Graph``: the chain with SGLANG_SPECV2_FIXES_FA3_DRAFT_GRAPH=1, its draft extend in
-  fa3-draft-extend-graph's CUDA graph (asserted first), whose replay then runs without the host mirror (added
-  2026-11-29, session 37: before, such a server kept the host wait; met on 0.5.11, 0.5.12, 0.5.12.post1 in session 38).
+  fa3-draft-extend-graph's CUDA graph (asserted first), whose replay then runs without the host mirror (before,
+  such a server kept the host wait; met on 0.5.11, 0.5.12, 0.5.12.post1).
 
 Stock waits on the host at every steady decode step: it fails the chain classes' test 7; it routes an explicit fa3 tree
 to spec v1 (the tree class's test 0, and test 7, which needs spec-v2 steps to count) and has no fa3 draft-extend graph
 (the graph class's test 0). The plugin with the switch off
-(fa3 trees, no handoff) should fail test 7 in both classes (not run on a GPU). Why
-(docs/bench/default-fa3-tree-profile-2026-11-29.md): on fa3 the default invocation's c = 8 point was 0.90 - 0.93 of
-upstream 0.5.17, the plugin's scheduler blocked in ``maybe_wait_verify_done``; with the handoff 1.10 / 1.00
-(docs/gpu-runs/2026-11-29-s36/). fa3 is not in the device bundle: carry it in parts (``ci/gpu/lease.sh fa3-parts``,
-then ``add`` / ``inst``). Hopper only."""
+(fa3 trees, no handoff) should fail test 7 in both classes (not run on a GPU). Why: without
+the handoff the plugin's scheduler on fa3 blocks in ``maybe_wait_verify_done`` at every decode step, where upstream
+0.5.17 does not, and the default invocation falls behind 0.5.17's throughput. fa3 is not in the device bundle:
+carry it in parts (``ci/gpu/lease.sh fa3-parts``, then ``add`` / ``inst``). Hopper only."""
 
 import unittest
 
