@@ -196,8 +196,8 @@ def table_states(fix: str) -> Dict[str, str]:
     fix is absent from the release's code line)."""
     out = {}
     for v, r in releases.RELEASES.items():
-        e = releases.LINES[r.line].fixes.get(fix)
-        out[v] = catalog.NOT_APPLICABLE if e is None else catalog.APPLIED if isinstance(e, Patched) else e.state
+        e = releases.LINES[r.line].entry(fix)
+        out[v] = catalog.APPLIED if isinstance(e, Patched) else e.state
     return out
 
 

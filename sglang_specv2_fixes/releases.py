@@ -4,7 +4,8 @@
     LINES      code line -> Line(state of every fix, probe targets)
 
 A *code line* groups releases whose checked functions are byte-identical (0.5.12 and 0.5.12.post1). A
-fix's entry on a line is ``patch(NAME)`` (apply ``patches/<fix>/NAME.patch``; the file's header holds the
+fix absent from a line is not applicable there (``entry`` answers a not-applicable note, with nothing to check);
+a fix's entry on a line is ``patch(NAME)`` (apply ``patches/<fix>/NAME.patch``; the file's header holds the
 fingerprints it was written against, so several lines may name one file) or ``note(STATE, reason,
 check=(module, qualname, fingerprint))`` (nothing to patch; the check verifies the state against the
 installed source; in a line derived from another, a bare fingerprint string keeps that line's note and only
@@ -49,6 +50,11 @@ class Line:
     spec_v2_only: bool = False  # spec v1 gone: no ScheduleBatch.is_spec_v2, every spec batch is v2
     run_batch: str = RUN_BATCH
 
+    def entry(self, fix: str) -> "Entry":
+        """The fix's entry on this line; a fix the line does not name is not applicable here."""
+        e = self.fixes.get(fix)
+        return absent(fix) if e is None else e
+
 
 def _r(version, line, torch, *cpu):
     return Release(version, line, torch, tuple(cpu) or None)
@@ -77,17 +83,20 @@ _D = "SchedulerOutputProcessorMixin.process_batch_result_decode"
 _B = "SchedulerBatchResultProcessor.process_batch_result_decode"
 PROBE = {"0.5.11": f"{MIXIN}.{_D}", "0.5.12": f"{MIXIN}.{_D}"}
 LINES: Dict[str, Line] = {}
+def absent(fix: str) -> Note:
+    """The entry of a fix on a code line that does not name it."""
+    return note(NOT_APPLICABLE, f"{fix} is not in this release's row of the release table: the code it fixes does "
+                                f"not exist here")
+
+
 def _derive(base: str, changes: Dict[str, Union[Entry, str]]) -> Dict[str, Entry]:
-    """The fix entries of code line ``base`` with ``changes`` applied (every fix keeps a place on every line). A
-    change given as a bare fingerprint keeps the base line's note (state, reason, checked function): only that
-    function's source changed in this line."""
-    unknown = set(changes) - set(_FIXES[base])
-    if unknown:
-        raise ValueError(f"unknown fix(es) {sorted(unknown)}")
+    """The fix entries of code line ``base`` with ``changes`` applied (a fix may first appear on a later line: before
+    it, it is not applicable). A change given as a bare fingerprint keeps the base line's note (state, reason, checked
+    function): only that function's source changed in this line."""
     out = dict(_FIXES[base])
     for fix, change in changes.items():
         if isinstance(change, str):
-            prev = out[fix]
+            prev = out.get(fix)
             if not isinstance(prev, Note) or prev.check is None:
                 raise ValueError(f"{fix}: a bare fingerprint needs a checked note on line {base}")
             change = note(prev.state, prev.reason, check=(*prev.check[:2], change))
@@ -641,6 +650,7 @@ for _line, _fixes in _FIXES.items():
         spec_v2_only=_line not in ("0.5.11", "0.5.12", "0.5.13"),
     )
 del _line, _fixes
+NAMES = frozenset(fix for L in LINES.values() for fix in L.fixes)  # every fix the table names on some line
 
 
 # ------------------------------------------------------------------------------------------ queries
@@ -654,7 +664,11 @@ def code_line(version: Optional[str]) -> Optional[str]:
 
 
 def entry(fix: str, line: str) -> Entry:
-    return LINES[line].fixes[fix]
+    """``fix``'s entry on code ``line`` (not applicable where the line does not name it); KeyError for an unknown
+    line, or a fix no line names."""
+    if fix not in NAMES:
+        raise KeyError(fix)
+    return LINES[line].entry(fix)
 
 
 def is_patched(line: str) -> bool:
@@ -687,9 +701,9 @@ def release_set(spec: str) -> List[str]:
             keep = set(order[: i + 1] if kind == "up-to" else order[i:])
         elif part.startswith("fix:"):
             name = part[4:]
-            if not any(name in line.fixes for line in LINES.values()):
+            if name not in NAMES:
                 raise ValueError(f"release set {spec!r}: unknown fix {name!r}")
-            keep = {v for v, r in RELEASES.items() if isinstance(LINES[r.line].fixes.get(name), Patched)}
+            keep = {v for v, r in RELEASES.items() if isinstance(entry(name, r.line), Patched)}
         else:
             raise ValueError(f"unknown release set {part!r} in {spec!r}")
         out = [v for v in out if v in keep]

@@ -164,7 +164,7 @@ def line_releases(lines) -> str:
 
 
 def _lines_of(fix: str, want, table) -> Tuple[str, ...]:
-    return tuple(line for line, L in table.items() if want(L.fixes[fix]))
+    return tuple(line for line, L in table.items() if want(L.entry(fix)))
 
 
 def known_functions(fix: str, table=None) -> Dict[Tuple[str, str], List[Known]]:
@@ -174,7 +174,7 @@ def known_functions(fix: str, table=None) -> Dict[Tuple[str, str], List[Known]]:
     out: Dict[Tuple[str, str], List[Known]] = {}
     seen = set()
     for line in reversed(list(table)):
-        e = table[line].fixes[fix]
+        e = table[line].entry(fix)
         if isinstance(e, Patched):
             if e.name in seen:
                 continue
@@ -226,7 +226,7 @@ def match_fix(fix: str, fp_of: FpOf, table=None) -> FixMatch:
     table = releases.LINES if table is None else table
     patched = {}
     for line in reversed(list(table)):
-        e = table[line].fixes[fix]
+        e = table[line].entry(fix)
         if isinstance(e, Patched) and e.name not in patched:
             patched[e.name] = patchfile.load(fix, e.name)
     for name, pf in patched.items():
@@ -238,7 +238,7 @@ def match_fix(fix: str, fp_of: FpOf, table=None) -> FixMatch:
             lines = _lines_of(fix, lambda x: isinstance(x, Patched) and x.name == name, table)
             return FixMatch(fix, "present", patch=name, lines=lines)
     for line in reversed(list(table)):
-        e = table[line].fixes[fix]
+        e = table[line].entry(fix)
         if isinstance(e, Note) and e.check and fp_of(*e.check[:2]) == e.check[2]:
             lines = _lines_of(fix, lambda x: isinstance(x, Note) and x == e, table)
             return FixMatch(fix, "note", note=e, lines=lines)
@@ -247,7 +247,7 @@ def match_fix(fix: str, fp_of: FpOf, table=None) -> FixMatch:
     if any(found.values()):
         detail = "; ".join(f"{q} has fingerprint {fp}" if fp else f"{q} not found" for (m, q), fp in found.items())
         return FixMatch(fix, "changed", detail=detail)
-    checks = sorted({e.check[:2] for L in table.values() for e in [L.fixes[fix]]
+    checks = sorted({e.check[:2] for L in table.values() for e in [L.entry(fix)]
                      if isinstance(e, Note) and e.check})
     detail = "; ".join(f"{q}: {fp_of(m, q) or 'not found'}" for m, q in targets + checks)
     return FixMatch(fix, "missing", detail=detail)
@@ -262,7 +262,7 @@ def line_scores(fp_of: FpOf, table=None) -> List[Tuple[str, int, List[str]]]:
     for line in reversed(list(table)):
         ok, bad = 0, []
         for f in ALL_FIXES:
-            v = entry_verifies(f.name, table[line].fixes[f.name], fp_of)
+            v = entry_verifies(f.name, table[line].entry(f.name), fp_of)
             if v is False:
                 bad.append(f.name)
             elif v:
@@ -391,7 +391,7 @@ def draft_line(r: Result) -> List[str]:
     views = {v.fix: v for v in r.fixes}
     for fix in r.differs:
         m = views[fix].match
-        base = releases.LINES[r.line].fixes[fix]
+        base = releases.entry(fix, r.line)
         if m.kind == "patch":
             out += _entry(fix, f'"{fix}": patch("{m.patch}"),', f"REVIEW: every target equals the before of "
                           f"{m.patch}.patch ({line_releases(m.lines)}); check it is the whole fix here")

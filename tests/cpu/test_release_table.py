@@ -1,6 +1,7 @@
 """The release table (sglang_specv2_fixes/releases.py): consistency of releases, code lines and fix
 entries, and the release_set() grammar that ci/ and tests/registered use. Nothing here needs sglang."""
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -31,13 +32,28 @@ def test_fix_names_are_unique_and_aliases_do_not_collide():
             assert seen.setdefault(a.lower(), f.name) == f.name, f"{a!r} names {seen[a.lower()]} and {f.name}"
 
 
-@pytest.mark.parametrize("line", list(releases.LINES))
-def test_every_fix_is_named_on_every_line(line):
-    fixes = releases.LINES[line].fixes
-    assert list(fixes) == NAMES or set(fixes) == set(NAMES), (line, sorted(set(fixes) ^ set(NAMES)))
-    for name in NAMES:
-        e = releases.entry(name, line)
-        assert isinstance(e, (Patched, Note)), (line, name, e)
+def test_the_table_names_the_catalogue_fixes():
+    assert releases.NAMES == set(NAMES), sorted(releases.NAMES ^ set(NAMES))
+    for line in releases.LINES:
+        for name in NAMES:
+            assert isinstance(releases.entry(name, line), (Patched, Note)), (line, name)
+
+
+def test_a_fix_absent_from_a_line_is_not_applicable_there(monkeypatch):
+    """Taking a fix out of a line's row leaves it not applicable there, to plan() and the catalogue as well."""
+    from sglang_specv2_fixes import core, known_bugs, selection
+
+    line, fix = "0.5.11", "seq-lens-helper"
+    assert fix in releases.LINES[line].fixes
+    row = dict(releases.LINES[line].fixes)
+    del row[fix]
+    monkeypatch.setitem(releases.LINES, line, dataclasses.replace(releases.LINES[line], fixes=row))
+    e = releases.entry(fix, line)
+    assert isinstance(e, Note) and e.state == NOT_APPLICABLE and e.check is None and fix in e.reason
+    assert e == releases.absent(fix)
+    assert known_bugs.table_states(fix)["0.5.11"] == NOT_APPLICABLE
+    st = {f.name: f for f in core.plan(selection.parse("auto", ALL_FIXES), "0.5.11").fixes}[fix]
+    assert st.state == catalog.NOT_APPLICABLE and fix in st.reason, (st.state, st.reason)
 
 
 @pytest.mark.parametrize("line", list(releases.LINES))
@@ -89,7 +105,7 @@ def test_probe_targets_and_spec_v2_only():
 def test_entry_lookup():
     line = next(iter(releases.LINES))
     assert releases.entry(NAMES[0], line) is releases.LINES[line].fixes[NAMES[0]]
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError):  # a name no line has is a typo, not a fix that does not apply
         releases.entry("no-such-fix", line)
     with pytest.raises(KeyError):
         releases.entry(NAMES[0], "0.0.0-no-such-line")
