@@ -176,7 +176,7 @@ def test_outlines_overlay_goes_after_the_tree_with_the_datasets_stand_in(tmp_pat
     assert path == [str(tree), str(overlay)] + ([DATASETS_STAND_IN] if no_datasets else []), path
     assert (overlay / ".ready").exists() and not (tree / "outlines").exists()
     code = ("import outlines, shared_dep; from datasets.fingerprint import Hasher; "
-            "print(outlines.OL, shared_dep.WHO, Hasher.hash({'a': 1}) == Hasher.hash({'a': 1}) != Hasher.hash({'a': 2}))")
+            "print(outlines.OL, shared_dep.WHO, Hasher.hash({'a': 1}) == Hasher.hash({'a': 1}) != Hasher.hash([1]))")
     p = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": ":".join(path)},
                        capture_output=True, text=True, cwd=tmp_path)
     assert p.stdout.split() == ["overlay", "tree", "True"], p.stdout + p.stderr

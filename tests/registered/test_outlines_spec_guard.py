@@ -2,7 +2,7 @@
 speculative verify walks the draft with ``spec_utils.traverse_tree``, which reads the grammar's vocab mask as 32
 tokens packed per int32 word; ``OutlinesGrammar`` keeps one bool per token (True = not allowed), so the walk reads
 token ``t // 32``'s bool for a draft token ``t``, and fills only the mask rows of the draft tokens it takes. What that
-does to a request (CPU, on 0.5.11's real ``OutlinesGrammar`` and ``traverse_tree`` with the tiny tokenizer):
+does to a request of the tiny walk (the same code on every release):
 
 * a draft token that is not a multiple of 32 is never taken: the walk stops at the root, the mask rows of the other
   draft positions stay all-allowed, and the verify constrains only its first token. A greedy answer runs past the
@@ -17,10 +17,10 @@ them:
 
 * ``TestOutlinesWithEagle3``: the combination, EAGLE3 3/1/4 with overlap (spec v2). Where it starts (stock), every
   regex-constrained greedy answer must match its regex fully and be the grammar's greedy walk, and the server must
-  stay up: stock fails both (answers past the regex's end; then the requests whose first draft token is t32 / t96
-  kill it). Where it refuses (the plugin; required on this side), the refusal must be an exit at startup with an
-  error line naming ``--grammar-backend outlines``, ``--speculative-algorithm`` and the way out
-  (``--grammar-backend xgrammar`` or ``llguidance``), and the serving tests are skipped with it as the reason.
+  stay up: on stock ``test_2`` (prompts whose walk has no multiple of 32 within reach) should see answers past the
+  regex's end, and ``test_3`` (prompts whose first draft token is t32 / t96) the server die. Where it refuses (the plugin; required on this side), the refusal must be an
+  exit at startup with an error line naming ``--grammar-backend outlines``, ``--speculative-algorithm`` and the way
+  out (``--grammar-backend xgrammar`` or ``llguidance``), and the serving tests are skipped with it as the reason.
 * ``TestXgrammarWithEagle3``: the way out with speculation, same cases, must pass on both sides.
 * ``TestOutlinesWithoutSpeculation``: the way out keeping outlines, same cases, must pass on both sides (and shows
   that outlines itself works on the release, so the combination class fails for the combination).
@@ -61,8 +61,11 @@ def start_before(token):
 
 def regex_cases():
     """(prompt, K words, max_new_tokens): room for K words and EOS (the grammar ends the request), or exactly K (the
-    length check comes first)."""
-    return [(p, 1 + i % 7, 16 if i % 4 else 1 + i % 7) for i, p in enumerate(prompts(28, seed=24))]
+    length check comes first). Only prompts whose greedy walk holds no multiple of 32 within reach (no draft token
+    the misread takes: on stock these show the unconstrained draft positions alone; test_3 has the others)."""
+    ps = [p for p in prompts(160, seed=24) if all(t % 32 for t in walk(p, 17))][:28]
+    assert len(ps) == 28
+    return [(p, 1 + i % 7, 16 if i % 4 else 1 + i % 7) for i, p in enumerate(ps)]
 
 
 def misread_cases():
