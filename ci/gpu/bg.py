@@ -8,7 +8,7 @@ global cap on rows at once, while the next calls bring the next bundles::
 
     python3 ci/gpu/bg.py start RELEASE FILE [FILE ...] [--slots K] [--timeout T] [--plugin-env KEY=VALUE ...]
                                  [--gpus 0,1] [--tests PATTERN]
-        (this call) unpack .device-bundle/RELEASE (+ RELEASE-xgrammar) into /tmp/sglang-RELEASE
+        (this call) unpack .device-bundle/RELEASE (+ RELEASE-xgrammar, RELEASE-outlines) into /tmp/sglang-RELEASE
         (ci/gpu/env.sh), queue one task per FILE (basenames, as ci/run_registered.py --files), start the
         dispatcher if it is not running; returns at once
     python3 ci/gpu/bg.py wait SECONDS

@@ -4,13 +4,16 @@
 # time. Rows and benchmarks run in the background between calls; the next call must follow within the machine's
 # idle window (~30 s). From the repo root:
 #
-#     bash ci/gpu/lease.sh STEP [ARGS]                        # CPU machine: bundle, combine, fa3-parts, xgrammar
+#     bash ci/gpu/lease.sh STEP [ARGS]                        # CPU machine: bundle, combine, fa3-parts, xgrammar,
+#                                                             # outlines
 #     SPECV2_COMMIT=<hash> bash ci/gpu/lease.sh STEP [ARGS]   # GPU machine: every other step
 #
 #   bundle REL [OUT_DIR]       (CPU) build .device-bundle/REL/{site,fi}.tar.xz + pins.txt (ci/gpu/make_bundle_slim.sh)
 #   combine REL REL [V=BASE ...]   (CPU) merge release bundles into .device-bundle/both (ci/gpu/make_combined_bundle.sh)
 #   fa3-parts REL [PART_MB]    (CPU) REL's fa3 library as parts .device-bundle/REL-fa3/pNN (ci/gpu/make_fa3_parts.sh)
 #   xgrammar REL               (CPU) xgrammar at REL's pin, .device-bundle/REL-xgrammar (ci/gpu/make_xgrammar_overlay.sh)
+#   outlines REL               (CPU) outlines at REL's pin + its needs no bundle has, .device-bundle/REL-outlines
+#                              (ci/gpu/make_outlines_overlay.sh)
 #   unpack REL                 unpack the carried .device-bundle/REL (ci/gpu/prepare.sh)
 #   add V                      add the carried fa3 part(s) .device-bundle/V-fa3/pNN to /tmp/specv2-fa3-V
 #   inst REL PARTS [REL PARTS ...]   check the sums of PARTS' fa3 parts (PARTS: the release whose sglang-kernel they
@@ -46,7 +49,7 @@ HERE=$(cd "$(dirname "$SELF")" && pwd)
 BENCH_ROOT=${BENCH_ROOT:-/tmp}
 SNAP=$BENCH_ROOT/specv2-snap
 case "$STEP" in
-  ""|bundle|combine|fa3-parts|xgrammar|run|matrix) ;;
+  ""|bundle|combine|fa3-parts|xgrammar|outlines|run|matrix) ;;
   *) export SPECV2_COMMIT=${SPECV2_COMMIT:?set SPECV2_COMMIT to the commit the tree is at} ;;
 esac
 ROWS=(--slots "${ROWS_SLOTS:-8}" --timeout "${ROWS_TIMEOUT:-600}" --gpus "${ROWS_GPUS:-0}")
@@ -92,6 +95,8 @@ case "$STEP" in
     bash "$HERE/make_fa3_parts.sh" "$@" ;;
   xgrammar)
     bash "$HERE/make_xgrammar_overlay.sh" "$@" ;;
+  outlines)
+    bash "$HERE/make_outlines_overlay.sh" "$@" ;;
   unpack)
     bash -c "source ci/gpu/prepare.sh $1" > /dev/null && echo "unpacked $1" ;;
   add)

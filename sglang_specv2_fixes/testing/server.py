@@ -44,9 +44,10 @@ def mimo_multi_layer_args(path, max_running):
         "--max-running-requests", str(max_running), "--attention-backend", "fa3"]
 
 
-def launch(extra_args, env=None, target=None, common=None, fixes=None):
+def launch(extra_args, env=None, target=None, common=None, fixes=None, log=None):
     """Start the server under test (``target``: a model dir, default the tiny Llama target; ``common``: the
-    shared flags, default COMMON; ``fixes``: the ``--specv2-fixes`` selection, default ``AB``)."""
+    shared flags, default COMMON; ``fixes``: the ``--specv2-fixes`` selection, default ``AB``; ``log``: a file the
+    server's stdout and stderr are also written to, as they reach the test's own output)."""
     m = models()
     full_env = {"SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_BUSY": "1"}
     full_env.update(env or {})
@@ -57,7 +58,7 @@ def launch(extra_args, env=None, target=None, common=None, fixes=None):
                                other_args=(COMMON if common is None else common) + nccl_args(URL, extra_args)
                                + ["--decode-log-interval", "1"] + list(extra_args)
                                + ["--specv2-fixes", fixes or AB],
-                               env=full_env)
+                               env=full_env, return_stdout_stderr=(log, log) if log is not None else None)
 
 
 def stop(process):

@@ -2,7 +2,8 @@
 
 * ``sgl_kernel`` (``stubs/``): GPU-only; the CPU tests and CPU benchmarks import SGLang's Python modules with it;
 * ``datasets`` (``shims/``): the GPU bundle lacks it, and ``sglang.test.test_utils`` / ``sglang.bench_serving``
-  import it at module level.
+  import it at module level; outlines' tokenizer hash imports ``datasets.fingerprint`` in the server (the folder
+  reaches the servers through ci/gpu/env.sh, with the outlines overlay).
 
 Each folder goes *after* everything else on the import path, so a real install always wins. Child processes get
 the same stand-ins through ``PYTHONPATH`` (``child_pythonpath``), not through edits of their own path.

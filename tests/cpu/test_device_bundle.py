@@ -139,6 +139,65 @@ def test_xgrammar_overlay_unpacks_into_a_tree_without_it(tmp_path):
     assert (again / "xgrammar" / "__init__.py").read_text() == "XG = 'bundle'\n"
 
 
+DATASETS_STAND_IN = os.path.join(ROOT, "sglang_specv2_fixes", "testing", "shims")
+
+
+def _env_sh_path(root, version):
+    """PYTHONPATH after ``source ci/gpu/env.sh VERSION`` in ``root`` (unpack only, nothing else on the path)."""
+    env = {**os.environ, "SPECV2_UNPACK_ONLY": "1", "SPECV2_UNPACK_ROOT": str(root / "unpacked"), "PYTHONPATH": ""}
+    (root / "unpacked").mkdir(exist_ok=True)
+    p = subprocess.run(["bash", "-c", f"source {ROOT}/ci/gpu/env.sh {version} .device-bundle/{version} && "
+                        "echo PP=$PYTHONPATH"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return [ln[3:] for ln in p.stdout.splitlines() if ln.startswith("PP=")][-1].split(":")
+
+
+def test_outlines_overlay_goes_after_the_tree_with_the_datasets_stand_in(tmp_path):
+    """ci/gpu/make_outlines_overlay.sh's output beside a bundle: ci/gpu/env.sh unpacks it into a folder of its own right
+    after the release's tree on PYTHONPATH (a package both have resolves to the tree's), and puts the datasets
+    stand-in last where python3 finds no datasets (outlines hashes its tokenizer with datasets.fingerprint.Hasher);
+    a release carried without the overlay gets neither."""
+    make_release(tmp_path, "9.4.0", {"shared_dep/__init__.py": "WHO = 'tree'\n"})
+    make_release(tmp_path, "9.5.0", {})
+    ol = tmp_path / ".device-bundle" / "9.4.0-outlines"
+    ol.mkdir()
+    src = tmp_path / "src-ol"
+    files = {"outlines/__init__.py": "OL = 'overlay'\n", "shared_dep/__init__.py": "WHO = 'overlay'\n"}
+    with tarfile.open(ol / "site.tar.xz", "w:xz") as t:
+        for rel, text in files.items():
+            (src / rel).parent.mkdir(parents=True, exist_ok=True)
+            (src / rel).write_text(text)
+            t.add(src / rel, arcname=rel)
+    tree, overlay = tmp_path / "unpacked" / "sglang-9.4.0", tmp_path / "unpacked" / "sglang-9.4.0-outlines"
+    no_datasets = subprocess.run(
+        ["python3", "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('datasets') is not None)"],
+        env={**os.environ, "PYTHONPATH": f"{tree}:{overlay}"}, capture_output=True).returncode == 0
+    path = _env_sh_path(tmp_path, "9.4.0")
+    assert path == [str(tree), str(overlay)] + ([DATASETS_STAND_IN] if no_datasets else []), path
+    assert (overlay / ".ready").exists() and not (tree / "outlines").exists()
+    code = ("import outlines, shared_dep; from datasets.fingerprint import Hasher; "
+            "print(outlines.OL, shared_dep.WHO, Hasher.hash({'a': 1}) == Hasher.hash({'a': 1}) != Hasher.hash([1]))")
+    p = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": ":".join(path)},
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert p.stdout.split() == ["overlay", "tree", "True"], p.stdout + p.stderr
+    assert _env_sh_path(tmp_path, "9.4.0") == path  # unpacked once; the next source gives the same path
+    assert _env_sh_path(tmp_path, "9.5.0") == [str(tmp_path / "unpacked" / "sglang-9.5.0")]
+
+
+def test_datasets_stand_in_hashes_alike_across_processes():
+    """The stand-in's Hasher (outlines keys its caches by the tokenizer's hash): equal objects hash alike in two
+    processes, different ones differ."""
+    code = ("from datasets.fingerprint import Hasher; import datasets, sys; "
+            "assert datasets.__file__.startswith(sys.argv[1]), datasets.__file__; "
+            "print(Hasher.hash({'vocab': ['t7', 't8'], 'eos': 2}), Hasher.hash({'vocab': ['t7', 't9'], 'eos': 2}))")
+    env = {**os.environ, "PYTHONPATH": DATASETS_STAND_IN}
+    runs = [subprocess.run([sys.executable, "-c", code, DATASETS_STAND_IN], env=env, capture_output=True, text=True,
+                           cwd=ROOT) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
+    (a1, b1), (a2, b2) = (r.stdout.split() for r in runs)
+    assert a1 == a2 and b1 == b2 and a1 != b1
+
+
 SHIMS = os.path.join(ROOT, "ci", "gpu", "bundle_shims")
 FAKE_BACKENDS = {  # module -> source: what 0.5.15.post1+ import while capturing spec-v2 draft graphs
     "dsa_backend": "class Defined:\n    pass\nimport cutlass.cute\n",

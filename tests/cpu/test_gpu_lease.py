@@ -12,8 +12,8 @@ from conftest import ROOT
 pytestmark = pytest.mark.release_independent  # ci/run_cpu_tests.sh: on the first anchor release only
 
 SCRIPT = os.path.join(ROOT, "ci", "gpu", "lease.sh")
-STEPS = ("bundle", "combine", "fa3-parts", "xgrammar", "unpack", "add", "inst", "rows", "arows", "queue", "run",
-         "matrix", "models", "bench", "wait", "poll", "collect", "status")
+STEPS = ("bundle", "combine", "fa3-parts", "xgrammar", "outlines", "unpack", "add", "inst", "rows", "arows", "queue",
+         "run", "matrix", "models", "bench", "wait", "poll", "collect", "status")
 
 
 def lease(*args, env=None, timeout=120):
@@ -91,7 +91,8 @@ def test_every_script_the_lease_runs_is_there():
         named |= set(re.findall(r"\b((?:ci|bench)/[\w/.-]+\.(?:sh|py))\b", open(os.path.join(ROOT, f)).read()))
     assert {"ci/gpu/prepare.sh", "ci/gpu/bg.py", "ci/run_registered.py", "ci/gpu/env.sh"} <= named, named
     assert [p for p in sorted(named) if not os.path.exists(os.path.join(ROOT, p))] == []
-    for script in ("make_bundle_slim.sh", "make_combined_bundle.sh", "make_fa3_parts.sh", "make_xgrammar_overlay.sh"):
+    for script in ("make_bundle_slim.sh", "make_combined_bundle.sh", "make_fa3_parts.sh", "make_xgrammar_overlay.sh",
+                   "make_outlines_overlay.sh"):
         assert f'"$HERE/{script}"' in open(SCRIPT).read() and os.path.exists(os.path.join(ROOT, "ci", "gpu", script))
 
 
