@@ -31,8 +31,12 @@ Invariants counted (a stale result must not touch a request whose KV is already 
 
 Counted, not a violation (tests/registered/test_verify_handoff.py):
   verify_host_waits         host waits on a verify: ``Event.synchronize()`` called from a function named
-                            ``maybe_wait_verify_done`` (0.5.11 / 0.5.12.x; stock and patched alike). The
-                            verify-handoff fix replaces them by stream waits on triton with CUDA graphs (chains, trees).
+                            ``maybe_wait_verify_done`` (0.5.11 / 0.5.12.x; stock and patched alike), and from 0.5.13
+                            on ``Stream.synchronize()`` / ``Event.synchronize()`` called from
+                            ``FutureMap.resolve_seq_lens_cpu`` (the host mirror's copy after the verify's publish
+                            event; the event on ROCm). The verify-handoff fix replaces the first by stream waits on
+                            triton with CUDA graphs (chains, trees) and, on 0.5.13.x, drops the second where piecewise
+                            CUDA graphs were the only reason for the mirror.
 
 In check mode the first violation raises in the scheduler (which stops it) with the request id and
 its counters, instead of only being counted.
@@ -208,29 +212,38 @@ def register(code_line: str, strict: bool = False):
     return (_around, _around_run_batch)
 
 
+# host waits on a verify: the torch.cuda class whose synchronize() is called, from functions of these names
+HOST_WAITS = {
+    "Event": ("maybe_wait_verify_done", "resolve_seq_lens_cpu"),  # verify_done (0.5.11 / 0.5.12.x); ROCm's publish
+    "Stream": ("resolve_seq_lens_cpu",),  # 0.5.13 on: the host mirror's D2H stream, after the publish event
+}
+
+
 def _count_verify_host_waits() -> None:
-    """Wrap ``torch.cuda.Event.synchronize`` (test-only, probe on): count the calls made from a function named
-    ``maybe_wait_verify_done`` (the release's, or verify-handoff's patched one where it keeps the host wait)."""
+    """Wrap ``torch.cuda.Event.synchronize`` and ``torch.cuda.Stream.synchronize`` (test-only, probe on): count the
+    calls made from a function ``HOST_WAITS`` names (the release's, or verify-handoff's patched one where it keeps the
+    host wait)."""
     import sys
 
     try:
         import torch
 
-        event = torch.cuda.Event
+        classes = {name: getattr(torch.cuda, name) for name in HOST_WAITS}
     except Exception:  # noqa: BLE001 - no CUDA torch: nothing to count
         return
-    original = event.synchronize
-    if getattr(original, "_specv2_probe", False):
-        return
+    for name, cls in classes.items():
+        original = cls.synchronize
+        if getattr(original, "_specv2_probe", False):
+            continue
 
-    def synchronize(self, *args, **kwargs):
-        if sys._getframe(1).f_code.co_name == "maybe_wait_verify_done":
-            with _lock:
-                STATS["verify_host_waits"] += 1
-        return original(self, *args, **kwargs)
+        def synchronize(self, *args, _original=original, _callers=HOST_WAITS[name], **kwargs):
+            if sys._getframe(1).f_code.co_name in _callers:
+                with _lock:
+                    STATS["verify_host_waits"] += 1
+            return _original(self, *args, **kwargs)
 
-    synchronize._specv2_probe = True
-    event.synchronize = synchronize
+        synchronize._specv2_probe = True
+        cls.synchronize = synchronize
 
 
 # SGLang's own scheduler-wide acceptance counters, per release name (lifetime + current log interval)

@@ -172,17 +172,9 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
                'a67509a5a7237819'),
     ),
     "min-tokens-per-position": patch("0.5.13"),
-    "verify-handoff": note(
-        UPSTREAM,
-        "#25879: no host wait on verify_done (ScheduleBatch.maybe_wait_verify_done is gone); the next batch's seq_lens "
-        "is gathered on the GPU behind the verify's publish event (FutureMap.resolve_seq_lens_cpu) and, where no "
-        "attention backend needs the host mirror (triton), never copied to the host; the draft extend takes device "
-        "prefix lengths (gpu_only). On 0.5.13.x two-batch overlap and piecewise CUDA graphs (on by default) still force "
-        "the mirror, and the host then waits for the publish event (decide_needs_cpu_seq_lens, resolve_seq_lens_cpu's "
-        "synchronize): a default triton chain there keeps the wait unless --disable-piecewise-cuda-graph (0.5.14 "
-        "drops that branch)",
-        check=('sglang.srt.managers.overlap_utils', 'FutureMap.resolve_seq_lens_cpu', '0e06bbae78da2463'),
-    ),
+    # #25879 is upstream (no host wait on verify_done); the patch drops the host mirror piecewise CUDA graphs still
+    # force in decide_needs_cpu_seq_lens, as 0.5.14 (#28633); the same function on 0.5.13.post1
+    "verify-handoff": patch("0.5.13"),
     "fa3-draft-extend-graph": patch("0.5.13"),
     # the graph metadata moved to _prepare_cuda_graph_metadata / init_forward_metadata_out_graph; the same functions
     # on 0.5.13.post1
@@ -259,7 +251,15 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
     "dp-draft-graph-rank-agree": "50caeff4b561fae4",  # the same draft on 0.5.15
     "pd-prebuilt-staging-order": patch("0.5.14"),
     "min-tokens-per-position": patch("0.5.14"),
-    "verify-handoff": "03bc17e32f9094ff",  # FutureMap.resolve_seq_lens_cpu
+    "verify-handoff": note(
+        UPSTREAM,
+        "#25879: no host wait on verify_done (ScheduleBatch.maybe_wait_verify_done is gone); the next batch's seq_lens "
+        "is gathered on the GPU behind the verify's publish event (FutureMap.resolve_seq_lens_cpu) and, where no "
+        "attention backend needs the host mirror (triton), never copied to the host; the draft extend takes device "
+        "prefix lengths (gpu_only). #28633: piecewise CUDA graphs no longer force the mirror "
+        "(decide_needs_cpu_seq_lens; two-batch overlap still does)",
+        check=('sglang.srt.managers.overlap_utils', 'FutureMap.resolve_seq_lens_cpu', '03bc17e32f9094ff'),
+    ),
     "fa3-draft-extend-graph": patch("0.5.14"),
     "flashinfer-draft-extend-graph": note(
         UPSTREAM,

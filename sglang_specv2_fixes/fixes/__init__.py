@@ -415,7 +415,7 @@ flashinfer-draft-extend-graph  [#28782]  flashinfer spec-v2 draft-extend CUDA gr
         replays use flashinfer's own plan (its device-to-host copies); =1: trees too
     Removal: delete when 0.5.13.post1 leaves the supported releases (upstream from 0.5.14)
 
-verify-handoff  [#25879]  decode preparation without the host wait on the verify (triton and fa3, CUDA graphs)
+verify-handoff  [#25879, #28633]  decode preparation without the host wait on the verify (triton and fa3, CUDA graphs)
     What: ScheduleBatch.maybe_wait_verify_done makes the schedule stream wait for verify_done
         instead of the host, and filter_batch / merge_batch /
         EagleDraftInputV2Mixin.prepare_for_decode drop the seq_lens D2H (seq_lens_cpu None,
@@ -426,17 +426,22 @@ verify-handoff  [#25879]  decode preparation without the host wait on the verify
         with its tree-width draft-extend graph), and for fa3 (its replay and eager draft-extend
         metadata bound the KV length by the page tables' width, as 0.5.17, and the target-verify and
         draft-extend graph replays pass no stale mirror; SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0
-        leaves fa3 out); =0 turns it off
+        leaves fa3 out); on 0.5.13.x decide_needs_cpu_seq_lens no longer forces the host mirror
+        under piecewise CUDA graphs for a triton EAGLE server (as 0.5.14), so the scheduler copies
+        no seq_lens to the host and waits for no verify
     Why: 0.5.11 / 0.5.12.x block the scheduler thread until the previous verify ends
         (verify_done.synchronize, seq_lens.cpu()) to build the draft extend's positions on the host,
         so the next batch is prepared only during the draft extend and the GPU idles for the host
-        every decode step (0.5.13 keeps the host a step ahead)
+        every decode step (0.5.13 keeps the host a step ahead, except under piecewise CUDA graphs,
+        the default: 0.5.13.x still publish the host mirror there, and the host waits for each
+        verify's publish event)
     - applied: patches/verify-handoff/0.5.11.patch (0.5.11)
     - applied: patches/verify-handoff/0.5.12.patch (0.5.12 … 0.5.12.post1)
-    - upstream (0.5.13 … 0.5.23)
+    - applied: patches/verify-handoff/0.5.13.patch (0.5.13 … 0.5.13.post1)
+    - upstream (0.5.14 … 0.5.23)
     Switch: SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3 (unset: on) =0: fa3 servers keep the release's
         host wait
-    Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)
+    Removal: delete when 0.5.13.post1 leaves the supported releases (upstream from 0.5.14)
 
 draft-extend-read-done-order  [#37988, #37936]  the draft-extend graph's WAR read-done event after its replay
     What: EAGLEDraftExtendCudaGraphRunner.execute records the read-done event the overlap

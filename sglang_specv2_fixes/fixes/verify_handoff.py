@@ -1,5 +1,6 @@
 """The spec-v2 decode preparation without the host wait on the previous verify (0.5.11, 0.5.12, 0.5.12.post1; 0.5.13
-removed the wait, #25879).
+removed the wait, #25879, except under piecewise CUDA graphs: 0.5.13 / 0.5.13.post1, see the end; 0.5.14 removed that
+too, #28633).
 
 With the overlap scheduler, 0.5.11 / 0.5.12.x build batch N+1 while batch N runs on the forward stream, but three places
 block the scheduler thread until N's verify has finished on the GPU: ``ScheduleBatch.maybe_wait_verify_done``
@@ -114,7 +115,26 @@ idle / busy memory checks under load, aborts and forced retraction; stock fails 
 ``verify_done`` (the plugin's is 0) and, for an explicit tree, its spec-v1 fallback. ``SGLANG_SPECV2_FIXES=auto,-verify-handoff``
 turns the fix off, ``SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0`` only on fa3 (``server_reason``).
 
-Removal: delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13).
+0.5.13 / 0.5.13.post1 (one code line, the same functions): #25879 is there, the host mirror is published by the
+scheduler's ``FutureMap.resolve_seq_lens_cpu`` (a private stream waits for the verify's publish event, copies, and the
+host ``synchronize()``s it) only where ``decide_needs_cpu_seq_lens`` says a spec-v2 attention backend needs it; triton
+says it does not, and then the host never waits. But that decision returns True whenever piecewise CUDA graphs are on
+(the default; "FIXME: support PCG without seq lens cpu value"), so a default triton server still waits on the host for
+each verify. 0.5.14 drops the branch (#28633: every consumer of the mirror either declares ``needs_cpu_seq_lens`` or is
+None-safe). So does the patch, in ``decide_needs_cpu_seq_lens``, where ``piecewise_reason`` admits the server: EAGLE /
+EAGLE3, every spec-v2 attention backend triton's (``TritonAttnBackend``, ``TritonMultiStepDraftBackend``), no breakable
+CUDA graph, no multi-layer EAGLE; two-batch overlap keeps the release's branch before it. The server then takes the
+path 0.5.13 itself takes with ``--disable-piecewise-cuda-graph``. Sound because no batch whose mirror the decision drops
+reaches a piecewise graph (read on 0.5.13 and 0.5.13.post1, whose files here are identical): the mirror is dropped only
+for decode batches (``resolve_seq_lens_cpu`` returns at once without ``future_indices``); their forwards are
+TARGET_VERIFY on the target runner, whose ``PiecewiseCudaGraphRunner.can_run`` refuses it, and DECODE /
+DRAFT_EXTEND_V2 on the draft runner, which captures piecewise graphs only with ``--enable-breakable-cuda-graph``
+(``init_piecewise_cuda_graphs``' ``force_for_draft_worker``). A prefill's EXTEND batch does reach the piecewise graph,
+with its own host lengths (``prepare_for_extend``); mixed chunks are refused with speculative decoding; the other
+readers of ``disable_piecewise_cuda_graph`` (model and communicator choices) do not read ``seq_lens_cpu``. Not fa3 or
+flashinfer: their backends ask for the mirror on 0.5.13.x (fa3 stops asking in 0.5.17), so the host wait stays there.
+
+Removal: delete when 0.5.13.post1 leaves the supported releases (upstream from 0.5.14).
 """
 
 from __future__ import annotations
@@ -131,7 +151,7 @@ logger = logging.getLogger("sglang_specv2_fixes")
 
 FIX = Fix(
     name="verify-handoff",
-    upstream=("#25879",),
+    upstream=("#25879", "#28633"),
     title="decode preparation without the host wait on the verify (triton and fa3, CUDA graphs)",
     what=(
         "ScheduleBatch.maybe_wait_verify_done makes the schedule stream wait for verify_done instead of the host, and "
@@ -142,14 +162,17 @@ FIX = Fix(
         "trees (a tree wider than steps + 1 only with its tree-width draft-extend graph), and for fa3 (its replay "
         "and eager draft-extend metadata bound the KV length by the page tables' width, as 0.5.17, and the target-verify "
         "and draft-extend graph replays pass no stale mirror; SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3=0 leaves fa3 out); "
-        "=0 turns it off"
+        "on 0.5.13.x decide_needs_cpu_seq_lens no longer forces the host mirror under piecewise CUDA graphs for a "
+        "triton EAGLE server (as 0.5.14), so the scheduler copies no seq_lens to the host and waits for no verify"
     ),
     why=(
         "0.5.11 / 0.5.12.x block the scheduler thread until the previous verify ends (verify_done.synchronize, "
         "seq_lens.cpu()) to build the draft extend's positions on the host, so the next batch is prepared only during "
-        "the draft extend and the GPU idles for the host every decode step (0.5.13 keeps the host a step ahead)"
+        "the draft extend and the GPU idles for the host every decode step (0.5.13 keeps the host a step ahead, "
+        "except under piecewise CUDA graphs, the default: 0.5.13.x still publish the host mirror there, and the host "
+        "waits for each verify's publish event)"
     ),
-    removal="delete when 0.5.11 and 0.5.12.x leave the supported releases (upstream from 0.5.13)",
+    removal="delete when 0.5.13.post1 leaves the supported releases (upstream from 0.5.14)",
     switches=(
         switch("SGLANG_SPECV2_FIXES_VERIFY_HANDOFF_FA3", "on", "=0: fa3 servers keep the release's host wait"),
     ),
@@ -274,3 +297,32 @@ def materialize(worker, batch) -> None:
     batch.seq_lens_cpu = batch.seq_lens.cpu()
     batch.seq_lens_sum = int(batch.seq_lens_cpu.sum().item())
     _count("materialized")
+
+
+# ----------------------------------------------------------------- 0.5.13.x: piecewise CUDA graphs
+TRITON = ("TritonAttnBackend", "TritonMultiStepDraftBackend")  # the spec-v2 backends read for the piecewise rule
+
+
+def piecewise_reason(args, attn_backends) -> str | None:
+    """0.5.13.x: why this server keeps the host mirror that piecewise CUDA graphs force in ``decide_needs_cpu_seq_lens``
+    (None: the patched decision leaves it to the spec-v2 attention backends ``attn_backends``, as 0.5.14). Logged for a
+    speculative server."""
+    reason = _piecewise_reason(args, attn_backends)
+    if getattr(args, "speculative_algorithm", None):
+        logger.info("sglang-specv2-fixes: verify handoff under piecewise CUDA graphs: %s",
+                    f"host mirror kept ({reason})" if reason else "no host mirror forced (the backends decide)")
+    return reason
+
+
+def _piecewise_reason(args, attn_backends) -> str | None:
+    algo = getattr(args, "speculative_algorithm", None)
+    if (algo or "").upper() not in ("EAGLE", "EAGLE3"):
+        return f"speculative algorithm {algo}: only EAGLE / EAGLE3 were read for it"
+    if getattr(args, "enable_breakable_cuda_graph", False):
+        return "enable-breakable-cuda-graph: the draft runner captures piecewise graphs too"
+    if getattr(args, "enable_multi_layer_eagle", False):
+        return "enable-multi-layer-eagle"
+    names = sorted({type(b).__name__ for b in attn_backends if b is not None})
+    if not names or not set(names) <= set(TRITON):
+        return f"attention backends {names}: only triton's were read for it"
+    return None

@@ -9,7 +9,8 @@ COMMON = [
     "--mem-fraction-static", os.environ.get("SPECV2_MEM_FRACTION", "0.2"), "--log-level", "info",
     # many tiny-model servers share one GPU in a matrix run: the static fraction only has to leave slack for
     # other servers' allocations during profiling; the KV pool itself is capped (a few hundred MB) and the
-    # piecewise CUDA graphs (~10 s and up to ~3 GB per server, no use for these tests) are off
+    # piecewise CUDA graphs (~10 s and up to ~3 GB per server, no use for most tests) are off (on in the rows that
+    # need the releases' default: common_with_piecewise_graphs)
     "--max-total-tokens", os.environ.get("SPECV2_MAX_TOTAL_TOKENS", "131072"), "--disable-piecewise-cuda-graph",
     # an idle scheduler otherwise spins a core at 100% (its own IdleSleeper docstring): with a dozen servers up
     # at once that starved every other process of the matrix run. It sleeps only when fully idle, after the
@@ -29,6 +30,11 @@ def common_without(flag):
 def common_with_grammar(backend="xgrammar"):
     """COMMON with a real grammar backend instead of ``--grammar-backend none`` (the structured-output rows)."""
     return common_without("--grammar-backend") + ["--grammar-backend", backend]
+
+
+def common_with_piecewise_graphs():
+    """COMMON without ``--disable-piecewise-cuda-graph``: piecewise CUDA graphs as the releases default them (on)."""
+    return [a for a in COMMON if a != "--disable-piecewise-cuda-graph"]
 
 
 def common_without_backend():

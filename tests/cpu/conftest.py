@@ -48,18 +48,27 @@ def pytest_report_header(config):
 requires_sglang = pytest.mark.skipif(VERSION is None, reason="no sglang release on PYTHONPATH")
 
 
-def patched_here(fix):
-    """The release table patches ``fix`` on the release under test."""
+def patched_here(fix, target=None):
+    """The release table patches ``fix`` on the release under test (with ``target``, a qualname: and that release's
+    patch file replaces it)."""
+    from sglang_specv2_fixes import patchfile
     from sglang_specv2_fixes.catalog import Patched
 
-    return LINE is not None and isinstance(releases.entry(fix, LINE), Patched)
+    entry = LINE is not None and releases.entry(fix, LINE)
+    if not isinstance(entry, Patched):
+        return False
+    return target is None or any(t.qualname == target for t in patchfile.load(fix, entry.name).targets)
 
 
-def where_patched(fix, what):
+def where_patched(fix, what, target=None):
     """Mark: the test runs ``fix``'s patch for this release (``what``); elsewhere the release table says the fix is
-    upstream / not applicable there, so there is no patch to run (the state itself is checked by test_fingerprints)."""
+    upstream / not applicable there, so there is no patch to run (the state itself is checked by test_fingerprints).
+    ``target`` (a qualname): only where this release's patch replaces it (a fix whose patch files replace different
+    functions on different code lines)."""
     state = "unknown release" if LINE is None else getattr(releases.entry(fix, LINE), "state", "patched")
-    return pytest.mark.skipif(not patched_here(fix), reason=f"{fix} is {state} on sglang {VERSION}: {what}")
+    if state == "patched" and target is not None:
+        state = f"patched without {target}"
+    return pytest.mark.skipif(not patched_here(fix, target), reason=f"{fix} is {state} on sglang {VERSION}: {what}")
 
 
 def mixin_layout():

@@ -33,7 +33,9 @@ from sglang_specv2_fixes.fixes import verify_handoff
 pytestmark = [requires_sglang, pytest.mark.release_scoped]
 
 FIX = verify_handoff.FIX.name
-FIXED_HERE = where_patched(FIX, "the plugin's spec-v2 decode preparation")
+# the decode-preparation patch (0.5.11 / 0.5.12.x); 0.5.13.x: test_fix_verify_handoff_piecewise.py
+FIXED_HERE = where_patched(FIX, "the plugin's spec-v2 decode preparation",
+                           target="ScheduleBatch.maybe_wait_verify_done")
 SB = "sglang.srt.managers.schedule_batch.ScheduleBatch"
 EI = "sglang.srt.speculative.eagle_info_v2.EagleDraftInputV2Mixin"
 

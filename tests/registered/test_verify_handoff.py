@@ -19,7 +19,10 @@ set to 1 as the class did then): trees take the handoff by default since. Stock 
 explicit topk > 1 to spec v1, so it fails the tree class's first test; the tree with the host wait is the plugin side
 with --specv2-fixes auto,-verify-handoff (tree-drafting without the handoff), which should fail only
 ``test_7_no_host_wait_on_verify``, in both classes. The checks are ``testing.rows.HandoffRow``; fa3's row is
-test_verify_handoff_fa3.py."""
+test_verify_handoff_fa3.py.
+
+On 0.5.13 / 0.5.13.post1 these servers (piecewise CUDA graphs off, as every row's shared flags) have no host wait on
+stock either (#25879): that line's patch, and its row, are about piecewise graphs: test_verify_handoff_piecewise.py."""
 
 import unittest
 
@@ -29,7 +32,8 @@ from sglang_specv2_fixes.testing.rows import HandoffRow
 from sglang.test.test_utils import CustomTestCase
 
 # two servers (chain, tree) in one file: the chain class alone takes about 3 minutes on one GPU
-register_specv2_ci(est_time=420, suite="specv2-gpu", releases="fix:verify-handoff&gpu", bug_in="fix:verify-handoff&gpu")
+register_specv2_ci(est_time=420, suite="specv2-gpu", releases="fix:verify-handoff&gpu&up-to:0.5.12.post1",
+                   bug_in="fix:verify-handoff&gpu&up-to:0.5.12.post1")
 
 
 class TestVerifyHandoff(HandoffRow, CustomTestCase):
