@@ -3,11 +3,12 @@
 ``PiecewiseCudaGraphRunner.__init__`` captures with ``CaptureHiddenMode.NULL`` (FULL only with
 ``--enable-return-hidden-states``), while ``EAGLEWorkerV2.forward_batch_generation`` asks the target for FULL hidden
 states on every prefill (the draft extend consumes them) and ``can_run`` rejects a batch whose mode differs from the
-runner's. So the graph (on by default, ~10 s and a few GB at start) is captured and every target prefill runs eagerly:
-a CPU-launch-bound forward, ~8 - 12 ms for a 200-token prompt on an 8B target. Upstream says as much from 0.5.14 (its
+runner's. So the graph (on by default) is captured at start and every target prefill runs eagerly, one kernel launch
+at a time from the host (a higher time to first token). Upstream says as much from 0.5.14 (its
 ``init_prefill_cuda_graph``: "the captured graph is dead"); 0.5.14 stops capturing it for an EAGLE target on
 tc_piecewise (#28386), and from 0.5.15 the default prefill backend on CUDA, the breakable graph, captures FULL for the
-EAGLE target and LAST for the draft (#25795 / #28870). #28809 proposed FULL for the piecewise graph too (closed).
+EAGLE target and LAST for the draft (#25795 / #28870); 0.5.13's experimental ``--enable-breakable-cuda-graph`` runner
+already does (a different class: this patch does not touch it). #28809 proposed FULL for the piecewise graph (closed).
 
 The patch makes the same decision on this runner, where ``capture_full`` allows it: the EAGLE / EAGLE3 target of a
 spec-v2 worker (``EAGLEWorkerV2``: 0.5.11 / 0.5.12.x with the overlap scheduler on, 0.5.13.x always; not the draft,
@@ -25,8 +26,9 @@ eagerly on the graph's outputs at replay with the batch's own mode (``replay_pre
 ``forward_batch.capture_hidden_mode``). The decoder returns the EAGLE3 auxiliary layers whatever the mode
 (``layers_to_capture`` is set at load), so the captured graph is the same kernels as the NULL one, the capture
 batches stay NULL as the release builds them for ``--enable-return-hidden-states``, and ``replay`` slices FULL
-hidden states to the live token count. The target's hidden states leave ``forward_batch_generation`` only through
-``_draft_extend_for_prefill`` in the same call (an eager draft forward, before any other graph replays).
+hidden states to the live token count. EAGLE3's are a fresh ``torch.cat`` of the auxiliary layers; EAGLE's are the
+graph's own output buffer, read once: the target's hidden states leave ``forward_batch_generation`` only through
+``_draft_extend_for_prefill`` in the same call, an eager draft forward that runs before any other graph replays.
 
 Proof: CPU (tests/cpu/test_fix_eagle_target_prefill_graph.py: the release's real ``__init__`` up to its buffers, then
 its ``can_run`` on a FULL prefill batch; targets, drafts, spec v1, MoE and hybrid targets). GPU:
