@@ -37,6 +37,10 @@ Counted, not a violation (tests/registered/test_verify_handoff.py):
                             event; the event on ROCm). The verify-handoff fix replaces the first by stream waits on
                             triton with CUDA graphs (chains, trees) and, on 0.5.13.x, drops the second where piecewise
                             CUDA graphs were the only reason for the mirror.
+  prefill_graph_checks      extend forwards the piecewise prefill CUDA graph runner was asked about
+  prefill_graph_replays     ... and that its ``can_run`` answered True for, so the model runner replayed the graph
+                            (0.5.11 - 0.5.13.x, where only the target builds that runner; the release's own answer,
+                            tests/registered/test_eagle_target_prefill_graph.py)
 
 In check mode the first violation raises in the scheduler (which stops it) with the request id and
 its counters, instead of only being counted.
@@ -85,6 +89,8 @@ def reset() -> None:
             grammar_finishes=0,
             grammar_past_end=0,
             verify_host_waits=0,
+            prefill_graph_checks=0,
+            prefill_graph_replays=0,
             examples=[],
         )
 
@@ -188,6 +194,26 @@ def _around_run_batch(original, self, batch, *args, **kwargs):
     return original(self, batch, *args, **kwargs)
 
 
+_local = threading.local()
+
+
+def _around_prefill_graph_can_run(original, self, forward_batch, *args, **kwargs):
+    """Count the runner's answers: every call, and the True ones (the forward replays the graph). Only the outermost
+    call counts: when this hook's own application imports the runner's module, an on_import fix's apply there can
+    wrap the method a second time."""
+    if getattr(_local, "in_can_run", False):
+        return original(self, forward_batch, *args, **kwargs)
+    _local.in_can_run = True
+    try:
+        out = original(self, forward_batch, *args, **kwargs)
+    finally:
+        _local.in_can_run = False
+    with _lock:
+        STATS["prefill_graph_checks"] += 1
+        STATS["prefill_graph_replays"] += bool(out)
+    return out
+
+
 def _record(message: str) -> None:
     if len(STATS["examples"]) < 5:
         STATS["examples"].append(message)
@@ -208,8 +234,12 @@ def register(code_line: str, strict: bool = False):
     _spec_v2_only = line.spec_v2_only
     HookRegistry.register(line.probe_decode, _around, HookType.AROUND)
     HookRegistry.register(line.run_batch, _around_run_batch, HookType.AROUND)
+    hooks = (_around, _around_run_batch)
+    if line.prefill_graph_can_run:
+        HookRegistry.register(line.prefill_graph_can_run, _around_prefill_graph_can_run, HookType.AROUND)
+        hooks += (_around_prefill_graph_can_run,)
     _count_verify_host_waits()
-    return (_around, _around_run_batch)
+    return hooks
 
 
 # host waits on a verify: the torch.cuda class whose synchronize() is called, from functions of these names

@@ -123,6 +123,7 @@ _FIXES["0.5.11"] = {
         "tensors, so the draft CUDA graph bakes no buffer that a larger batch could replace",
         check=('sglang.srt.model_executor.model_runner', 'ModelRunner.forward_decode', 'cf36fad1e0b51400'),
     ),
+    "eagle-target-prefill-graph": patch("0.5.11"),  # opt-in: SGLANG_SPECV2_FIXES_EAGLE_TARGET_PREFILL_GRAPH=1
 }
 _FIXES["0.5.12"] = _derive("0.5.11", {
     "dp-draft-graph-rank-agree": "12b2cbfb51355912",  # EagleDraftWorker.draft
@@ -161,6 +162,7 @@ _FIXES["0.5.12"] = _derive("0.5.11", {
     ),
     "mamba-track-freed-rows": patch("0.5.12"),
     "verify-handoff": patch("0.5.12"),
+    "eagle-target-prefill-graph": patch("0.5.12"),
 })
 _FIXES["0.5.13"] = _derive("0.5.12", {
     "dp-draft-graph-rank-agree": "df8353a93f7211e1",
@@ -246,6 +248,7 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     "overlap-war-barrier": patch("0.5.13"),
     # ModelRunner._ensure_eager_registry replaces the registry the draft CUDA graph baked (0.5.13.post1: the same)
     "draft-graph-eager-registry": patch("0.5.13"),
+    "eagle-target-prefill-graph": patch("0.5.13"),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
     "dp-draft-graph-rank-agree": "50caeff4b561fae4",  # the same draft on 0.5.15
@@ -312,6 +315,13 @@ _FIXES["0.5.14"] = _derive("0.5.13", {
         "replaces it, so the addresses the draft CUDA graph bakes stay valid",
         check=('sglang.srt.model_executor.runner.eager_runner', 'EagerRunner.load_batch', '9ea8b0fe6d0f5853'),
     ),
+    "eagle-target-prefill-graph": note(
+        NOT_APPLICABLE,
+        "no graph captured below the EAGLE target's FULL: init_prefill_cuda_graph gives an EAGLE target on "
+        "tc_piecewise, this release's default prefill backend, the eager runner (#28386); "
+        "--cuda-graph-backend-prefill=breakable captures FULL for it (#28870)",
+        check=('sglang.srt.model_executor.model_runner', 'ModelRunner.init_prefill_cuda_graph', 'f6ad016ba5bd705d'),
+    ),
 })
 _FIXES["0.5.15"] = _derive("0.5.14", {
     "pd-prebuilt-staging-order": patch("0.5.15"),
@@ -347,6 +357,14 @@ _FIXES["0.5.15"] = _derive("0.5.14", {
     "draft-extend-read-done-order": patch("0.5.15"),
     "draft-graph-eager-registry": "010ca4008d11518f",  # EagerRunner.load_batch
     "overlap-war-barrier": patch("0.5.15"),
+    "eagle-target-prefill-graph": note(
+        UPSTREAM,
+        "#28870: the breakable prefill graph, the default prefill backend on CUDA from here, captures FULL hidden "
+        "states for the EAGLE target (LAST for the draft), so its prefills replay it; tc_piecewise still gives the "
+        "EAGLE target the eager runner (#28386)",
+        check=('sglang.srt.model_executor.runner.prefill_cuda_graph_runner', 'PrefillCudaGraphRunner.__init__',
+               'f6225acc8bf38c81'),
+    ),
 })
 # 0.5.15.post1: its own line from here (EagleDraftWorker.draft gained the busy-rank draft-graph switch, #32209)
 _FIXES["0.5.15.post1"] = _derive("0.5.15", {
@@ -397,6 +415,7 @@ _FIXES["0.5.16"] = _derive("0.5.15.post1", {
     ),
     "fa3-draft-extend-graph": patch("0.5.16"),
     "draft-extend-read-done-order": patch("0.5.16"),
+    "eagle-target-prefill-graph": "0b5db4b79020cf07",  # PrefillCudaGraphRunner.__init__
 })
 _FIXES["0.5.17"] = _derive("0.5.16", {
     "dp-draft-graph-rank-agree": patch("0.5.17"),
@@ -432,6 +451,7 @@ _FIXES["0.5.17"] = _derive("0.5.16", {
                '8e1138a2163fa0fe'),
     ),
     "draft-extend-read-done-order": patch("0.5.17"),
+    "eagle-target-prefill-graph": "a3b746a42722875f",  # PrefillCudaGraphRunner.__init__
 })
 _FIXES["0.5.18"] = _derive("0.5.17", {
     "pd-prebuilt-staging-order": patch("0.5.18"),
@@ -452,6 +472,7 @@ _FIXES["0.5.18"] = _derive("0.5.17", {
     "inkling-draft-extend-track-guard": patch("0.5.18"),
     "overlap-war-barrier": "b77eca6dce141bc7",
     "draft-extend-read-done-order": patch("0.5.18"),  # the read-done attribute is shared_read_done_event from here
+    "eagle-target-prefill-graph": "8f1f1db300c32755",  # PrefillCudaGraphRunner.__init__
 })
 _FIXES["0.5.19"] = _derive("0.5.18", {
     "pd-prebuilt-staging-order": note(
@@ -475,6 +496,7 @@ _FIXES["0.5.19"] = _derive("0.5.18", {
     "mamba-track-freed-rows": patch("0.5.19"),
     "multi-layer-draft": patch("0.5.19"),
     "triton-verify-mask-size": "d2e280ca5a1bad8c",
+    "eagle-target-prefill-graph": "31ba64c403b1b1fd",  # PrefillCudaGraphRunner.__init__
 })
 _FIXES["0.5.20"] = _derive("0.5.19", {
     "min-tokens-per-position": patch("0.5.20"),
@@ -491,6 +513,7 @@ _FIXES["0.5.20"] = _derive("0.5.19", {
     "inkling-draft-extend-track-guard": patch("0.5.20"),
     "triton-verify-mask-size": "9f6c8ac2bfd4b46f",
     "draft-extend-read-done-order": patch("0.5.20"),
+    "eagle-target-prefill-graph": "15a7a406f1ff6ac8",  # PrefillCudaGraphRunner.__init__
 })
 _FIXES["0.5.21"] = _derive("0.5.20", {
     "dp-draft-graph-rank-agree": patch("0.5.21"),
@@ -511,6 +534,7 @@ _FIXES["0.5.21"] = _derive("0.5.20", {
     "reasoning-tokens-through-stop": patch("0.5.21"),
     "multi-layer-grammar-mask": "c13dbd37177caa08",
     "draft-extend-read-done-order": patch("0.5.21"),
+    "eagle-target-prefill-graph": "1ce5e2870746f6f1",  # PrefillCudaGraphRunner.__init__
 })
 _FIXES["0.5.22"] = _derive("0.5.21", {
     "pd-prebuilt-staging-order": "97fa8ddb579f3c64",  # _get_new_prebuilt_batch
@@ -550,6 +574,7 @@ _FIXES["0.5.22"] = _derive("0.5.21", {
         check=('sglang.srt.speculative.eagle_draft_extend_cuda_graph_runner', 'EAGLEDraftExtendCudaGraphRunner.execute',
                '029508bd6f69a46a'),
     ),
+    "eagle-target-prefill-graph": "61511ddd3b626b55",  # PrefillCudaGraphRunner.__init__
 })
 _FIXES["0.5.23"] = _derive("0.5.22", {
     "min-tokens-per-position": patch("0.5.23"),
@@ -572,4 +597,5 @@ _FIXES["0.5.23"] = _derive("0.5.22", {
     "mamba-track-freed-rows": "1b130b4ba2edea99",
     "triton-verify-mask-size": "3189ebc4a59c870b",
     "draft-extend-read-done-order": "4d66940e30d50873",
+    "eagle-target-prefill-graph": "d734bf810251c13d",  # PrefillCudaGraphRunner.__init__
 })

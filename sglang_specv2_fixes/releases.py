@@ -26,6 +26,9 @@ from .release_lines import _FIXES, Entry, _derive, absent  # noqa: F401  (_deriv
 BRP = "sglang.srt.managers.scheduler_components.batch_result_processor"
 MIXIN = "sglang.srt.managers.scheduler_output_processor_mixin"
 RUN_BATCH = "sglang.srt.managers.scheduler.Scheduler.run_batch"
+# the target's piecewise prefill CUDA graph runner up to 0.5.13.x (only a target builds one there): can_run decides
+# whether an extend forward replays it
+PREFILL_GRAPH_CAN_RUN = "sglang.srt.model_executor.piecewise_cuda_graph_runner.PiecewiseCudaGraphRunner.can_run"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +50,7 @@ class Line:
     probe_decode: str  # process_batch_result_decode(self, batch, result): the probe's AROUND target
     spec_v2_only: bool = False  # spec v1 gone: no ScheduleBatch.is_spec_v2, every spec batch is v2
     run_batch: str = RUN_BATCH
+    prefill_graph_can_run: Optional[str] = None  # the probe's AROUND target counting prefill-graph replays, if any
 
     def entry(self, fix: str) -> "Entry":
         """The fix's entry on this line; a fix the line does not name is not applicable here."""
@@ -87,6 +91,7 @@ for _line, _fixes in _FIXES.items():
         fixes=_fixes,
         probe_decode=PROBE.get(_line, f"{BRP}.{_B}"),
         spec_v2_only=_line not in ("0.5.11", "0.5.12", "0.5.13"),
+        prefill_graph_can_run=PREFILL_GRAPH_CAN_RUN if _line in ("0.5.11", "0.5.12", "0.5.13") else None,
     )
 del _line, _fixes
 NAMES = frozenset(fix for L in LINES.values() for fix in L.fixes)  # every fix the table names on some line

@@ -567,6 +567,23 @@ dp-draft-graph-rank-agree  [beyond upstream (#32209, #39072, #32527)]  DP attent
     - applied: patches/dp-draft-graph-rank-agree/0.5.21.patch (0.5.21)
     - applied: patches/dp-draft-graph-rank-agree/0.5.22.patch (0.5.22 … 0.5.23)
     Removal: per release once upstream makes the decision agree across ranks (open as of 0.5.23)
+
+eagle-target-prefill-graph  [beyond upstream (#28809, #28870, #28386, #29248)]  the spec-v2 EAGLE target's prefills
+    replay the piecewise CUDA graph
+    What: PiecewiseCudaGraphRunner.__init__ (0.5.11 - 0.5.13.x) captures FULL hidden states for the
+        EAGLE / EAGLE3 target of a spec-v2 worker on a dense model (not MoE, not hybrid linear
+        attention), as it does for --enable-return-hidden-states; drafts and every other runner keep
+        the release's NULL
+    Why: the piecewise prefill graph is captured with NULL hidden states while the spec-v2 target
+        asks FULL on every prefill, and can_run rejects the mismatch: the graph is never replayed
+        and every target prefill runs eagerly (slower time to first token; text unaffected)
+    - applied: patches/eagle-target-prefill-graph/0.5.11.patch (0.5.11)
+    - applied: patches/eagle-target-prefill-graph/0.5.12.patch (0.5.12 … 0.5.12.post1)
+    - applied: patches/eagle-target-prefill-graph/0.5.13.patch (0.5.13 … 0.5.13.post1)
+    - not-applicable (0.5.14)
+    - upstream (0.5.15 … 0.5.23)
+    Removal: delete when 0.5.13.post1 leaves the supported releases (0.5.14 captures nothing there;
+        from 0.5.15 the default breakable prefill graph captures FULL for the EAGLE target)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -583,6 +600,7 @@ from . import (
     draft_extend_read_done_order,
     dp_draft_graph_rank_agree,
     draft_graph_eager_registry,
+    eagle_target_prefill_graph,
     flashinfer_draft_extend_graph,
     fa3_draft_extend_graph,
     fp4_kv_verify_workspace,
@@ -617,5 +635,5 @@ ALL_FIXES = [m.FIX for m in (
     tbo_verify_seq_lens, mamba_track_freed_rows, inkling_draft_extend_track_guard, triton_verify_mask_size,
     overlap_war_barrier, fa3_draft_extend_graph, flashinfer_draft_extend_graph, verify_handoff,
     draft_extend_read_done_order, draft_graph_eager_registry, min_tokens_per_position, outlines_spec_guard,
-    fp4_kv_verify_workspace, pd_prebuilt_staging_order, dp_draft_graph_rank_agree,
+    fp4_kv_verify_workspace, pd_prebuilt_staging_order, dp_draft_graph_rank_agree, eagle_target_prefill_graph,
 )]

@@ -27,6 +27,12 @@ def common_without(flag):
     return COMMON[:i] + COMMON[i + 2:]
 
 
+def common_with_piecewise_graph():
+    """COMMON without ``--disable-piecewise-cuda-graph`` (a flag without a value): the release's default, the
+    piecewise prefill CUDA graph captured and replayed (the prefill-graph rows)."""
+    return [a for a in COMMON if a != "--disable-piecewise-cuda-graph"]
+
+
 def common_with_grammar(backend="xgrammar"):
     """COMMON with a real grammar backend instead of ``--grammar-backend none`` (the structured-output rows)."""
     return common_without("--grammar-backend") + ["--grammar-backend", backend]

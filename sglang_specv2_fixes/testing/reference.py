@@ -22,7 +22,7 @@ def _payload(p, max_new_tokens, request):
     return body
 
 
-def _reference_key(payloads, target, extra_args, keep):
+def _reference_key(payloads, target, extra_args, keep, common=None):
     import hashlib
     import json
 
@@ -30,48 +30,51 @@ def _reference_key(payloads, target, extra_args, keep):
 
     # per release: each release's rows compare against that release's own target-only output
     key_parts = [payloads, target, list(extra_args), sglang.__version__, keep.__qualname__]
+    if common is not None:  # shared flags other than COMMON (the key of a COMMON reference is as it always was)
+        key_parts.append(list(common))
     return hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def prefetch_responses(payloads, target=None, extra_args=(), keep=output_ids):
+def prefetch_responses(payloads, target=None, extra_args=(), keep=output_ids, common=None):
     """Start ``reference_responses(...)`` (same arguments) in a background thread and return at once: called
     *before* launching the server under test, the target-only launch overlaps that server's start instead of
     following it. A later ``reference_responses`` with the same arguments waits for this one."""
     global _REF_POOL
     target = target or models()["target"]
-    key = _reference_key(payloads, target, extra_args, keep)
+    key = _reference_key(payloads, target, extra_args, keep, common)
     if key not in _REF_PENDING:
         if _REF_POOL is None:
             _REF_POOL = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="specv2-reference")  # one REF_URL
-        _REF_PENDING[key] = _REF_POOL.submit(_reference, key, payloads, target, extra_args, keep)
+        _REF_PENDING[key] = _REF_POOL.submit(_reference, key, payloads, target, extra_args, keep, common)
     return _REF_PENDING[key]
 
 
-def reference_responses(payloads, target=None, extra_args=(), keep=output_ids):
+def reference_responses(payloads, target=None, extra_args=(), keep=output_ids, common=None):
     """What a target-only server answers for the /generate bodies ``payloads``: ``keep(response)`` per body, by
-    default the output ids. ``extra_args``: server flags. Cached on disk per machine and release behind a file
-    lock, so the stock and plugin runs (and the rows of one run) share a single target-only launch; a
+    default the output ids. ``extra_args``: server flags; ``common``: the shared flags instead of COMMON (a row whose
+    server drops one of them, e.g. ``config.common_with_piecewise_graph()``). Cached on disk per machine and release
+    behind a file lock, so the stock and plugin runs (and the rows of one run) share a single target-only launch; a
     ``prefetch_responses`` of this process with the same arguments is waited for instead of launching again."""
     target = target or models()["target"]
-    key = _reference_key(payloads, target, extra_args, keep)
+    key = _reference_key(payloads, target, extra_args, keep, common)
     pending = _REF_PENDING.get(key)
     if pending is not None:
         return pending.result()
-    return _reference(key, payloads, target, extra_args, keep)
+    return _reference(key, payloads, target, extra_args, keep, common)
 
 
-def prefetch_reference(ps, max_new_tokens, target=None, extra_args=(), keep=output_ids, **request):
+def prefetch_reference(ps, max_new_tokens, target=None, extra_args=(), keep=output_ids, common=None, **request):
     """``prefetch_responses`` of the greedy bodies ``client.generate(p, max_new_tokens, **request)`` sends."""
-    return prefetch_responses([_payload(p, max_new_tokens, request) for p in ps], target, extra_args, keep)
+    return prefetch_responses([_payload(p, max_new_tokens, request) for p in ps], target, extra_args, keep, common)
 
 
-def reference_outputs(ps, max_new_tokens, target=None, extra_args=(), keep=output_ids, **request):
+def reference_outputs(ps, max_new_tokens, target=None, extra_args=(), keep=output_ids, common=None, **request):
     """``reference_responses`` of the greedy bodies ``client.generate(p, max_new_tokens, **request)`` sends for
     prompts ``ps`` (``request``: extra /generate fields, e.g. ``return_routed_experts=True``)."""
-    return reference_responses([_payload(p, max_new_tokens, request) for p in ps], target, extra_args, keep)
+    return reference_responses([_payload(p, max_new_tokens, request) for p in ps], target, extra_args, keep, common)
 
 
-def _reference(key, payloads, target, extra_args, keep):
+def _reference(key, payloads, target, extra_args, keep, common=None):
     import fcntl
     import json
 
@@ -82,7 +85,8 @@ def _reference(key, payloads, target, extra_args, keep):
             with open(path) as f:
                 return json.load(f)
         proc = popen_launch_server(target, REF_URL, timeout=600,
-                                   other_args=COMMON + nccl_args(REF_URL) + list(extra_args) + ["--specv2-fixes", "off"])
+                                   other_args=list(COMMON if common is None else common) + nccl_args(REF_URL)
+                                   + list(extra_args) + ["--specv2-fixes", "off"])
         try:
             with concurrent.futures.ThreadPoolExecutor(16) as ex:
                 outs = list(ex.map(lambda body: keep(send(body, url=REF_URL)), payloads))

@@ -11,7 +11,7 @@ import re
 import sys
 
 import pytest
-from conftest import ROOT, VERSION, run_py
+from conftest import OPT_IN_SWITCHES, ROOT, VERSION, run_py
 
 README = os.path.join(ROOT, "README.md")
 RELEASE = "0.5.11"
@@ -41,7 +41,8 @@ def readme_block():
 
 
 def logged_line():
-    p = run_py(LOG_LINE, SGLANG_SPECV2_FIXES="auto")
+    # what a user's server logs: the opt-in fixes' switches unset (conftest turns them on for the other tests)
+    p = run_py(LOG_LINE, SGLANG_SPECV2_FIXES="auto", **dict.fromkeys(OPT_IN_SWITCHES, ""))
     assert p.returncode == 0, p.stderr[-4000:]
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("[scheduler] sglang-specv2-fixes ")]
     assert len(lines) == 1, p.stdout[-4000:]

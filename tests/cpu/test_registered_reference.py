@@ -55,6 +55,13 @@ def test_prefetch_overlaps_and_launches_once(ref_mod, monkeypatch):
     # other arguments are another reference
     s.reference_outputs(ps, 8, target="T")
     assert len(launches) == 2
+    # other shared flags too (a row with the piecewise prefill graph on): launched with them instead of COMMON
+    from sglang_specv2_fixes.testing.config import common_with_piecewise_graph
+
+    with_graph = common_with_piecewise_graph()
+    assert "--disable-piecewise-cuda-graph" in launches[0][2] and "--disable-piecewise-cuda-graph" not in with_graph
+    s.reference_outputs(ps, 7, target="T", common=with_graph)
+    assert len(launches) == 3 and launches[2][2][: len(with_graph)] == with_graph
 
 
 def test_rows_start_their_reference_before_their_server(ref_mod, monkeypatch):

@@ -51,6 +51,10 @@ wrong table entry fails here.
   0.5.13.x       draft-graph-eager-registry: ModelRunner._ensure_eager_registry drops the eager input registry it
                 replaces by a larger one, and the multi-step draft CUDA graph baked the draft runner's (B); from 0.5.14
                 EagerRunner builds one fixed-size registry at init and load_batch always fills it (U)
+  0.5.13.x       eagle-target-prefill-graph (marked): PiecewiseCudaGraphRunner captures NULL hidden states unless
+                --enable-return-hidden-states, the spec-v2 EAGLE target asks FULL, can_run rejects it (B); 0.5.14 gives an
+                EAGLE target on tc_piecewise (its default) the eager runner and no such graph (NA); from 0.5.15 the
+                default breakable prefill graph captures FULL for it (U)
 """
 
 import os
@@ -111,6 +115,8 @@ NOT_APPLICABLE_ON = {  # where a marked fix's buggy code shape does not exist (e
     "fp4-kv-verify-workspace": set(releases.release_set("up-to:0.5.15.post1")),  # no dequant workspace before 0.5.16
     "pd-prebuilt-staging-order": {"0.5.13", "0.5.13.post1"},  # the barrier waits for the whole forward stream first
     "dp-draft-graph-rank-agree": set(releases.release_set("up-to:0.5.15")),  # no busy-rank-only switch before
+    # 0.5.14's default tc_piecewise gives an EAGLE target no prefill graph (eager runner); breakable captures FULL
+    "eagle-target-prefill-graph": {"0.5.14"},
 }
 # issue 57's fixes: written here where a record carries no source marker (a marked fix's state is read below)
 _ISSUE_57 = {
