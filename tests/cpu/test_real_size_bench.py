@@ -233,16 +233,16 @@ def test_model_config_is_an_8b_llama_for_transformers(tmp_path):
 E2E = r"""
 import json, os, sys
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-import serving, serving_selftest as st
+import serving, serving_selftest as st, serving_server
 from sglang_specv2_fixes.testing import standins
 standins.use_datasets_shim()
 st.install_fakes(D)
 seen = []
-fake = serving.launch_process
+fake = serving_server.launch_process
 def launch(model, url, other_args, timeout, sink, env):
     seen.append(dict(env=env.get("SGLANG_SIMULATE_ACC_LEN"), args=list(other_args), model=model))
     return fake(model, url, other_args, timeout, sink, env)
-serving.launch_process = launch
+serving_server.launch_process = launch
 rc = serving.main(["--real-size", "--out", os.path.join(D, "run"), "--configs", "eagle3-topk1,tree-topk8",
                    "--concurrency", "1", "4", "--point-seconds", "0.5", "--output-len", "24", "--input-len", "16",
                    "--budget-s", "200", "--first-launch-s", "1", "--later-launch-s", "1", "--base-port", "29600",
