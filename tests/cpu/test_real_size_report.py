@@ -1,7 +1,7 @@
 """The real-size report writer (``bench/real_size_report.py``) on synthetic results (tests/cpu/real_size_runs.py): the
 schema of the real-size-latest.json it writes, medians over pairs, merging runs and ``--previous`` summaries, TP and
-model shape (separate points, the TP column), run archives as inputs, a switch pairing's own sides and the upstream
-parity summary."""
+model shape (separate points, the TP column), run archives as inputs, a switch pairing's own sides, the upstream
+parity summary, and its default output folder (build/bench, never the tracked docs/bench unless named)."""
 
 import copy
 import json
@@ -323,3 +323,20 @@ def test_parity_report_of_upstream_pairings(tmp_path):
     with pytest.raises(SystemExit, match="--parity reads"):
         real_size_report.main(["--parity", "--out-dir", str(tmp_path / "x"), str(tmp_path / "stock.json")])
 
+
+def test_report_writes_into_build_unless_told(tmp_path, monkeypatch):
+    """No ``--out-dir``: the summary goes to build/bench (ignored by git), never the tracked docs/bench; a named
+    folder is used as given."""
+    path = tmp_path / "r.json"
+    json.dump(synthetic("0.5.11", {"tree-topk4": points(8, 3, [100.0] * 3, [110.0] * 3)}), open(path, "w"))
+    asked = []
+
+    def write(runs, out_dir, name, *rest):
+        asked.append((out_dir, name))
+        return {"points": []}, []
+
+    monkeypatch.setattr(real_size_report, "write", write)
+    assert real_size_report.main([str(path)]) == 0
+    assert real_size_report.main(["--out-dir", str(tmp_path / "mine"), str(path)]) == 0
+    assert asked == [(os.path.join(ROOT, "build", "bench"), "real-size-latest"), (str(tmp_path / "mine"), "real-size-latest")]
+    assert not os.path.relpath(asked[0][0], ROOT).startswith("docs")
