@@ -27,17 +27,14 @@ import concurrent.futures
 import os
 import re
 import tempfile
-import time
-
-import requests
 
 from . import server as srv
-from .client import flush_cache, generate, health_ok, post, server_info, specv2_state, stream_generate
+from .client import flush_cache, generate, health_ok, post, server_info, stream_generate
 from .config import common_with_grammar, prompts
 from .finish_line import walk
 from .reference import prefetch_responses, reference_responses
 from .rows import SpecChecks
-from .server import MODELS_DIR, TIMEOUT, URL, launch, stop
+from .server import MODELS_DIR, URL, launch, stop
 
 EOS = 2  # the tiny tokenizer's </s>
 CHUNK = 256
@@ -67,12 +64,6 @@ def grammar_common(backend):
 def common_without_flag(args, flag):
     i = args.index(flag)
     return args[:i] + args[i + 2:]
-
-
-def loads():
-    r = requests.get(URL + "/v1/loads", params={"include": "core"}, timeout=TIMEOUT)
-    r.raise_for_status()
-    return r.json()["loads"]
 
 
 def launch_or_refusal(extra, env, common):
@@ -161,24 +152,6 @@ class Dsv3MtpStrict(SpecChecks):
         for i, (g, r) in enumerate(zip(got, ref)):
             self.assertEqual(g, r, f"prompt {i}: MTP greedy output differs from target-only")
             self.assertEqual(g, walk(ps[i])[:self.REF_TOKENS], f"prompt {i}: the oracle is not the model's walk")
-
-    def assert_idle_balanced(self, what, settle=3.0, wait_s=60.0):
-        """Nothing running or waiting, then (after the strict idle self-check ran) every KV token free or evictable
-        and the probe saw no request with more committed than allocated KV."""
-        deadline = time.time() + wait_s
-        while not all(r["num_running_reqs"] == 0 and r["num_waiting_reqs"] == 0 for r in loads()):
-            self.assertLess(time.time(), deadline, f"{what}: the server did not go idle")
-            time.sleep(0.5)
-        time.sleep(settle)
-        self.check_alive()
-        probe = specv2_state(server_info())["probe"]
-        ranks = loads()
-        print(f"[{self.BACKEND} page {self.PAGE_SIZE}] {what}: used={[r['num_used_tokens'] for r in ranks]} "
-              f"probe={ {k: v for k, v in probe.items() if k != 'examples'} }", flush=True)
-        for r in ranks:
-            self.assertEqual(r["num_used_tokens"], 0, f"{what}: KV neither free nor evictable when idle: {r}")
-        self.assertEqual(probe["live_committed_over_allocated"], 0, probe.get("examples"))
-        self.assertEqual(probe["committed_over_allocated"], 0, probe.get("examples"))
 
     def test_0_starts_or_refuses_clearly(self):
         if self.refused is None:

@@ -7,11 +7,12 @@ spec-shape or backend flags), ``RetractRow`` (retraction with chunked prefill at
 ``CustomTestCase`` (``class T(TreeRow, CustomTestCase)``) so their setUpClass wins."""
 
 import concurrent.futures
+import time
 
 import requests
 
-from .client import (concurrent_generate, flush_cache, generate, health_ok, post, rescore_logprobs, server_info,
-                     specv2_state)
+from .client import (concurrent_generate, flush_cache, generate, health_ok, loads, post, rescore_logprobs,
+                     server_info, specv2_state)
 from . import finish_line
 from .config import common_without_backend, prompts
 from .reference import prefetch_reference, prefetch_responses, reference_outputs
@@ -108,6 +109,29 @@ class SpecChecks:
     def check_alive(self):
         self.assertTrue(health_ok())
         self.assertIsNone(self.process.poll())
+
+    def assert_idle_balanced(self, what, settle=3.0, wait_s=60.0):
+        """Nothing running or waiting on any DP rank (``/v1/loads``), then, once the idle scheduler's strict self-check
+        has run (``settle`` s), every KV token free or evictable and the probe (SGLANG_SPECV2_FIXES_PROBE=1) has seen
+        no request with more KV committed than allocated."""
+        deadline = time.time() + wait_s
+        while True:
+            ranks = loads()
+            if all(r["num_running_reqs"] == 0 and r["num_waiting_reqs"] == 0 for r in ranks):
+                break
+            self.assertLess(time.time(), deadline, f"{what}: the server did not go idle: {ranks}")
+            time.sleep(0.5)
+        time.sleep(settle)  # the scheduler idles: its strict idle self-check runs now (a leak stops it)
+        self.check_alive()
+        ranks, state = loads(), specv2_state(server_info())
+        probe = state["probe"]
+        used = [{k: r.get(k) for k in ("num_used_tokens", "max_total_num_tokens", "token_usage")} for r in ranks]
+        print(f"[{type(self).__name__}] {what}: loads={used} radix_tokens={state.get('radix_tokens')} "
+              f"probe={ {k: v for k, v in probe.items() if k != 'examples'} }", flush=True)
+        for r in ranks:
+            self.assertEqual(r["num_used_tokens"], 0, f"{what}: KV tokens neither free nor evictable when idle: {r}")
+        self.assertEqual(probe["live_committed_over_allocated"], 0, probe.get("examples"))
+        self.assertEqual(probe["committed_over_allocated"], 0, probe.get("examples"))
 
     def check_replays_planned_sync_free(self):
         """flashinfer-draft-extend-graph's sync-free plan: every draft-extend graph replay of the server so far took

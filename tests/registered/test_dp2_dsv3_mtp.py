@@ -8,9 +8,9 @@ round's draft extend and verify on an empty batch)."""
 
 import unittest
 
-from sglang_specv2_fixes.testing.client import health_ok, post, server_info
+from sglang_specv2_fixes.testing.client import health_ok, loads, post, server_info
 from sglang_specv2_fixes.testing.config import prompts
-from sglang_specv2_fixes.testing.dsv3_rows import Dsv3MtpStrict, loads
+from sglang_specv2_fixes.testing.dsv3_rows import Dsv3MtpStrict
 from sglang_specv2_fixes.testing.finish_line import walk
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang.test.test_utils import CustomTestCase
