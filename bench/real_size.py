@@ -21,8 +21,8 @@ nvidia-h200-x2 with .device-bundle/both carried)::
     SPECV2_COMMIT=<hash> bash bench/gpu_real_size.sh "0.5.11 0.5.12.post1" --waves --real-size-tp 2 \
         --configs tree-topk4 --concurrency 1 8 32 --repeats 2 --point-seconds 3 --first-launch-s 120
 
-then ``bench/real_size_report.py --previous PREVIOUS/real-size-latest.json RESULTS...`` with the call's
-``bench-RELEASE/results.json`` (in its real-size-out.tar.gz) keeps the TP 1 points beside the new TP 2 ones.
+then ``bench/real_size_report.py --out-dir docs/bench --previous PREVIOUS/real-size-latest.json RESULTS...`` with
+the call's ``bench-RELEASE/results.json`` (in its real-size-out.tar.gz) keeps the TP 1 points beside the new TP 2 ones.
 """
 
 from __future__ import annotations

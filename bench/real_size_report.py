@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Summary of ``bench/serving.py --real-size`` runs: one JSON file, a Markdown table and a plot.
 
-    python3 bench/real_size_report.py [--out-dir docs/bench] [--name NAME] [--commit C] [--previous NAME.json]
+    python3 bench/real_size_report.py [--out-dir DIR] [--name NAME] [--commit C] [--previous NAME.json]
         [--parity] RESULTS...
+
+``--out-dir`` defaults to build/bench (ignored by git): the tracked docs/bench summaries change only when a run names
+``--out-dir docs/bench``.
 
 An input is a ``results.json`` or ``ARCHIVE.tar.gz:MEMBER``; all inputs have the same two sides a, b (serving.py
 ``--side``). A point is the median over pairs of b / a output tok/s; per configuration (release, TP, model shape,
@@ -32,6 +35,8 @@ import tarfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 import plot  # noqa: E402  (bench/plot.py beside this script: summarize, profile tables, plot helpers)
+
+OUT_DIR = os.path.join(ROOT, "build", "bench")  # --out-dir's default: never the tracked docs/bench unless named
 
 ENV = "SGLANG_SIMULATE_ACC_LEN"
 CONFIG_ORDER = ("eagle3-topk1", "tree-topk4", "tree-topk8", "default", "nospec")
@@ -498,7 +503,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", nargs="+", help="results.json of bench/serving.py --real-size runs")
-    ap.add_argument("--out-dir", default=os.path.join(ROOT, "docs", "bench"))
+    ap.add_argument("--out-dir", default=OUT_DIR, help="where NAME.{json,md,png} go (default build/bench; the tracked "
+                                                       "summaries: docs/bench)")
     ap.add_argument("--name", default=None, help="default real-size-latest; upstream-parity with --parity")
     ap.add_argument("--commit", default=None, help="commit to record when the runs did not record one")
     ap.add_argument("--previous", default=None, metavar="SUMMARY_JSON",

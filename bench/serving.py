@@ -15,8 +15,9 @@ to ``--point-seconds``), then per concurrency and repeat one a/b pair, order alt
 SGLang's own ``sglang.bench_serving`` CLI in this process (``--dataset-name random-ids --request-rate inf
 --max-concurrency C --flush-cache``); the accept length is reset before it and read from ``/server_info`` after.
 ``--profile-steps N`` (bench/profile_steps.py) and ``--host-profile-seconds S`` (bench/host_profile.py) profile each
-side under one more load after a configuration's pairs. Outputs in ``--out``: results.json (rewritten after every
-point), results.md, serving.png, pairs.png (bench/plot.py), server.log. ``--budget-s`` stops cleanly.
+side under one more load after a configuration's pairs (bench/serving_profiles.py). Outputs in ``--out``:
+results.json (rewritten after every point), results.md, serving.png, pairs.png (bench/plot.py), server.log
+(bench/serving_server.py: the servers, the log, the bench_serving runs). ``--budget-s`` stops cleanly.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import datetime
-import gzip
 import importlib
 import json
 import math
@@ -43,6 +43,9 @@ import host_profile  # bench/host_profile.py: --host-profile-seconds
 import plot as report  # bench/plot.py (this script's folder)
 import profile_steps  # bench/profile_steps.py: --profile-steps
 import real_size  # bench/real_size.py: --real-size mode
+import serving_server  # bench/serving_server.py: the servers, server.log, bench_serving runs
+from serving_profiles import Profiles  # bench/serving_profiles.py: --profile-steps, --host-profile-seconds
+from serving_server import REAL_STDOUT, Load, Server, free_ports, parse_bench_line, say
 
 from sglang_specv2_fixes import installed
 from sglang_specv2_fixes.testing import standins
@@ -66,74 +69,7 @@ DEFAULT_SIDES = [report.side_label(s) for s in report.DEFAULT_SIDES]  # stock=of
 DEFAULT_REPEATS = "1,nospec@8=3,eagle3-topk1@8=3"
 BASE_PORT = 12500  # below the ephemeral port range; clear of ci/gpu/bg.py's rows (its slot_ports)
 SEED = 1  # bench_serving --seed: the same prompts on both sides
-LOG_CAP_BYTES = 12 * 2 ** 20  # server.log: the GPU machine returns files up to 16 MiB
 POINT_OVERHEAD_S = 2.5  # planning: a point's cost on top of its load (bench_serving's warm-up request, cache flush)
-# what a point keeps from bench_serving's JSONL line (the `result` dict of sglang/bench_serving.py::benchmark)
-METRIC_KEYS = (
-    "completed", "duration", "total_input_tokens", "total_output_tokens", "request_throughput", "output_throughput",
-    "total_throughput", "mean_tpot_ms", "median_tpot_ms", "std_tpot_ms", "p99_tpot_ms", "mean_itl_ms",
-    "median_itl_ms", "p95_itl_ms", "p99_itl_ms", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
-    "median_e2e_latency_ms", "p99_e2e_latency_ms", "concurrency", "max_concurrency", "max_output_tokens_per_s",
-)
-RENAMED = {"concurrency": "achieved_concurrency"}  # a point's "concurrency" is its --max-concurrency
-REQUIRED_KEYS = ("completed", "output_throughput", "median_tpot_ms", "p99_tpot_ms", "median_itl_ms", "p99_itl_ms")
-
-
-# ------------------------------------------------------------------------------------------ output
-class Log:
-    """server.log, the run's one log (capped at LOG_CAP_BYTES: later server output is dropped, [bench] lines kept)."""
-
-    def __init__(self, path):
-        self.f, self.lock = open(path, "a", buffering=1, errors="replace"), threading.Lock()
-        self.n, self.truncated = os.path.getsize(path), False
-
-    def write(self, s, force=False):
-        with self.lock:
-            if self.n > LOG_CAP_BYTES and not force:
-                if not self.truncated:
-                    self.truncated = True
-                    self.f.write(f"\n[bench] log cap of {LOG_CAP_BYTES} bytes reached: further server output dropped\n")
-                return
-            self.f.write(s)
-            self.n += len(s)
-
-
-LOG = None
-REAL_STDOUT = sys.stdout
-
-
-class Sink:
-    """sys.stdout / sys.stderr for the whole run (``tag`` None: third-party prints, bench_serving's report, go to the
-    log; popen_launch_server's reader threads echo each server line there too, dropped: their tagged sink, one per
-    server, already logged it)."""
-
-    encoding = "utf-8"
-
-    def __init__(self, tag=None):
-        self.tag = tag
-
-    def write(self, s):
-        if LOG is not None and s and self.tag:
-            LOG.write("".join(f"[{self.tag}] {ln}\n" for ln in s.rstrip("\n").split("\n")))
-        elif LOG is not None and "(_dump)" not in threading.current_thread().name:
-            LOG.write(s)
-        return len(s)
-
-    def flush(self):
-        pass
-
-    def isatty(self):
-        return False
-
-    def fileno(self):
-        return LOG.f.fileno()
-
-
-def say(msg):
-    line = f"[bench] {msg}"
-    print(line, file=REAL_STDOUT, flush=True)
-    if LOG is not None:
-        LOG.write(line + "\n", force=True)
 
 
 # ------------------------------------------------------------------------------------- parsing etc.
@@ -261,216 +197,10 @@ def bench_argv(url, model, c, n, a, out_file, tag, warmup=1):
             "--ready-check-timeout-sec", "30", "--flush-cache", "--disable-tqdm", "--output-file", out_file, "--tag", tag]
 
 
-def _clean(x):
-    return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
-def parse_bench_line(line):
-    """One JSONL line written by sglang.bench_serving (``--output-file``) -> the point's metrics.
 
-    Keeps METRIC_KEYS (NaN -> None; ``concurrency``, the achieved mean, as ``achieved_concurrency``), bench_serving's own ``accept_length`` as ``accept_length_bench`` and the
-    accept length of the ``server_info`` it embeds; ``missing`` lists REQUIRED_KEYS the line lacks."""
-    d = json.loads(line)
-    out = {RENAMED.get(k, k): _clean(d.get(k)) for k in METRIC_KEYS}
-    out["accept_length_bench"] = _clean(d.get("accept_length"))
-    out["accept_length_bench_server_info"] = _clean(server_state(d.get("server_info") or {})[1].get("avg_spec_accept_length"))
-    out["missing"] = [k for k in REQUIRED_KEYS if out.get(k) is None]
-    return out
-
-
-def server_state(info):
-    """(a ``/server_info`` answer, its first scheduler's internal state); a PD pair's: its decode server's."""
-    info = info["decode"][0] if info.get("decode") else info
-    return info, (info.get("internal_states") or [{}])[0] or {}
-
-
-def free_ports(base, n):
-    """``n`` consecutive ports from ``base`` that nothing listens on or holds (bumped by 100 while one is taken)."""
-    import socket
-
-    def free(port):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-        return True
-
-    for start in range(base, base + 2000, 100):
-        if all(free(p) for p in range(start, start + n)):
-            return list(range(start, start + n))
-    raise RuntimeError(f"no {n} free ports from {base}")
-
-
-# -------------------------------------------------------------------------------------- the server
-def prepare_launcher():
-    """Import the launcher (and with it sglang.bench_serving) in the main thread, before two launch threads
-    would import it at once (replaced by the CPU self-test)."""
-    import sglang.bench_serving  # noqa: F401
-    import sglang.srt.utils  # noqa: F401
-    import sglang.test.test_utils  # noqa: F401
-
-
-def launch_process(model, url, other_args, timeout, sink, env):
-    """The registered tests' launcher, ``env`` the server's whole environment; returns the Popen of `sglang serve`
-    (replaced by the CPU self-test)."""
-    from sglang.test.test_utils import popen_launch_server
-
-    return popen_launch_server(model, url, timeout=timeout, other_args=other_args, return_stdout_stderr=(sink, sink),
-                               env=env)
-
-
-def stop_process(proc):
-    """SGLang's kill_process_tree, then wait for the tree (replaced by the CPU self-test)."""
-    import psutil
-    from sglang.srt.utils import kill_process_tree
-
-    if proc is None:
-        return
-    try:
-        procs = [psutil.Process(proc.pid)] + psutil.Process(proc.pid).children(recursive=True)
-    except psutil.Error:
-        procs = []
-    kill_process_tree(proc.pid)
-    psutil.wait_procs(procs, timeout=30)
-    try:
-        proc.wait(timeout=10)
-    except Exception:  # noqa: BLE001
-        pass
-
-
-class Server:
-    def __init__(self, config, side, port, model, other_args, env=None):
-        """``side``: its name; ``other_args`` with its ``--specv2-fixes``; ``env``: its variables (side_env)."""
-        self.config, self.side, self.port, self.model, self.env = config, side, port, model, env or {}
-        self.url = f"http://127.0.0.1:{port}"
-        # a fixed torch.distributed port (HTTP port + 200, clear of every server port of this run): SGLang's default
-        # get_free_port() can race with the other servers of a run (seen in the registered matrix)
-        self.other_args = list(other_args) + ["--nccl-port", str(port + 200)]
-        self.proc = self.error = self.launch_s = self.killed_reason = None
-        self.lock = threading.Lock()
-
-    @property
-    def tag(self):
-        return f"{self.config}/{self.side}"
-
-    def command(self):
-        return [f"{k}={v}" for k, v in self.env.items()] + ["sglang", "serve", "--model-path", self.model,
-                                                            *self.other_args, "--device", "cuda", "--host", "127.0.0.1",
-                                                            "--port", str(self.port)]
-
-    def start(self, timeout):
-        t0 = time.time()
-        if LOG is not None:
-            LOG.write(f"\n===== [{self.tag}] launch: {shlex.join(self.command())}\n", force=True)
-        try:
-            self.proc = launch_process(self.model, self.url, self.other_args, timeout, Sink(self.tag),
-                                       dict(os.environ, **self.env))
-        except BaseException as e:  # noqa: BLE001 - a failed launch is a result
-            self.error = f"launch failed: {type(e).__name__}: {e}"
-        self.launch_s = round(time.time() - t0, 1)
-        return self
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None and self.killed_reason is None
-
-    def kill(self, reason):
-        with self.lock:
-            if self.proc is not None and self.killed_reason is None:
-                self.killed_reason = reason
-                say(f"{self.tag}: stopping the server ({reason})")
-                stop_process(self.proc)
-
-    def stop(self):
-        with self.lock:
-            if self.proc is not None:
-                stop_process(self.proc)
-                self.proc = None
-
-    def get(self, path, timeout=30, payload=None):
-        """GET ``path`` (POST with a JSON ``payload``): the JSON answer; an HTTP error raises."""
-        import requests
-
-        r = requests.request("POST" if payload is not None else "GET", self.url + path, json=payload, timeout=timeout)
-        r.raise_for_status()
-        return r.json()
-
-    def generate(self, input_ids, max_new_tokens):
-        return self.get("/generate", 60, {"input_ids": input_ids, "sampling_params": {
-            "temperature": 0, "max_new_tokens": max_new_tokens, "ignore_eos": True}})
-
-    def facts(self):
-        info, st = server_state(self.get("/server_info"))
-        fx = st.get("specv2_fixes") or info.get("specv2_fixes") or {}
-        keys = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
-                "speculative_num_draft_tokens", "page_size", "cuda_graph_max_bs", "attention_backend",
-                "mem_fraction_static", "sleep_on_idle", "disable_overlap_schedule")
-        return dict(
-            version=info.get("version"), max_total_num_tokens=info.get("max_total_num_tokens"),
-            speculative=bool(info.get("speculative_algorithm")),
-            overlap_schedule=not info.get("disable_overlap_schedule", False),
-            fixes={k: v.get("state") for k, v in (fx.get("fixes") or {}).items()},
-            fixes_selection=fx.get("selection"),
-            server={k: info.get(k) for k in keys},
-            accept_threshold_single=info.get("speculative_accept_threshold_single"),
-        )
-
-    def reset_accept_length(self, threshold):
-        """Zero the scheduler's accept-length counters (set_internal_state resets them on any accepted update;
-        the value written is the server's own, so nothing changes): True, False, or "failed: why"."""
-        if threshold is None:
-            return False
-        try:
-            res = self.get("/set_internal_state", 60, {"server_args": {"speculative_accept_threshold_single": threshold}})
-        except Exception as e:  # noqa: BLE001
-            return f"failed: {e}"
-        return bool(res) and all(bool(x) for x in (res if isinstance(res, list) else [res]))
-
-    def accept_length(self):
-        return _clean(server_state(self.get("/server_info"))[1].get("avg_spec_accept_length"))
-
-
-# ------------------------------------------------------------------------------------ bench_serving
-def run_bench(argv):
-    """One sglang.bench_serving run through its own CLI, in this process (a point's time limit stops its server);
-    raises on failure."""
-    import runpy
-    import warnings
-
-    old = sys.argv
-    sys.argv = ["sglang.bench_serving", *argv]
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # runpy: module already imported by the launcher
-            runpy.run_module("sglang.bench_serving", run_name="__main__", alter_sys=False)
-    except SystemExit as e:
-        if e.code not in (None, 0):
-            raise RuntimeError(f"bench_serving exited with {e.code}") from None
-    finally:
-        sys.argv = old
-
-
-class Load(threading.Thread):
-    """One ``run_bench(argv)`` against ``srv`` in a thread (``error`` once it ended); the server is stopped when the
-    load outlasts ``limit`` seconds (``what``: the reason's subject)."""
-
-    def __init__(self, srv, argv, limit, what):
-        super().__init__(name=f"load {srv.tag}", daemon=True)
-        self.argv, self.error = argv, None
-        self.timer = threading.Timer(limit, lambda: srv.kill(f"{what} over its {limit:.0f}s limit"))
-        self.timer.daemon = True
-
-    def run(self):
-        self.timer.start()
-        try:
-            run_bench(self.argv)
-        except BaseException as e:  # noqa: BLE001 - a failed load is a result
-            self.error = f"{type(e).__name__}: {e}"
-        finally:
-            self.timer.cancel()
-
-
-class Harness:
+class Harness(Profiles):
     def __init__(self, a):
         self.a, self.t0, self.launch_est = a, time.monotonic(), a.first_launch_s
         self.deadline = self.t0 + a.budget_s
@@ -480,6 +210,9 @@ class Harness:
 
     def left(self):
         return self.deadline - time.monotonic()
+
+    def speculative(self, name):
+        return CONFIGS[name]["spec"] is not None
 
     def limit(self, est):
         """A load's time limit: 5 x its estimate ``est``, at least 60 s, within the budget."""
@@ -590,7 +323,7 @@ class Harness:
     def start_load(self, name, srv, c, n, label, out_file, limit, warmup=1):
         """``Load`` of ``n`` prompts at concurrency ``c`` on ``srv``, logged, started."""
         argv = bench_argv(srv.url, srv.model, c, n, self.a, out_file, f"{name}/{srv.side}/c{c}/{label}", warmup)
-        LOG.write(f"\n===== [{srv.tag}] c={c} {label}: python3 -m sglang.bench_serving {shlex.join(argv)}\n", force=True)
+        serving_server.LOG.write(f"\n===== [{srv.tag}] c={c} {label}: python3 -m sglang.bench_serving {shlex.join(argv)}\n", force=True)
         load = Load(srv, argv, limit, "point" if warmup else "profile")
         load.start()
         return load
@@ -600,7 +333,7 @@ class Harness:
         if not srv.alive():
             p["error"] = srv.error or srv.killed_reason or "server not running"
             return p
-        spec = CONFIGS[name]["spec"] is not None
+        spec = self.speculative(name)
         p["accept_reset"] = srv.reset_accept_length(threshold) if spec else None
         out_file = os.path.join(self.tmp, f"{name}-{srv.side}-c{c}-r{rep}.jsonl")
         t0 = time.time()
@@ -623,198 +356,6 @@ class Harness:
         p["error"] = p["error"] or srv.killed_reason
         p["ok"] = p["error"] is None
         return p
-
-    # ------------------------------------------------ GPU / host profiles (--profile-steps, --host-profile-seconds)
-    def host_load(self, c, t1):
-        """(prompts, seconds) added to a profile's load so that it outlasts the host profile: waves of ``c`` requests
-        for S + 4 s at an optimistic wave time, ``t1`` * (1 + c / 32) (real size, 8B on an H100: stock's c=32 waves
-        take 2.2 x its c=1 ones), the plugin's faster waves covered by the load's own prompts; seconds: that plus one
-        wave (the rounding)."""
-        s = self.a.host_profile_seconds
-        if not s:
-            return 0, 0.0
-        wave = max(t1, 0.05) * (1 + c / 32)
-        waves = math.ceil((s + 4) / wave)
-        return c * waves, (waves + 1) * wave
-
-    def est_profile(self, c, n, t1):
-        a = self.a
-        return (self.est_point(c, n, t1) + (profile_steps.EXTRA_S if a.profile_steps else 0)
-                + (self.host_load(c, t1)[1] + host_profile.EXTRA_S if a.host_profile_seconds else 0))
-
-    def later_configs_s(self, name, t1):
-        """Expected time of the configurations after ``name`` (launch, warm-up, pairs, profiles): what this
-        configuration's profiles leave free (their calibration is not known yet: ``t1`` is this one's)."""
-        a, total = self.a, 0.0
-        for other in a.configs[a.configs.index(name) + 1:]:
-            total += self.launch_est + 25
-            for c in a.concurrency:
-                n = self.num_prompts(c, t1)
-                total += 2 * self.repeats(other, c) * self.est_point(c, n, t1)
-                total += 2 * self.est_profile(c, n, t1) if a.profile_steps or a.host_profile_seconds else 0
-        return total
-
-    def wait_steady(self, srv, c, load, timeout):
-        """Until the load has ``c`` requests running and none waiting (``GET /v1/loads``: the scheduler's running
-        batch and waiting queue), at most ``timeout`` s; returns what was seen, for the record."""
-        t0, seen = time.monotonic(), None
-        while load.is_alive() and time.monotonic() - t0 < timeout:
-            try:
-                loads = srv.get("/v1/loads?include=core", timeout=10)["loads"]
-            except Exception as e:  # noqa: BLE001
-                time.sleep(2.0)
-                return f"no /v1/loads ({type(e).__name__}): started 2 s into the load"
-            seen = (sum(x["num_running_reqs"] for x in loads), sum(x["num_waiting_reqs"] for x in loads))
-            if seen[0] >= c and seen[1] == 0:
-                return f"{seen[0]} running, 0 waiting, {time.monotonic() - t0:.1f}s into the load"
-            time.sleep(0.05)
-        return f"not steady after {time.monotonic() - t0:.1f}s (running, waiting last seen: {seen})"
-
-    def profile_entries(self, name, side, c, n, extra=0, error=None):
-        """The GPU and host profile entries asked for (None where not) of a configuration, side and concurrency."""
-        a, spec = self.a, CONFIGS[name]["spec"] is not None
-        return (dict(config=name, side=side, concurrency=c, steps=a.profile_steps, activities=a.profile_activities,
-                     num_prompts=n, speculative=spec, error=error) if a.profile_steps else None,
-                dict(config=name, side=side, concurrency=c, seconds=a.host_profile_seconds, num_prompts=n + extra,
-                     pid=None, title=None, error=error) if a.host_profile_seconds else None)
-
-    def profile_point(self, name, srv, c, n, est, threshold, extra=0):
-        """One GPU and / or host profile under one load: bench_serving's load (``n`` + ``extra`` prompts) in a thread;
-        once it is steady the host profile (``host_point``), then the GPU profile (bench/profile_steps.py):
-        ``/start_profile`` of ``--profile-steps`` steps, the trace awaited (``/stop_profile`` if the load ends first),
-        summarized and deleted (or moved to OUT/traces). Returns (GPU entry, host entry), None where not asked for.
-        Never raises: failures are the entries' ``error``."""
-        a = self.a
-        p, h = self.profile_entries(name, srv.side, c, n, extra)
-        entries = [x for x in (p, h) if x is not None]
-        if not srv.alive():
-            for x in entries:
-                x["error"] = srv.error or srv.killed_reason or "server not running"
-            return p, h
-        out_dir = os.path.join(self.tmp, "profiles", f"{name}-{srv.side}-c{c}")
-        os.makedirs(out_dir, exist_ok=True)
-        if CONFIGS[name]["spec"] is not None:
-            srv.reset_accept_length(threshold)  # failed: the accept length is then the server's running mean
-        limit, t0, got = self.limit(est), time.time(), None
-        what = ", ".join(([f"{a.host_profile_seconds}s of py-spy"] if h else []) + ([f"{a.profile_steps} steps"] if p else []))
-        load = self.start_load(name, srv, c, n + extra, f"profile ({what})", os.path.join(out_dir, "load.jsonl"),
-                               limit, warmup=0)
-        try:
-            started = self.wait_steady(srv, c, load, min(30.0, limit / 2))
-            for x in entries:
-                x["started"] = started
-            if h is not None:
-                self.host_point(srv, h, out_dir, load)
-            if p is not None:
-                profile_steps.start(srv.url, out_dir, a.profile_steps, f"{name}-{srv.side}-c{c}", a.profile_activities)
-                p["start_s"] = round(time.time() - t0, 2)
-                got = profile_steps.wait_trace(out_dir, limit, keep_waiting=load.is_alive)
-                if got is None:
-                    p["stopped"] = "the load ended before the last step: /stop_profile"
-                    try:
-                        profile_steps.stop(srv.url)
-                    except RuntimeError as e:  # it reached its steps as the load ended: its trace is on the way
-                        if "not in progress" not in str(e):
-                            raise
-                        p["stopped"] = "the load ended as the profile reached its last step"
-                    got = profile_steps.wait_trace(out_dir, 60)
-        except Exception as e:  # noqa: BLE001
-            for x in entries:
-                x["error"] = x["error"] or f"{type(e).__name__}: {e}"
-        finally:
-            load.join(max(1.0, limit - (time.time() - t0)))
-        for x in entries:
-            x["load_error"] = load.error
-        if p is not None:
-            self.gpu_profile_result(srv, p, got, t0)
-        shutil.rmtree(out_dir, ignore_errors=True)
-        for x in entries:
-            x["error"] = x["error"] or srv.killed_reason
-        return p, h
-
-    def gpu_profile_result(self, srv, p, got, t0):
-        """Into GPU profile entry ``p``: its wall time, the accept length over its load, the summary of the trace
-        ``got`` (``profile_steps.wait_trace``'s result, None: no trace), which moves to OUT/traces with
-        ``--keep-traces``."""
-        a = self.a
-        p["wall_s"] = round(time.time() - t0, 2)
-        if p["speculative"] and srv.alive():
-            try:
-                p["accept_length"] = srv.accept_length()
-            except Exception:  # noqa: BLE001
-                p["accept_length"] = None
-        if got is not None:
-            path, trace, files = got
-            try:
-                p.update(profile_steps.summarize_trace(trace))
-            except Exception as e:  # noqa: BLE001
-                p["error"] = p["error"] or f"summary: {type(e).__name__}: {e}"
-            p["trace"], p["trace_files"] = os.path.basename(path), len(files)
-            if a.keep_traces:
-                os.makedirs(os.path.join(a.out, "traces"), exist_ok=True)
-                for f in files:
-                    os.replace(f, os.path.join(a.out, "traces", os.path.basename(f)))
-        elif p["error"] is None:
-            p["error"] = "no trace written"
-
-    def host_point(self, srv, h, out_dir, load):
-        """``--host-profile-seconds``: py-spy (``--py-spy``) samples ``srv``'s scheduler process while ``load`` runs
-        (bench/host_profile.py: ``find_scheduler``, ``record``, ``summarize`` with the installed source lines) into
-        ``h``; the raw file deleted, or gzipped into OUT/traces (``--keep-traces``). Never raises."""
-        a = self.a
-        raw = os.path.join(out_dir, f"{srv.config}-{srv.side}-c{h['concurrency']}.pyspy.txt")
-        t0 = time.time()
-        try:
-            h["pid"], h["title"], h["found"] = host_profile.find_scheduler(srv.proc.pid)
-            exe = shutil.which(a.py_spy)
-            if exe is None:
-                raise RuntimeError(f"py-spy not found ({a.py_spy!r}; --py-spy PATH, or carry .whl/py_spy-*.whl for "
-                                   "bench/gpu_bench.sh)")
-            h["py_spy_args"] = a.host_profile_args
-            h["py_spy"] = host_profile.record(exe, h["pid"], a.host_profile_seconds, raw, a.host_profile_args)[1]
-            if not load.is_alive():
-                h["note"] = "the load ended before py-spy did: the last samples are of a server running down"
-            h.update(host_profile.summarize(host_profile.load(raw), source=host_profile.source_line))
-            if a.keep_traces:
-                os.makedirs(os.path.join(a.out, "traces"), exist_ok=True)
-                h["raw"] = os.path.basename(raw) + ".gz"
-                with open(raw, "rb") as f, gzip.open(os.path.join(a.out, "traces", h["raw"]), "wb") as g:
-                    shutil.copyfileobj(f, g)
-        except Exception as e:  # noqa: BLE001
-            h["error"] = str(e) if isinstance(e, RuntimeError) else f"{type(e).__name__}: {e}"
-        h["wall_s"] = round(time.time() - t0, 2)
-        if os.path.exists(raw):
-            os.remove(raw)
-
-    def profile_config(self, name, servers, threshold, t1):
-        """``--profile-steps`` / ``--host-profile-seconds``: after the configuration's pairs, one load per concurrency
-        and side with its profiles, while the budget keeps the later configurations' expected time
-        free (side a first); appended to ``results["profiles"]`` / ``results["host_profiles"]``."""
-        a = self.a
-        reserve = self.later_configs_s(name, t1)
-        for c in a.concurrency:
-            n = self.results["configs"][name]["num_prompts"].get(str(c)) or self.num_prompts(c, t1)
-            for side, srv in servers.items():
-                est = self.est_profile(c, n, t1)
-                if self.left() < est + reserve + 10:
-                    p, h = self.profile_entries(name, side, c, n, error=f"budget: ~{est:.0f}s needed, {self.left():.0f}s "
-                                                f"left, {reserve:.0f}s kept for later configurations")
-                else:
-                    p, h = self.profile_point(name, srv, c, n, est, threshold, self.host_load(c, t1)[0])
-                if h is not None:
-                    self.results["host_profiles"].append(h)
-                    say(f"{name}/{side} c={c} host profile: " + (
-                        f"{h.get('main_samples')} samples of {h.get('main_thread')} (pid {h['pid']} {h['title']}), "
-                        f"idle-like {report._pct(h.get('idle'))}%, CUDA-sync-like {report._pct(h.get('sync'))}%; top self: "
-                        + ", ".join(f"{x['function']} {report._pct(x['share'])}%" for x in (h.get("top_self") or [])[:3])
-                        if h["error"] is None else f"FAILED: {h['error']}"))
-                if p is not None:
-                    self.results["profiles"].append(p)
-                    say(f"{name}/{side} c={c} profile: " + (
-                        f"{(p.get('steps_seen') or {}).get('target', '?')} steps seen, GPU busy {report._pct(p.get('busy_fraction'))}% "
-                        f"of {p.get('window_ms')} ms, {p.get('busy_ms_per_step')} ms per step"
-                        + "".join(f"; {x}" for x in p.get("notes") or []) if p["error"] is None else f"FAILED: {p['error']}"))
-                self.save()
 
     def run_config(self, name, paths, common, port):
         a = self.a
@@ -918,7 +459,7 @@ class Harness:
             f"{', '.join(report.side_label(s.record()) for s in a.sides)} (ratios {a.sides[1].name} / {a.sides[0].name}); "
             f"configs {a.configs}, concurrency {a.concurrency}, budget {a.budget_s:.0f}s")
         paths = model_paths()
-        prepare_launcher()
+        serving_server.prepare_launcher()
         self.save()
         threading.Thread(target=self.watchdog, daemon=True).start()
         try:
@@ -1119,14 +660,13 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    global LOG
     a = parse_args(argv)
     if a.dry_run:
         return dry_run(a)
     os.makedirs(a.out, exist_ok=True)
-    LOG = Log(os.path.join(a.out, "server.log"))
+    serving_server.LOG = serving_server.Log(os.path.join(a.out, "server.log"))
     old = sys.stdout, sys.stderr
-    sys.stdout = sys.stderr = Sink()
+    sys.stdout = sys.stderr = serving_server.Sink()
     standins.use_datasets_shim()  # the registered tests' import shim: the GPU bundle lacks `datasets` (bench_serving)
     # bench_serving's own imports (transformers, aiohttp, ...) now, not inside the first point's time limit: on a
     # loaded 2-core machine they took the self-test's first point past its 60 s

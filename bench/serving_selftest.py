@@ -4,7 +4,7 @@
     PYTHONPATH=.venv-cpu/releases/0.5.11 .venv-cpu/bin/python bench/serving_selftest.py [--e2e]
 
 1. The installed release's ``bench_serving``: the JSONL line its ``benchmark()`` writes (keys read from its AST)
-   through ``serving.parse_bench_line`` (the flags the harness passes: every ``--e2e`` point). ``--side`` parsing.
+   through ``serving_server.parse_bench_line`` (the flags the harness passes: every ``--e2e`` point). ``--side`` parsing.
 2. ``--e2e``: ``serving.main`` against fake in-process SGLang HTTP servers (``FakeSGLang``) and the real
    ``sglang.bench_serving`` in-process: the default pair, a budget cut, ``--profile-steps``,
    ``--host-profile-seconds`` (a fake ``py-spy``) before a GPU profile, two sides on two releases and a refused
@@ -30,6 +30,7 @@ import time
 
 import plot  # bench/plot.py and bench/serving.py: this script's folder
 import serving
+import serving_server  # bench/serving_server.py: the launcher and process stop the fakes replace
 
 from sglang_specv2_fixes import installed
 from sglang_specv2_fixes.testing import standins
@@ -74,15 +75,15 @@ def test_format():
                 if isinstance(fn, ast.AsyncFunctionDef) and fn.name == "benchmark" for node in ast.walk(fn)
                 if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "result" for t in node.targets)
                 and isinstance(node.value, ast.Dict))
-    check(not [k for k in serving.METRIC_KEYS if k not in keys] and {"accept_length", "server_info"} <= set(keys),
-          f"the release writes the {len(serving.METRIC_KEYS)} kept metrics, accept_length and server_info")
+    check(not [k for k in serving_server.METRIC_KEYS if k not in keys] and {"accept_length", "server_info"} <= set(keys),
+          f"the release writes the {len(serving_server.METRIC_KEYS)} kept metrics, accept_length and server_info")
     sample = dict({k: 1.5 + i for i, k in enumerate(keys)}, completed=40, accept_length=3.25, std_tpot_ms=float("nan"),
                   server_info={"internal_states": [{"avg_spec_accept_length": 3.25}], "version": "x"})
-    p = serving.parse_bench_line(json.dumps(sample))  # as bench_serving writes it: json.dumps(result), NaN allowed
+    p = serving_server.parse_bench_line(json.dumps(sample))  # as bench_serving writes it: json.dumps(result), NaN allowed
     check(p["completed"] == 40 and p["median_tpot_ms"] == sample["median_tpot_ms"] and p["std_tpot_ms"] is None
           and p["accept_length_bench"] == p["accept_length_bench_server_info"] == 3.25 and p["missing"] == [],
           "metrics parsed (NaN -> None), both accept lengths, no required key missing")
-    p = serving.parse_bench_line(json.dumps({k: v for k, v in sample.items() if k != "p99_itl_ms"}))
+    p = serving_server.parse_bench_line(json.dumps({k: v for k, v in sample.items() if k != "p99_itl_ms"}))
     check(p["missing"] == ["p99_itl_ms"], "a missing required key is reported")
 
 
@@ -295,7 +296,8 @@ def synthetic_trace(steps, bs, mode, step_us, gpu_us):
 
 
 def install_fakes(d):
-    """serving.py's models, launcher and process stop replaced: tiny configs and tokenizers in ``d``, FakeSGLang."""
+    """serving.py's models and serving_server.py's launcher and process stop replaced: tiny configs and tokenizers in
+    ``d``, FakeSGLang."""
     from sglang_specv2_fixes.testing.tiny_models import llama as tiny_models
 
     paths = {n: os.path.join(d, "models", n) for n in ("target", "eagle3", "eagle")}
@@ -305,9 +307,9 @@ def install_fakes(d):
         with open(os.path.join(p, "config.json"), "w") as f:
             json.dump(tiny_models.config("LlamaForCausalLM", 1), f)
     serving.model_paths = lambda: paths
-    serving.prepare_launcher = lambda: None
-    serving.launch_process = lambda model, url, other_args, timeout, sink, env: FakeSGLang(url, other_args, sink, env)
-    serving.stop_process = lambda proc: proc.stop()
+    serving_server.prepare_launcher = lambda: None
+    serving_server.launch_process = lambda model, url, other_args, timeout, sink, env: FakeSGLang(url, other_args, sink, env)
+    serving_server.stop_process = lambda proc: proc.stop()
 
 
 def test_e2e(d):

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Run the registered GPU tests against the real sglang.launch_server, A/B (fixes off vs auto).
 
-    python ci/run_registered.py [--suite specv2-gpu] [--files test_x.py ...] [--out DIR] [--timeout 400]
+    python ci/run_registered.py [--suite specv2-gpu] [--files test_x.py ...] [--out DIR] [--timeout SECONDS]
 
 Discovers tests/registered/test_*.py, reads each file's ``register_specv2_ci(...)`` call from its AST
 (``sglang_specv2_fixes.testing.registry.registration``: a file without one, or without
 ``if __name__ == "__main__":``, is an error; release sets such as ``"fix:tree-drafting"`` are resolved through
 ``sglang_specv2_fixes.releases.release_set``), keeps those whose ``releases`` include the installed sglang,
 runs each as ``python3 FILE`` twice at once (SPECV2_AB=off and auto, on their own ports and process sessions;
-``--jobs N`` runs N files at once) with a per-file timeout, and writes results.json and results.md (row x
+``--jobs N`` runs N files at once) with a per-file time limit (``--timeout``, else ``row_timeout``: the file's
+``est_time`` with a margin), and writes results.json and results.md (row x
 stock/plugin x release, with date, device, sglang and torch versions). Expected: stock fails on releases in ``bug_in``, plugin passes.
 """
 
@@ -18,6 +19,7 @@ import argparse
 import datetime
 import glob
 import json
+import math
 import os
 import re
 import subprocess
@@ -30,6 +32,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # a --tests run whose pattern selected nothing: unittest before 3.12 exits 0 then, a row that could not fail
 NO_TEST = "no test selected"
 REG_DIR = os.environ.get("SPECV2_REG_DIR", os.path.join(ROOT, "tests", "registered"))
+TIMEOUT_MARGIN = 1.25  # a file's default limit: its est_time times this,
+TIMEOUT_FLOOR = 400  # and at least this: a short file's server launches vary by more than a quarter of its est_time
+
+
+def row_timeout(reg, timeout=None):
+    """Seconds one mode of a registered file may run: ``timeout`` (``--timeout``) when given, else the file's
+    ``est_time`` x TIMEOUT_MARGIN, at least TIMEOUT_FLOOR."""
+    if timeout is not None:
+        return timeout
+    return max(TIMEOUT_FLOOR, math.ceil(reg["est_time"] * TIMEOUT_MARGIN))
 
 
 def discover(suite=None, files=None):
@@ -93,7 +105,9 @@ def main():
     ap.add_argument("--files", nargs="*")
     ap.add_argument("--modes", nargs="*", default=["off", "auto"])
     ap.add_argument("--out", default=os.environ.get("OUT", os.path.join(ROOT, "build", "registered")))
-    ap.add_argument("--timeout", type=int, default=400, help="per file and mode, seconds")
+    ap.add_argument("--timeout", type=int, default=None,
+                    help=f"per file and mode, seconds (default: the file's est_time x {TIMEOUT_MARGIN}, at least "
+                         f"{TIMEOUT_FLOOR})")
     ap.add_argument("--jobs", type=int, default=1, help="files run at once (each with all its modes)")
     ap.add_argument("--port-base", type=int, default=int(os.environ.get("SPECV2_PORT_BASE", 21000)),
                     help="first port; two runners on one machine need bases 4000 apart")
@@ -153,7 +167,9 @@ def main():
 
     def start(i, path, reg, slot):
         name = os.path.basename(path)
-        print(f"[runner] ({i}/{len(tests)}) {name}: modes {args.modes} (est {reg['est_time']}s, slot {slot}) ...", flush=True)
+        limit = row_timeout(reg, args.timeout)
+        print(f"[runner] ({i}/{len(tests)}) {name}: modes {args.modes} (est {reg['est_time']}s, limit {limit}s, slot "
+              f"{slot}) ...", flush=True)
         procs = {}
         for k, mode in enumerate(args.modes):
             log = open(os.path.join(args.out, f"{name[:-3]}.{mode}.log"), "w")
@@ -168,10 +184,10 @@ def main():
             only = [x for t in args.tests for x in ("-k", t)]  # unittest.main's own filter
             p = subprocess.Popen([sys.executable, path, *only], stdout=log, stderr=subprocess.STDOUT, env=env,
                                  cwd=REG_DIR, start_new_session=True)
-            procs[mode] = (p, log, time.time())
+            procs[mode] = (p, log, time.time(), limit)
         return procs
 
-    def finish(name, reg, mode, p, log, t0, rc):
+    def finish(name, reg, mode, p, log, t0, limit, rc):
         kill_group(p)
         log.close()
         if rc == 0 and args.tests and not tests_ran(log.name):
@@ -180,7 +196,8 @@ def main():
         expect_fail = mode == "off" and rel in reg["bug_in"]
         verdict = "as expected" if passed != expect_fail and rc != NO_TEST else "UNEXPECTED"
         results.append(dict(file=name, mode=mode, passed=passed, rc=rc, expected_fail=expect_fail,
-                            verdict=verdict, seconds=round(time.time() - t0, 1), log=os.path.basename(log.name),
+                            verdict=verdict, seconds=round(time.time() - t0, 1), limit_s=limit,
+                            log=os.path.basename(log.name),
                             asserted=None if passed else failed_an_assertion(log.name)))
         print(f"[runner]   {name} {mode}: {'pass' if passed else 'FAIL'} rc={rc} in {results[-1]['seconds']}s "
               f"({verdict})", flush=True)
@@ -189,8 +206,8 @@ def main():
     while pending or running:
         while pending and free_slots:
             elapsed = time.time() - t_rows
-            fitting = [k for k, (_, (_, reg)) in enumerate(pending)
-                       if not args.budget or elapsed + min(reg["est_time"], args.timeout) <= args.budget]
+            fitting = [k for k, (_, (_, reg)) in enumerate(pending) if not args.budget
+                       or elapsed + min(reg["est_time"], row_timeout(reg, args.timeout)) <= args.budget]
             if (args.deadline and elapsed > args.deadline) or not fitting:
                 if running and not (args.deadline and elapsed > args.deadline):
                     break  # a shorter file may fit once nothing else is left to start; wait for the running ones
@@ -207,14 +224,14 @@ def main():
             running[path] = (reg, slot, start(i, path, reg, slot))
         time.sleep(1)
         for path, (reg, slot, procs) in list(running.items()):
-            for mode, (p, log, t0) in list(procs.items()):
+            for mode, (p, log, t0, limit) in list(procs.items()):
                 rc = p.poll()
-                if rc is None and time.time() - t0 > args.timeout:
+                if rc is None and time.time() - t0 > limit:
                     rc = "timeout"
                 if rc is None and args.budget and time.time() - t_rows > args.budget:
                     rc = "budget"
                 if rc is not None:
-                    finish(os.path.basename(path), reg, mode, p, log, t0, rc)
+                    finish(os.path.basename(path), reg, mode, p, log, t0, limit, rc)
                     del procs[mode]
             if not procs:
                 del running[path]

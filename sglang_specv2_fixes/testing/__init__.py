@@ -8,6 +8,7 @@ module is imported on its own.
     client      HTTP: generate, concurrent_generate, server_info, sessions, stream, abort, flush
     reference   the target-only reference outputs (prefetch + on-disk cache per release)
     rows        SpecChecks, ServerRow (one server per class), ChainChecks and the row mixins (Tree, Retract, Handoff, ...)
+    dsv3_rows   Dsv3MtpStrict: the DeepSeek-V3 MTP strict rows' server and checks (one file per backend)
     sessions    SessionChecks and the SessionRow / SpecSessionRow test mixins
     registry    register_specv2_ci (the registration marker) and how ci/run_registered.py reads it
     scenarios   CPU scenarios on the release's real scheduler objects (CPU tests, bench/hot_path_overhead.py)

@@ -40,6 +40,13 @@ def server_info():
     return requests.get(URL + "/server_info", timeout=TIMEOUT).json()
 
 
+def loads():
+    """SGLang's own pool accounting per DP rank (``/v1/loads``, core metrics)."""
+    r = requests.get(URL + "/v1/loads", params={"include": "core"}, timeout=TIMEOUT)
+    r.raise_for_status()
+    return r.json()["loads"]
+
+
 def health_ok():
     try:
         return requests.get(URL + "/health", timeout=60).status_code == 200

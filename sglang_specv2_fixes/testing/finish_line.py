@@ -124,10 +124,10 @@ def differences(got, want: Dict[str, object]) -> List[str]:
     return [f"{f}: {g[f]!r} != oracle {want[f]!r}" for f in FIELDS if g[f] != want[f]] + stream_problems(got)
 
 
-def differing(labelled, want, workers: int = 16) -> Tuple[int, List[str]]:
+def differing(labelled, want, workers: int = 16, compare=differences) -> Tuple[int, List[str]]:
     """Send each ``(label, body)`` of ``labelled`` to the server under test (``workers`` at once) and compare its answer
-    with the oracle's (``want``: ``received`` of the target-only answers, in the same order): (answers received,
-    ``"label: differences"`` for each answer that differs)."""
+    with the oracle's (``want``: the target-only answers as ``compare`` reads them, ``received`` for ``differences``,
+    in the same order): (answers received, ``"label: differences"`` for each answer that differs)."""
     import concurrent.futures
 
     from .client import send
@@ -135,4 +135,4 @@ def differing(labelled, want, workers: int = 16) -> Tuple[int, List[str]]:
     with concurrent.futures.ThreadPoolExecutor(workers) as ex:
         got = list(ex.map(lambda lb: send(lb[1]), labelled))
     return len(got), [f"{label}: {'; '.join(d)}" for (label, _), g, w in zip(labelled, got, want)
-                      for d in [differences(g, w)] if d]
+                      for d in [compare(g, w)] if d]

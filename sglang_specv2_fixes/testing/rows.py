@@ -1,16 +1,18 @@
 """Test mixins of the registered speculative rows: ``SpecChecks`` (assertions shared by every speculative row),
 ``ServerRow`` (one server per class: its reference prefetched, then the launch, stopped after the class),
-``ChainChecks`` (a chain row's five test cases), ``FinishLineRow`` (a finish-line row's server), ``TreeRow`` (tree
-drafting at a width), ``DefaultInvocationRow`` (no spec-shape or backend flags), ``RetractRow`` (retraction with
-chunked prefill at a page size) and ``HandoffRow`` (verify-handoff's checks). Mixed in *before* ``CustomTestCase``
-(``class T(TreeRow, CustomTestCase)``) so their setUpClass wins."""
+``ChainChecks`` (a chain row's five test cases), ``FinishLineRow`` (a finish-line row's server), ``FinishLineCases``
+(a finish-line differential's test cases), ``TreeRow`` (tree drafting at a width), ``DefaultInvocationRow`` (no
+spec-shape or backend flags), ``RetractRow`` (retraction with chunked prefill at a page size) and ``HandoffRow``
+(verify-handoff's checks); the DeepSeek-V3 MTP rows' ``Dsv3MtpStrict`` is in dsv3_rows.py. Mixed in *before*
+``CustomTestCase`` (``class T(TreeRow, CustomTestCase)``) so their setUpClass wins."""
 
 import concurrent.futures
+import time
 
 import requests
 
-from .client import (concurrent_generate, flush_cache, generate, health_ok, post, rescore_logprobs, server_info,
-                     specv2_state)
+from .client import (concurrent_generate, flush_cache, generate, health_ok, loads, post, rescore_logprobs,
+                     server_info, specv2_state)
 from . import finish_line
 from .config import common_without_backend, prompts
 from .reference import prefetch_reference, prefetch_responses, reference_outputs
@@ -107,6 +109,29 @@ class SpecChecks:
     def check_alive(self):
         self.assertTrue(health_ok())
         self.assertIsNone(self.process.poll())
+
+    def assert_idle_balanced(self, what, settle=3.0, wait_s=60.0):
+        """Nothing running or waiting on any DP rank (``/v1/loads``), then, once the idle scheduler's strict self-check
+        has run (``settle`` s), every KV token free or evictable and the probe (SGLANG_SPECV2_FIXES_PROBE=1) has seen
+        no request with more KV committed than allocated."""
+        deadline = time.time() + wait_s
+        while True:
+            ranks = loads()
+            if all(r["num_running_reqs"] == 0 and r["num_waiting_reqs"] == 0 for r in ranks):
+                break
+            self.assertLess(time.time(), deadline, f"{what}: the server did not go idle: {ranks}")
+            time.sleep(0.5)
+        time.sleep(settle)  # the scheduler idles: its strict idle self-check runs now (a leak stops it)
+        self.check_alive()
+        ranks, state = loads(), specv2_state(server_info())
+        probe = state["probe"]
+        used = [{k: r.get(k) for k in ("num_used_tokens", "max_total_num_tokens", "token_usage")} for r in ranks]
+        print(f"[{type(self).__name__}] {what}: loads={used} radix_tokens={state.get('radix_tokens')} "
+              f"probe={ {k: v for k, v in probe.items() if k != 'examples'} }", flush=True)
+        for r in ranks:
+            self.assertEqual(r["num_used_tokens"], 0, f"{what}: KV tokens neither free nor evictable when idle: {r}")
+        self.assertEqual(probe["live_committed_over_allocated"], 0, probe.get("examples"))
+        self.assertEqual(probe["committed_over_allocated"], 0, probe.get("examples"))
 
     def check_replays_planned_sync_free(self):
         """flashinfer-draft-extend-graph's sync-free plan: every draft-extend graph replay of the server so far took
@@ -224,6 +249,60 @@ class FinishLineRow(ServerRow):
     @classmethod
     def server_env(cls):
         return {}
+
+
+class FinishLineCases:
+    """The test cases of a finish-line differential row (test_finish_line.py, test_dsv3_mtp_finish_line.py), mixed in
+    with the row's server: ``CASES`` (``finish_line.cases``: (label, /generate body), a label may end in " (...)"),
+    ``N_PROMPTS`` (the prompts they are built on), ``oracle()`` (the target-only answers in the order of ``CASES``, as
+    ``compare`` reads them) and ``compare(got, want)`` (what differs in one answer: ``finish_line.differences`` on
+    ``finish_line.received`` of the oracle's)."""
+
+    CASES = ()
+    N_PROMPTS = 0
+    compare = staticmethod(finish_line.differences)
+
+    def oracle(self):
+        raise NotImplementedError
+
+    def tag(self):
+        """What the row's log line names this server by."""
+        return type(self).__name__
+
+    def check_premise(self, want):
+        """The premise: the oracle's greedy output is the predicted walk, and the stops are reached."""
+        self.assertEqual(len(want), len(self.CASES))
+        self.assertGreaterEqual(len(self.CASES), 200)
+        for (label, body), w in zip(self.CASES, want):
+            if label.split(" (")[0].endswith("max_new_tokens"):
+                n = body["sampling_params"]["max_new_tokens"]
+                self.assertEqual(w["output_ids"], finish_line.walk(body["input_ids"])[:n], label)
+        kinds = [w["finish_reason"]["type"] for w in want]
+        self.assertGreater(kinds.count("stop"), len(self.CASES) // 2, kinds)
+        self.assertGreater(kinds.count("length"), self.N_PROMPTS, kinds)
+
+    def test_1_the_cases_reach_their_finish(self):
+        """The premise: the oracle's greedy output is the predicted walk, and the stops are reached."""
+        self.check_premise(self.oracle())
+
+    def check_cases(self, earlier_token_later_string):
+        """Every case of one group equals the non-speculative server. The group of a stop token followed by a stop
+        string (``stop token then stop string``) is apart: upstream's check order lets the later string win inside
+        one accepted run (stock fails it on 0.5.14-0.5.23; the plugin's first finish in the run wins)."""
+        want = self.oracle()
+        mine = [i for i, (label, _) in enumerate(self.CASES)
+                if label.split(" (")[0].endswith("stop token then stop string") == earlier_token_later_string]
+        n, bad = finish_line.differing([self.CASES[i] for i in mine], [want[i] for i in mine], compare=self.compare)
+        print(f"[{self.tag()}] {len(bad)} of {len(mine)} cases differ", flush=True)
+        self.assertGreaterEqual(n, 10)
+        self.assertFalse(bad, f"{len(bad)} of {len(mine)} cases differ from the non-speculative server:\n"
+                         + "\n".join(bad[:25]))
+
+    def test_2_every_case_equals_non_speculative(self):
+        self.check_cases(earlier_token_later_string=False)
+
+    def test_3_an_earlier_stop_token_beats_a_later_stop_string(self):
+        self.check_cases(earlier_token_later_string=True)
 
 
 class TreeRow(ServerRow):

@@ -64,7 +64,7 @@ def run(W, T, prompt, n_new, chunk=None, bug_chunk=False, bug_kv=False, bug_pos=
     ``s`` runs at RoPE position ``L + s`` instead of ``L + s - 1``, the position of the slot it writes (stock
     0.5.11, #25015)."""
     nd = steps + 1
-    full = ref.greedy(T, prompt, n_new + nd + 1)
+    full = ref.greedy(ref.target_fwd, T, prompt, n_new + nd + 1)
     L = len(prompt)
     lg_t, aux, _ = ref.target_fwd(T, torch.tensor(full))
     u = list(full[1:L + 1])  # draft prefill input: the prompt shifted by one, then the target's sample

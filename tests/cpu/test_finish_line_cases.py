@@ -22,7 +22,7 @@ def target():
 
 def test_the_greedy_output_is_the_predicted_walk(target):
     for p in ROW_PROMPTS[:4]:
-        assert ref.greedy(target, p, 24)[len(p):] == finish_line.walk(p)[:24], p
+        assert ref.greedy(ref.target_fwd, target, p, 24)[len(p):] == finish_line.walk(p)[:24], p
 
 
 def test_the_cases_cover_every_finish_kind_at_many_offsets():

@@ -82,6 +82,7 @@ def test_runner_runs_files_in_parallel_and_reports_verdicts(tmp_path):
     }, p.stdout + p.stderr
     assert res["gpus"] == ["7", "9"] and res["jobs"] == 3 and res["wall_s"] >= 8
     assert [r["rc"] for r in res["results"] if r["file"] == "test_hang.py"] == ["timeout", "timeout"]
+    assert {r["limit_s"] for r in res["results"]} == {8}  # --timeout: every file's limit
     assert p.returncode == 1
     md = (out / "results.md").read_text()
     assert "3 files at a time over GPUs 7,9, wall clock" in md
@@ -91,6 +92,40 @@ def test_runner_runs_files_in_parallel_and_reports_verdicts(tmp_path):
     assert asserted[("test_bug.py", "off")] is True and asserted[("test_port.py", "off")] is False
     assert asserted[("test_bug.py", "auto")] is None
     assert "test_guard.py | pass | FAIL (rc=1) | both pass: NOT MET" in md
+
+
+def test_row_limit_follows_est_time():
+    """Without --timeout a file may run its est_time with a 25 % margin, at least TIMEOUT_FLOOR; --timeout is every
+    file's limit. Every registered row's default limit is above its est_time."""
+    limit = run_registered.row_timeout
+    assert run_registered.TIMEOUT_FLOOR == 400
+    assert [limit({"est_time": e}) for e in (1, 300, 320, 321, 400, 480)] == [400, 400, 400, 402, 500, 600]
+    assert limit({"est_time": 480}, 330) == 330 and limit({"est_time": 5}, 8) == 8
+    for path in glob.glob(os.path.join(ROOT, "tests", "registered", "test_*.py")):
+        reg = run_registered.registration(path)
+        assert limit(reg) >= 1.25 * reg["est_time"], (path, reg["est_time"], limit(reg))
+
+
+def test_runner_limits_each_file_by_its_est_time(tmp_path):
+    """No --timeout: each file's runs get its own limit (results.json ``limit_s``, the value the runner enforces)."""
+    import json
+    import subprocess
+
+    from conftest import VERSION
+
+    reg = tmp_path / "reg"
+    reg.mkdir()
+    head = "from sglang_specv2_fixes.testing.registry import register_specv2_ci\n"
+    for name, est in (("test_short.py", 2), ("test_long.py", 480)):
+        (reg / name).write_text(head + f"register_specv2_ci(est_time={est}, suite='specv2-gpu', releases=['{VERSION}'])\n"
+                                "if __name__ == '__main__':\n    pass\n")
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "ci", "run_registered.py"), "--out", str(out), "--jobs", "2"],
+                       env={**os.environ, "SPECV2_REG_DIR": str(reg)}, capture_output=True, text=True, timeout=120)
+    res = {(r["file"], r["mode"]): (r["rc"], r["limit_s"]) for r in json.loads((out / "results.json").read_text())["results"]}
+    assert res == {("test_short.py", "off"): (0, 400), ("test_short.py", "auto"): (0, 400),
+                   ("test_long.py", "off"): (0, 600), ("test_long.py", "auto"): (0, 600)}, p.stdout + p.stderr
+    assert "test_long.py: modes ['off', 'auto'] (est 480s, limit 600s" in p.stdout
 
 
 def test_runner_budget_kills_and_skips(tmp_path):

@@ -65,7 +65,7 @@ def capture(patch):
     """{Class: {"file": FILE, "calls": [...]}} of every registered row case; ``patch(obj, name, value)`` stubs."""
     import unittest
 
-    from sglang_specv2_fixes.testing import reference, rows, server, sessions
+    from sglang_specv2_fixes.testing import dsv3_rows, reference, rows, server, sessions
 
     port = server.PORT
     calls = []
@@ -97,7 +97,7 @@ def capture(patch):
                 if hasattr(mod, attr):
                     patch(mod, attr, fake)
 
-    stub(server, reference, rows, sessions)
+    stub(server, reference, rows, sessions, dsv3_rows)
     for name in ("moe", "swa"):
         patch(importlib.import_module(f"sglang_specv2_fixes.testing.tiny_models.{name}"), "build",
               lambda d, name=name: f"/m/{name}")

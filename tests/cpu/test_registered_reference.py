@@ -69,7 +69,7 @@ def test_rows_start_their_reference_before_their_server(ref_mod, monkeypatch):
     output must have prefetched that reference when its own server launch begins."""
     import unittest
 
-    from sglang_specv2_fixes.testing import rows, server, sessions
+    from sglang_specv2_fixes.testing import dsv3_rows, rows, server, sessions
     from sglang_specv2_fixes.testing.registry import registration
 
     monkeypatch.syspath_prepend(REG_DIR)
@@ -95,14 +95,14 @@ def test_rows_start_their_reference_before_their_server(ref_mod, monkeypatch):
                 if hasattr(mod, attr):
                     monkeypatch.setattr(mod, attr, fake)
 
-    stub(server, ref_mod, rows, sessions)
+    stub(server, ref_mod, rows, sessions, dsv3_rows)
     for name in ("moe", "swa"):
         monkeypatch.setattr(importlib.import_module(f"sglang_specv2_fixes.testing.tiny_models.{name}"), "build",
                             lambda d: "/m/other")
     checked = []
     paths = sorted(glob.glob(os.path.join(REG_DIR, "test_*.py")))
     # every row module stubbed before any setUpClass runs: a row may build on another row's module (its base class
-    # calls that module's names, e.g. test_dp2_dsv3_mtp.py on test_dsv3_mtp_strict.py)
+    # calls that module's names, e.g. test_tp2_live_accept_metrics.py on test_live_accept_metrics.py)
     mods = {path: importlib.import_module(os.path.basename(path)[:-3]) for path in paths}
     stub(*mods.values())
     for path in paths:

@@ -36,8 +36,9 @@ def test_reference_greedy_is_the_walk_with_a_wide_margin_and_the_mtp_layer_draft
     import torch
 
     from sglang_specv2_fixes.testing.tiny_models import deepseek_v3_ref as ref
+    from sglang_specv2_fixes.testing.tiny_models import llama_ref
 
-    W = ref.load(path, torch.bfloat16)
+    W = llama_ref.load(path, torch.bfloat16)
     prompts = ref.prompts_for_check()
     for pi in (1, 3):
         _, r = ref.stats(W, prompts[pi], 16)
@@ -54,12 +55,13 @@ def test_reference_equals_transformers_deepseek_v3(path):
 
     from sglang_specv2_fixes.testing.tiny_models import deepseek_v3 as ds
     from sglang_specv2_fixes.testing.tiny_models import deepseek_v3_ref as ref
+    from sglang_specv2_fixes.testing.tiny_models import llama_ref
 
     hf, info = transformers.DeepseekV3ForCausalLM.from_pretrained(path, dtype=torch.float32, output_loading_info=True)
     assert not info["missing_keys"] and not info.get("mismatched_keys")
     assert all(k.startswith(f"model.layers.{ds.L}.") for k in info["unexpected_keys"])   # the MTP layer only
-    W = ref.load(path)
-    seq = ref.greedy(W, ref.prompts_for_check()[1], 12)
+    W = llama_ref.load(path)
+    seq = llama_ref.greedy(ref.target_fwd, W, ref.prompts_for_check()[1], 12)
     with torch.no_grad():
         logits = hf.eval()(torch.tensor([seq])).logits[0].float()
     assert float((logits - ref.target_fwd(W, torch.tensor(seq))[0]).abs().max()) < 2e-3

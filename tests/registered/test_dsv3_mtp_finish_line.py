@@ -22,10 +22,11 @@ import unittest
 from sglang_specv2_fixes.testing import finish_line
 from sglang_specv2_fixes.testing.client import server_info
 from sglang_specv2_fixes.testing.config import common_without, prompts
+from sglang_specv2_fixes.testing.dsv3_rows import model
 from sglang_specv2_fixes.testing.reference import prefetch_responses, reference_responses
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
-from sglang_specv2_fixes.testing.server import MODELS_DIR, launch, stop
-from sglang_specv2_fixes.testing.tiny_models import deepseek_v3
+from sglang_specv2_fixes.testing.rows import FinishLineCases
+from sglang_specv2_fixes.testing.server import launch, stop
 from sglang.test.test_utils import CustomTestCase
 
 register_specv2_ci(est_time=300, suite="specv2-gpu", releases="gpu&fix:multi-token-finish",
@@ -74,13 +75,11 @@ def differences(got, want):
     return out
 
 
-def model():
-    return deepseek_v3.build(MODELS_DIR)
-
-
-class _Dsv3FinishLine:
+class _Dsv3FinishLine(FinishLineCases):
     SPEC = None  # (steps, topk, draft tokens); None: the default invocation
     PAGE_SIZE = 1
+    CASES, N_PROMPTS = CASES, len(PROMPTS)
+    compare = staticmethod(differences)
 
     @classmethod
     def backend_args(cls):
@@ -111,42 +110,15 @@ class _Dsv3FinishLine:
         self.assertEqual((info["attention_backend"], info["page_size"]), (BACKEND, self.PAGE_SIZE))
         self.assertFalse(info["disable_overlap_schedule"], "spec v2 (overlap) expected")
 
+    def tag(self):
+        return f"{BACKEND} page {self.PAGE_SIZE} spec {self.SPEC or 'default'}"
+
     def test_1_the_cases_reach_their_finish(self):
-        """The premise: the oracle's greedy output is the predicted walk, and the stops are reached."""
+        """The premise: the oracle's greedy output is the predicted walk, the stops are reached, and a third of the
+        cases carry the oracle's logprobs."""
         want = self.oracle()
-        self.assertEqual(len(want), len(CASES))
-        self.assertGreaterEqual(len(CASES), 200)
-        for (label, body), w in zip(CASES, want):
-            if label.split(" (")[0].endswith("max_new_tokens"):
-                n = body["sampling_params"]["max_new_tokens"]
-                self.assertEqual(w["output_ids"], finish_line.walk(body["input_ids"])[:n], label)
-        kinds = [w["finish_reason"]["type"] for w in want]
-        self.assertGreater(kinds.count("stop"), len(CASES) // 2, kinds)
-        self.assertGreater(kinds.count("length"), len(PROMPTS), kinds)
+        self.check_premise(want)
         self.assertGreater(sum(w["logprobs"] is not None for w in want), len(CASES) // 3)
-
-    def check_cases(self, earlier_token_later_string):
-        import concurrent.futures
-
-        from sglang_specv2_fixes.testing.client import send
-
-        want = self.oracle()
-        mine = [i for i, (label, _) in enumerate(CASES)
-                if label.split(" (")[0].endswith("stop token then stop string") == earlier_token_later_string]
-        with concurrent.futures.ThreadPoolExecutor(16) as ex:
-            got = list(ex.map(lambda i: send(CASES[i][1]), mine))
-        bad = [f"{CASES[i][0]}: {'; '.join(d)}" for i, g in zip(mine, got) for d in [differences(g, want[i])] if d]
-        print(f"[{BACKEND} page {self.PAGE_SIZE} spec {self.SPEC or 'default'}] {len(bad)} of {len(mine)} cases differ",
-              flush=True)
-        self.assertGreaterEqual(len(got), 10)
-        self.assertFalse(bad, f"{len(bad)} of {len(mine)} cases differ from the non-speculative server:\n"
-                         + "\n".join(bad[:25]))
-
-    def test_2_every_case_equals_non_speculative(self):
-        self.check_cases(earlier_token_later_string=False)
-
-    def test_3_an_earlier_stop_token_beats_a_later_stop_string(self):
-        self.check_cases(earlier_token_later_string=True)
 
 
 class TestDsv3FinishLineDefaultPage1(_Dsv3FinishLine, CustomTestCase):

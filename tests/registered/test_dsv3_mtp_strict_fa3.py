@@ -1,24 +1,22 @@
-"""test_dsv3_mtp_strict.py's strict MTP row on fa3 (``--attention-backend fa3`` with an MLA target: SGLang's
-``FlashAttentionBackend`` in its MLA mode): page size 1 without the radix cache, page size 64 with it. fa3 is not in the
-device bundle: carry the release's own fa3 in parts (``ci/gpu/lease.sh fa3-parts``, then its ``add`` / ``inst`` steps). Hopper only. A
-combination a release refuses at startup must be listed in that file's ``REFUSED`` (test_0 shows the refusal is
-clear)."""
+"""The strict MTP row (``testing.dsv3_rows.Dsv3MtpStrict``, test_dsv3_mtp_strict.py) on fa3 (``--attention-backend
+fa3`` with an MLA target: SGLang's ``FlashAttentionBackend`` in its MLA mode): page size 1 without the radix cache,
+page size 64 with it. fa3 is not in the device bundle: carry the release's own fa3 in parts (``ci/gpu/lease.sh
+fa3-parts``, then its ``add`` / ``inst`` steps). Hopper only."""
 
 import unittest
 
-import test_dsv3_mtp_strict as base
-
+from sglang_specv2_fixes.testing.dsv3_rows import Dsv3MtpStrict
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang.test.test_utils import CustomTestCase
 
 register_specv2_ci(est_time=300, suite="specv2-gpu", releases="gpu", bug_in="fix:skip-stale-overlap-updates")
 
 
-class TestDsv3MtpFa3Page1NoRadix(base.Dsv3MtpStrict, CustomTestCase):
+class TestDsv3MtpFa3Page1NoRadix(Dsv3MtpStrict, CustomTestCase):
     BACKEND, PAGE_SIZE, RADIX = "fa3", 1, False
 
 
-class TestDsv3MtpFa3Page64Radix(base.Dsv3MtpStrict, CustomTestCase):
+class TestDsv3MtpFa3Page64Radix(Dsv3MtpStrict, CustomTestCase):
     BACKEND, PAGE_SIZE, RADIX = "fa3", 64, True
 
 

@@ -1,23 +1,21 @@
-"""test_dsv3_mtp_strict.py's strict MTP row on the flashinfer MLA backend (``--attention-backend flashinfer`` with an
-MLA target: SGLang's ``FlashInferMLAAttnBackend``): page size 1 without the radix cache, page size 64 with it. A
-combination a release refuses at startup must be listed in that file's ``REFUSED`` (test_0 shows the refusal is
-clear). flashinfer travels in the device bundle (fi.tar.xz)."""
+"""The strict MTP row (``testing.dsv3_rows.Dsv3MtpStrict``, test_dsv3_mtp_strict.py) on the flashinfer MLA backend
+(``--attention-backend flashinfer`` with an MLA target: SGLang's ``FlashInferMLAAttnBackend``): page size 1 without
+the radix cache, page size 64 with it. flashinfer travels in the device bundle (fi.tar.xz)."""
 
 import unittest
 
-import test_dsv3_mtp_strict as base
-
+from sglang_specv2_fixes.testing.dsv3_rows import Dsv3MtpStrict
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang.test.test_utils import CustomTestCase
 
 register_specv2_ci(est_time=300, suite="specv2-gpu", releases="gpu", bug_in="fix:skip-stale-overlap-updates")
 
 
-class TestDsv3MtpFlashinferPage1NoRadix(base.Dsv3MtpStrict, CustomTestCase):
+class TestDsv3MtpFlashinferPage1NoRadix(Dsv3MtpStrict, CustomTestCase):
     BACKEND, PAGE_SIZE, RADIX = "flashinfer", 1, False
 
 
-class TestDsv3MtpFlashinferPage64Radix(base.Dsv3MtpStrict, CustomTestCase):
+class TestDsv3MtpFlashinferPage64Radix(Dsv3MtpStrict, CustomTestCase):
     BACKEND, PAGE_SIZE, RADIX = "flashinfer", 64, True
 
 

@@ -23,16 +23,13 @@ Every flag exists in 0.5.11's server_args (``--page-size``, ``--disable-radix-ca
 ``--max-running-requests``)."""
 
 import concurrent.futures
-import time
 import unittest
 
-import requests
-
-from sglang_specv2_fixes.testing.client import flush_cache, generate, server_info, specv2_state
+from sglang_specv2_fixes.testing.client import flush_cache, generate, server_info
 from sglang_specv2_fixes.testing.config import prompts
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang_specv2_fixes.testing.rows import SpecChecks
-from sglang_specv2_fixes.testing.server import TIMEOUT, URL, eagle3_args, launch, stop
+from sglang_specv2_fixes.testing.server import eagle3_args, launch, stop
 from sglang.test.test_utils import CustomTestCase
 
 register_specv2_ci(est_time=420, suite="specv2-gpu", releases="gpu&up-to:0.5.16",
@@ -47,13 +44,6 @@ def mixed_lengths():
     lengths end at many offsets inside 16- and 64-token pages."""
     ps = prompts(N_MIXED, seed=31, lo=8, hi=200)
     return [(p, 1 + (i * 37) % 160) for i, p in enumerate(ps)]
-
-
-def loads():
-    """SGLang's own pool accounting per DP rank (``/v1/loads``, core metrics)."""
-    r = requests.get(URL + "/v1/loads", params={"include": "core"}, timeout=TIMEOUT)
-    r.raise_for_status()
-    return r.json()["loads"]
 
 
 class _PageAlignRow(SpecChecks):
@@ -73,29 +63,6 @@ class _PageAlignRow(SpecChecks):
     @classmethod
     def tearDownClass(cls):
         stop(cls.process)
-
-    def assert_idle_balanced(self, what, settle=3.0, wait_s=60.0):
-        """Nothing running or waiting, then (after the idle self-check has run) every KV token free or evictable."""
-        deadline = time.time() + wait_s
-        while True:
-            ranks = loads()
-            if all(r["num_running_reqs"] == 0 and r["num_waiting_reqs"] == 0 for r in ranks):
-                break
-            self.assertLess(time.time(), deadline, f"{what}: the server did not go idle: {ranks}")
-            time.sleep(0.5)
-        time.sleep(settle)  # the scheduler idles: its strict idle self-check runs now (a leak stops it)
-        self.check_alive()
-        ranks = loads()
-        info = server_info()
-        probe = specv2_state(info)["probe"]
-        used = [{k: r.get(k) for k in ("num_used_tokens", "max_total_num_tokens", "token_usage")} for r in ranks]
-        counts = {k: v for k, v in probe.items() if k != "examples"}
-        print(f"[page {self.PAGE_SIZE}] {what}: loads={used} radix_tokens={specv2_state(info).get('radix_tokens')} "
-              f"probe={counts}", flush=True)
-        for r in ranks:
-            self.assertEqual(r["num_used_tokens"], 0, f"{what}: KV tokens neither free nor evictable when idle: {r}")
-        self.assertEqual(probe["live_committed_over_allocated"], 0, probe.get("examples"))
-        self.assertEqual(probe["committed_over_allocated"], 0, probe.get("examples"))
 
     def test_1_config(self):
         info = server_info()

@@ -35,6 +35,7 @@ from sglang_specv2_fixes.testing.reference import prefetch_reference, reference_
 from sglang_specv2_fixes.testing.rows import SpecChecks
 from sglang.test.test_utils import CustomTestCase
 
+from sglang_specv2_fixes.testing.tiny_models import llama_ref
 from sglang_specv2_fixes.testing.tiny_models import swa as tiny_swa
 
 register_specv2_ci(est_time=360, suite="specv2-gpu", releases="patched&gpu&up-to:0.5.12.post1")
@@ -126,7 +127,7 @@ class TestSWASpecV2(CustomTestCase, SpecChecks):
 
     def test_3_decode_logprobs_match_prefill_and_cpu_reference(self):
         self.check_decode_logprobs_match_prefill()
-        W = tiny_swa.load(self.model)
+        W = llama_ref.load(self.model)
         worst = 0.0
         for p in prompts(4, seed=13, lo=20, hi=120):
             out = generate(p, 40, return_logprob=True)

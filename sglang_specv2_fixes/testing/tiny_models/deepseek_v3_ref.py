@@ -4,10 +4,9 @@ RoPE on the rope dims, softmax scale (nope + rope) ** -0.5), grouped sigmoid top
 shared expert, the NextN layer (``eh_proj`` over enorm(embed) | hnorm(hidden), ``shared_head.norm``, the target's
 lm_head). ``check()`` is behind ``python -m sglang_specv2_fixes.testing.tiny_models.deepseek_v3 OUT_DIR --check``.
 """
-import math, os
+import math
 
 import torch
-from safetensors.torch import load_file
 
 from . import deepseek_v3 as ds
 from . import llama as tm
@@ -118,24 +117,8 @@ def mtp_step(W, toks, hid, pos, kc, vc=None):
     return (out @ W["lm_head.weight"].T).float(), out, cache, cache
 
 
-def greedy(W, prompt, n):
-    seq = list(prompt)
-    for _ in range(n):
-        seq.append(int(target_fwd(W, torch.tensor(seq))[0][-1].argmax()))
-    return seq
-
-
-def load(path, dt=torch.float32):
-    return {k: v.to(dt) for k, v in load_file(os.path.join(path, "model.safetensors")).items()}
-
-
 def prompts_for_check():
-    g = torch.Generator().manual_seed(7)
-    ordinary = lambda n: torch.randint(len(tm.SPECIALS), V_, (n,), generator=g).tolist()  # noqa: E731
-    return [[tm.BOS] + ordinary(n) for n in (1, 5, 17, 40)] + [[tm.BOS] + [500] * 12, [tm.BOS] + ordinary(120)]
-
-
-V_ = ds.V
+    return ref.check_prompts(120, ds.V)
 
 
 def stats(W, prompt, n_new, simulate_mtp=True):
@@ -143,7 +126,7 @@ def stats(W, prompt, n_new, simulate_mtp=True):
     chain acceptance (accept length, drafts + 1) and the same with the hidden states one position off."""
     from .moe import walk
 
-    seq = greedy(W, prompt, n_new)
+    seq = ref.greedy(target_fwd, W, prompt, n_new)
     logits, hid, ids = target_fwd(W, torch.tensor(seq))
     gen = logits[len(prompt) - 1:-1]
     table = torch.tensor([[ds.route(t, l) for l in range(ds.FIRST_DENSE, L)] for t in seq])
@@ -167,7 +150,7 @@ def check(path, n_new=24):
     prompts = prompts_for_check()
     ok, res = True, {}
     for dt in (torch.float32, torch.bfloat16):
-        W = load(path, dt)
+        W = ref.load(path, dt)
         for pi, pr in enumerate(prompts):
             seq, r = stats(W, pr, n_new, simulate_mtp=dt == torch.bfloat16)
             ok &= (r["min_margin"] >= 2.0 and r["is_walk"] and not r["eos_emitted"] and r["routing_is_table"])
@@ -182,14 +165,6 @@ def check(path, n_new=24):
     print("hf loading info:", {k: (sorted(v)[:4], len(v)) for k, v in info.items() if v})
     ok &= not info.get("missing_keys") and not info.get("mismatched_keys")
     ok &= all(k.startswith(mtp) for k in info.get("unexpected_keys") or [])
-    W = load(path)
-    for pi in (1, 3):
-        seq = greedy(W, prompts[pi], n_new)
-        with torch.no_grad():
-            hl = hf(torch.tensor([seq])).logits[0].float()
-        diff = float((hl - target_fwd(W, torch.tensor(seq))[0]).abs().max())
-        same = hl[len(prompts[pi]) - 1:-1].argmax(-1).tolist() == seq[len(prompts[pi]):]
-        print(f"transformers p{pi} (len {len(seq)}): greedy equal={same} max|logit diff|={diff:.2e}")
-        ok &= same and diff < 2e-3
+    ok &= ref.matches_hf(hf, target_fwd, ref.load(path), {pi: prompts[pi] for pi in (1, 3)}, n_new)
     print("CHECK", "OK" if ok else "FAILED")
     return ok

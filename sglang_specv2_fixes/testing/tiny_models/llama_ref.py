@@ -1,7 +1,8 @@
 """Pure-torch reference of the tiny Llama target and its EAGLE3 / EAGLE drafts (``llama.py``), the
 simulated tree-drafting acceptance, and ``check()`` behind ``python -m sglang_specv2_fixes.testing.tiny_models
 OUT_DIR --check`` (margins, drafts' acceptance, the tokenizer and Hugging Face ``LlamaForCausalLM`` against the
-reference). ``moe.py`` and ``swa.py`` reuse the norm, RoPE, margins and simulation.
+reference). The other references (``moe.py``, ``swa.py``, ``deepseek_v3_ref.py``) reuse the norm, RoPE, margins and
+simulation, and the helpers every ``check()`` shares: ``load``, ``greedy``, ``check_prompts``, ``matches_hf``.
 """
 import math, os
 
@@ -79,11 +80,42 @@ def eagle_step(W, T, toks, hid, pos, kc, vc):
     return (out @ T["lm_head.weight"].T).float(), out, K, Vv
 
 
-def greedy(T, prompt, n):
+# ------------------------- what every tiny model's reference and check() share -------------------------
+def load(path, dt=torch.float32):
+    """The tensors of the tiny model written at ``path`` (its model.safetensors), as ``dt``."""
+    return {k: v.to(dt) for k, v in load_file(os.path.join(path, "model.safetensors")).items()}
+
+
+def greedy(fwd, W, prompt, n):
+    """``prompt`` and the ``n`` greedy tokens after it, ``fwd(W, toks)[0]`` the logits [T, V] (a ``target_fwd``)."""
     seq = list(prompt)
     for _ in range(n):
-        seq.append(int(target_fwd(T, torch.tensor(seq))[0][-1].argmax()))
+        seq.append(int(fwd(W, torch.tensor(seq))[0][-1].argmax()))
     return seq
+
+
+def check_prompts(long_len, vocab=V):
+    """The prompts of every ``check()``: BOS + seeded ordinary tokens (1, 5, 17, 40 of them), BOS + 12 x t500,
+    BOS + ``long_len`` ordinary tokens."""
+    g = torch.Generator().manual_seed(7)
+    ordinary = lambda n: torch.randint(len(SPECIALS), vocab, (n,), generator=g).tolist()  # noqa: E731
+    return [[BOS] + ordinary(n) for n in (1, 5, 17, 40)] + [[BOS] + [500] * 12, [BOS] + ordinary(long_len)]
+
+
+def matches_hf(hf, fwd, W, prompts, n_new, tol=2e-3):
+    """Whether Hugging Face model ``hf`` gives each prompt's reference greedy continuation (``greedy(fwd, W, ...)``,
+    ``n_new`` tokens) as its own argmax and logits within ``tol`` of the reference's; prints each prompt's figures.
+    ``prompts``: {index: prompt}."""
+    ok = True
+    for pi, prompt in prompts.items():
+        seq = greedy(fwd, W, prompt, n_new)
+        with torch.no_grad():
+            hl = hf(torch.tensor([seq])).logits[0].float()
+        diff = float((hl - fwd(W, torch.tensor(seq))[0]).abs().max())
+        same = hl[len(prompt) - 1:-1].argmax(-1).tolist() == seq[len(prompt):]
+        print(f"transformers p{pi} (len {len(seq)}): greedy equal={same} max|logit diff|={diff:.2e}")
+        ok &= same and diff < tol
+    return ok
 
 
 def margins(logits):
@@ -121,17 +153,14 @@ def simulate(step, seq, hid, n_prompt, steps, topk, ndraft):
 
 
 def check(paths, n_new=64):
-    load = lambda n, dt: {k: v.to(dt) for k, v in load_file(os.path.join(paths[n], "model.safetensors")).items()}
-    g = torch.Generator().manual_seed(7)
-    ordinary = lambda n: (torch.randint(len(SPECIALS), V, (n,), generator=g)).tolist()
-    prompts = [[BOS] + ordinary(n) for n in (1, 5, 17, 40)] + [[BOS] + [500] * 12, [BOS] + ordinary(300)]
+    prompts = check_prompts(300)
     res, ok = {}, True
     for dt in (torch.float32, torch.bfloat16):
-        T, E3, E1 = load("target", dt), load("eagle3", dt), load("eagle", dt)
+        T, E3, E1 = (load(paths[n], dt) for n in ("target", "eagle3", "eagle"))
         s3 = lambda *a: eagle3_step(E3, T, *a)
         s1 = lambda *a: eagle_step(E1, T, *a)
         for pi, pr in enumerate(prompts):
-            seq = greedy(T, pr, n_new)
+            seq = greedy(target_fwd, T, pr, n_new)
             logits, aux, normed = target_fwd(T, torch.tensor(seq))
             gen = logits[len(pr) - 1:-1]
             base = (rms(T["model.embed_tokens.weight"][torch.tensor(seq)], T["model.norm.weight"])
@@ -164,7 +193,7 @@ def check(paths, n_new=64):
     print("tokenizer:", ids, repr(tok.decode([10, 20, 30])), repr(chat))
     ok &= ids == [BOS, 10, 20, 0] and tok.decode([10, 20, 30]) == "t10 t20 t30"
     hf = transformers.LlamaForCausalLM.from_pretrained(paths["target"], dtype=torch.float32).eval()
-    T = load("target", torch.float32)
+    T = load(paths["target"])
     for pi in (1, 5):
         seq = res[f"fp32/p{pi}"]["seq"]
         with torch.no_grad():

@@ -39,7 +39,6 @@ unexpected keys, same greedy text, same router top-k) and the simulated EAGLE3 a
 import math, os
 
 import torch
-from safetensors.torch import load_file
 
 from . import cli
 from . import llama as tm
@@ -180,33 +179,19 @@ def target_fwd(W, toks):
     return (n @ W["lm_head.weight"].T).float(), torch.cat(aux, -1), torch.stack(rl, 1), torch.stack(ids, 1)
 
 
-def greedy(W, prompt, n):
-    seq = list(prompt)
-    for _ in range(n):
-        seq.append(int(target_fwd(W, torch.tensor(seq))[0][-1].argmax()))
-    return seq
-
-
-def load(path, dt=torch.float32):
-    return {k: v.to(dt) for k, v in load_file(os.path.join(path, "model.safetensors")).items()}
-
-
 def check(path, n_new=40):
     import transformers
 
-    g = torch.Generator().manual_seed(7)
-    ordinary = lambda n: torch.randint(len(tm.SPECIALS), V, (n,), generator=g).tolist()
-    prompts = [[tm.BOS] + ordinary(n) for n in (1, 5, 17, 40)] + [[tm.BOS] + [500] * 12, [tm.BOS] + ordinary(200)]
+    prompts = ref.check_prompts(200)
     ok, res = True, {}
-    E3 = {k: v.float() for k, v in load_file(os.path.join(tm.build_all(os.path.dirname(path))["eagle3"],
-                                                          "model.safetensors")).items()}
+    E3 = ref.load(tm.build_all(os.path.dirname(path))["eagle3"])
     table = torch.tensor([[route(tok, l) for l in range(L)] for tok in range(V)])  # [V, L, TOPK]
     for dt in (torch.float32, torch.bfloat16):
-        W = load(path, dt)
+        W = ref.load(path, dt)
         e3 = {k: v.to(dt) for k, v in E3.items()}
         s3 = lambda *a: ref.eagle3_step(e3, W, *a)
         for pi, pr in enumerate(prompts):
-            seq = greedy(W, pr, n_new)
+            seq = ref.greedy(target_fwd, W, pr, n_new)
             logits, aux, rl, ids = target_fwd(W, torch.tensor(seq))
             gen = logits[len(pr) - 1:-1]
             srt = rl.sort(-1, descending=True).values
@@ -232,9 +217,9 @@ def check(path, n_new=40):
     hf = hf.eval()
     print("hf loading info:", {k: v for k, v in info.items() if v})
     ok &= not any(info.get(k) for k in ("missing_keys", "unexpected_keys", "mismatched_keys"))
-    W = load(path)
+    W = ref.load(path)
     for pi in (1, 3, 5):
-        seq = greedy(W, prompts[pi], n_new)
+        seq = ref.greedy(target_fwd, W, prompts[pi], n_new)
         with torch.no_grad():
             out = hf(torch.tensor([seq]), output_router_logits=True)
         logits, _, rl, ids = target_fwd(W, torch.tensor(seq))

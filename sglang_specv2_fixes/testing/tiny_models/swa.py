@@ -28,7 +28,6 @@ sinks), and the simulated EAGLE3 acceptance of tiny_models' draft on this target
 import math, os
 
 import torch
-from safetensors.torch import load_file
 
 from . import cli
 from . import llama as tm
@@ -162,13 +161,6 @@ def target_fwd(W, toks):
     return (n @ W["lm_head.weight"].T).float(), torch.cat(aux, -1)
 
 
-def greedy(W, prompt, n):
-    seq = list(prompt)
-    for _ in range(n):
-        seq.append(int(target_fwd(W, torch.tensor(seq))[0][-1].argmax()))
-    return seq
-
-
 def logprobs(W, prompt, out_ids):
     """Log-probabilities of ``out_ids`` after ``prompt`` (what the server reports as output logprobs)."""
     seq = torch.tensor(list(prompt) + list(out_ids))
@@ -176,25 +168,18 @@ def logprobs(W, prompt, out_ids):
     return [float(lp[len(prompt) - 1 + i, t]) for i, t in enumerate(out_ids)]
 
 
-def load(path, dt=torch.float32):
-    return {k: v.to(dt) for k, v in load_file(os.path.join(path, "model.safetensors")).items()}
-
-
 def check(path, n_new=40):
     import transformers
 
-    g = torch.Generator().manual_seed(7)
-    ordinary = lambda n: torch.randint(len(tm.SPECIALS), V, (n,), generator=g).tolist()
-    prompts = [[tm.BOS] + ordinary(n) for n in (1, 5, 17, 40)] + [[tm.BOS] + [500] * 12, [tm.BOS] + ordinary(200)]
+    prompts = ref.check_prompts(200)
     ok, res = True, {}
-    E3 = {k: v.float() for k, v in load_file(os.path.join(tm.build_all(os.path.dirname(path))["eagle3"],
-                                                          "model.safetensors")).items()}
+    E3 = ref.load(tm.build_all(os.path.dirname(path))["eagle3"])
     for dt in (torch.float32, torch.bfloat16):
-        W = load(path, dt)
+        W = ref.load(path, dt)
         e3 = {k: v.to(dt) for k, v in E3.items()}
         s3 = lambda *a: ref.eagle3_step(e3, W, *a)
         for pi, pr in enumerate(prompts):
-            seq = greedy(W, pr, n_new)
+            seq = ref.greedy(target_fwd, W, pr, n_new)
             logits, aux = target_fwd(W, torch.tensor(seq))
             gen = logits[len(pr) - 1:-1]
             base = (ref.rms(W["model.embed_tokens.weight"][torch.tensor(seq)], W["model.norm.weight"])
@@ -221,15 +206,7 @@ def check(path, n_new=40):
     hf.config._attn_implementation = "eager"
     print("hf loading info:", {k: v for k, v in info.items() if v})
     ok &= not any(info.get(k) for k in ("missing_keys", "unexpected_keys", "mismatched_keys"))
-    W = load(path)
-    for pi in (1, 3, 5):
-        seq = greedy(W, prompts[pi], n_new)
-        with torch.no_grad():
-            hl = hf(torch.tensor([seq])).logits[0].float()
-        diff = float((hl - target_fwd(W, torch.tensor(seq))[0]).abs().max())
-        same = hl[len(prompts[pi]) - 1:-1].argmax(-1).tolist() == seq[len(prompts[pi]):]
-        print(f"transformers p{pi} (len {len(seq)}): greedy equal={same} max|logit diff|={diff:.2e}")
-        ok &= same and diff < 2e-3
+    ok &= ref.matches_hf(hf, target_fwd, ref.load(path), {pi: prompts[pi] for pi in (1, 3, 5)}, n_new)
     print("walk from t10:", walk(10, 8))
     print("CHECK", "OK" if ok else "FAILED")
     return ok
