@@ -47,7 +47,13 @@ register_specv2_ci(est_time=240, suite="specv2-gpu", releases="gpu&fix:outlines-
                    bug_in="gpu&fix:outlines-spec-guard")
 
 EOS = 2  # the tiny tokenizer's </s>
-SPEC = eagle3_args(3, 1, 4) + ["--max-running-requests", "32"]
+
+
+def spec():
+    """The speculative flags (read when a class launches: the tiny models' paths are the test run's)."""
+    return eagle3_args(3, 1, 4) + ["--max-running-requests", "32"]
+
+
 MISREAD_TAKEN = (32, 96)  # walk tokens t with t % 32 == 0 whose t // 32 (<s>, <pad>) the regex never allows
 
 
@@ -149,7 +155,7 @@ class TestOutlinesWithEagle3(RegexAnswers, CustomTestCase):
         cls.log = tempfile.NamedTemporaryFile("w", prefix=f"specv2-outlines-eagle3-{AB}-", suffix=".log")
         cls.refused = None
         try:
-            cls.process = launch(SPEC, common=common_with_grammar("outlines"), log=cls.log)
+            cls.process = launch(spec(), common=common_with_grammar("outlines"), log=cls.log)
         except Exception as e:  # noqa: BLE001 - a refusal at startup is examined by test_1
             cls.process = None
             cls.refused = f"{settled_text(cls.log.name)}\n[launch] {e}"
@@ -193,7 +199,7 @@ class TestOutlinesWithEagle3(RegexAnswers, CustomTestCase):
 class TestXgrammarWithEagle3(RegexAnswers, CustomTestCase):
     @classmethod
     def setUpClass(cls):
-        cls.process = launch(SPEC, common=common_with_grammar("xgrammar"))
+        cls.process = launch(spec(), common=common_with_grammar("xgrammar"))
 
     @classmethod
     def tearDownClass(cls):
