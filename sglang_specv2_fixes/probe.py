@@ -37,7 +37,7 @@ Counted, not a violation (tests/registered/test_verify_handoff.py):
                             event; the event on ROCm). The verify-handoff fix replaces the first by stream waits on
                             triton with CUDA graphs (chains, trees) and, on 0.5.13.x, drops the second where piecewise
                             CUDA graphs were the only reason for the mirror.
-  prefill_graph_checks      extend forwards the piecewise prefill CUDA graph runner was asked about
+  prefill_graph_checks      prefill forwards the piecewise prefill CUDA graph runner was asked about (not verifies)
   prefill_graph_replays     ... and that its ``can_run`` answered True for, so the model runner replayed the graph
                             (0.5.11 - 0.5.13.x, where only the target builds that runner; the release's own answer,
                             tests/registered/test_eagle_target_prefill_graph.py)
@@ -198,10 +198,13 @@ _local = threading.local()
 
 
 def _around_prefill_graph_can_run(original, self, forward_batch, *args, **kwargs):
-    """Count the runner's answers: every call, and the True ones (the forward replays the graph). Only the outermost
-    call counts: when this hook's own application imports the runner's module, an on_import fix's apply there can
-    wrap the method a second time."""
-    if getattr(_local, "in_can_run", False):
+    """Count the runner's answers for prefills: every call, and the True ones (the forward replays the graph). A
+    verify the decode CUDA graph does not take (a batch above its largest size) reaches the same question through
+    ``forward_extend`` and is not counted: the runner never replays a verify (its ``can_run`` says no to
+    TARGET_VERIFY on every release). Only the outermost call counts: when this hook's own application imports the
+    runner's module, an on_import fix's apply there can wrap the method a second time."""
+    mode = getattr(forward_batch, "forward_mode", None)
+    if getattr(_local, "in_can_run", False) or (mode is not None and mode.is_target_verify()):
         return original(self, forward_batch, *args, **kwargs)
     _local.in_can_run = True
     try:

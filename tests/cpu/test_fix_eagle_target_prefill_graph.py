@@ -112,6 +112,15 @@ def prefill(mode, num_tokens=12):
         extend_logprob_start_lens_cpu=[num_tokens], capture_hidden_mode=getattr(CaptureHiddenMode, mode))
 
 
+def verify():
+    """A target verify that reaches ``forward_extend`` (no decode graph of its size): the runner must say no."""
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    fb = prefill("FULL", num_tokens=4)
+    fb.forward_mode = ForwardMode.TARGET_VERIFY
+    return fb
+
+
 def mode_and_answer(monkeypatch, mr, plugin):
     """(the runner's capture mode name, can_run's answer for a FULL prefill batch)."""
     runner = build(monkeypatch, mr, plugin)
@@ -220,7 +229,8 @@ def test_decision_is_logged_once(monkeypatch, caplog):
 
 @FIXED_HERE
 def test_probe_counts_the_release_answers(monkeypatch):
-    """The GPU row's measure: the probe around the release's can_run counts every question and the replays."""
+    """The GPU row's measure: the probe around the release's can_run counts every prefill's question and the replays,
+    not an eager verify's (the runner's no to it is no missed replay)."""
     from sglang.srt.model_executor import piecewise_cuda_graph_runner as mod
 
     assert releases.LINES[LINE].prefill_graph_can_run == f"{MODULE}.PiecewiseCudaGraphRunner.can_run"
@@ -233,6 +243,8 @@ def test_probe_counts_the_release_answers(monkeypatch):
         # wrapped twice (an on_import apply inside the hook's own application), a question still counts once
         twice = lambda self, fb: probe._around_prefill_graph_can_run(mod.PiecewiseCudaGraphRunner.can_run, self, fb)
         probe._around_prefill_graph_can_run(twice, runner, prefill("FULL"))
+        # an eager verify (a batch above the decode graph's sizes) asks too, and is not a prefill
+        probe._around_prefill_graph_can_run(mod.PiecewiseCudaGraphRunner.can_run, runner, verify())
         s = probe.snapshot()
         counts[plugin] = (s["prefill_graph_checks"], s["prefill_graph_replays"])
     probe.reset()
