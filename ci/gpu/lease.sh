@@ -98,7 +98,10 @@ case "$STEP" in
   outlines)
     bash "$HERE/make_outlines_overlay.sh" "$@" ;;
   unpack)
-    bash -c "source ci/gpu/prepare.sh $1" > /dev/null && echo "unpacked $1" ;;
+    # env.sh marks a tree .ready only when every part unpacked (a combined bundle must be carried as .device-bundle/both:
+    # a folder left there by an earlier call is kept, so remove it before moving another one in)
+    bash -c "source ci/gpu/prepare.sh $1" > /dev/null; if [ -f "${SPECV2_UNPACK_ROOT:-/tmp}/sglang-$1/.ready" ]; then
+      echo "unpacked $1"; else echo "unpack $1 failed: no .device-bundle/$1 or .device-bundle/both holds its parts"; exit 1; fi ;;
   add)
     fa3_add "${1:?usage: add RELEASE}" ;;
   inst)
