@@ -336,7 +336,7 @@ def readme_claim() -> str:
     n_opt = sum(1 for b in BUGS if outcome(b) == "fixed here" and b.answer in opt_in)
     text = (f"Known upstream spec-v2 bugs: {len(BUGS)} ([docs/known-bugs.md](docs/known-bugs.md), with the releases "
             f"each one affects): {c['fixed here']} fixed by this plugin on every release they affect"
-            + (f" ({n_opt} opt-in until run on a GPU)" if n_opt else "") + f", {c['absent']} "
+            + (f" ({n_opt} opt-in until its GPU row has met on every release)" if n_opt else "") + f", {c['absent']} "
             f"in none of {first} … {last} (fixed upstream earlier, or never there), {c['not backported']} not "
             f"backported, each with its reason.")
     return textwrap.fill(text, 120, break_on_hyphens=False, break_long_words=False)

@@ -252,7 +252,7 @@ def opted_in(fix) -> bool:
 
 def opt_in_reason(fix, patch: str) -> str:
     """The ``disabled`` reason of an opt-in fix whose switch is off."""
-    return f"opt-in until it has run on a GPU: {fix.opt_in}=1 applies {patch}"
+    return f"opt-in until its GPU row has met on every release it applies to: {fix.opt_in}=1 applies {patch}"
 
 
 def probe_enabled() -> bool:

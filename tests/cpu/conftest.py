@@ -25,7 +25,7 @@ from sglang_specv2_fixes.fixes import ALL_FIXES as _ALL_FIXES  # noqa: E402
 OPT_IN_SWITCHES = tuple(f.opt_in for f in _ALL_FIXES if f.opt_in)
 for _switch in OPT_IN_SWITCHES:
     os.environ[_switch] = "1"
-# the mechanism's own tests need a subject when no fix is opt-in (every one has run on a GPU): they make this fix
+# the mechanism's own tests need a subject when no fix is opt-in (every one's GPU row has met): they make this fix
 # opt-in behind a test switch, in this process (a replaced ALL_FIXES) or in a child (opt_in_code, run first)
 OPT_IN_SUBJECT, OPT_IN_TEST_SWITCH = "fa3-draft-extend-graph", "SGLANG_SPECV2_FIXES_TEST_OPT_IN"
 
