@@ -101,7 +101,8 @@ case "$STEP" in
     # env.sh marks a tree .ready only when every part unpacked (a combined bundle must be carried as .device-bundle/both:
     # a folder left there by an earlier call is kept, so remove it before moving another one in)
     bash -c "source ci/gpu/prepare.sh $1" > /dev/null; if [ -f "${SPECV2_UNPACK_ROOT:-/tmp}/sglang-$1/.ready" ]; then
-      echo "unpacked $1"; else echo "unpack $1 failed: no .device-bundle/$1 or .device-bundle/both holds its parts"; exit 1; fi ;;
+      echo "unpacked $1"; else echo "unpack $1 failed: its tree is not ready (tar's messages above; is .device-bundle/$1, or a" \
+      ".device-bundle/both holding $1, carried whole?)"; exit 1; fi ;;
   add)
     fa3_add "${1:?usage: add RELEASE}" ;;
   inst)
