@@ -296,24 +296,31 @@ def _added_above(h: Hunk, index: int) -> int:
     return n
 
 
-def _apply(pf: PatchFile, rel: str, text: str, done: Sequence[Tuple[Target, Hunk]] = ()):
+def _apply(pf: PatchFile, rel: str, text: str, done: Sequence[Tuple[Target, Hunk]] = (), located=None, lines=None):
     """(patched text, {target: (first, last) 1-based lines of its function in the patched text}, the patched text's
     lines without their ends). The spans follow from where each target sits in ``text`` and the line counts its hunks
     change, so the patched text need not be tokenized, nor split, again to find the functions (compile_target still
     checks each one's ``after=`` fingerprint).
     ``done``: (target, hunk) of files already applied to ``text`` (build_stack): a hunk of a target they changed too
-    moves by the lines their hunks added above it in that function."""
+    moves by the lines their hunks added above it in that function.
+    ``located``: qualname -> (first, last) of functions in ``text`` where known (build_stack: ``text`` is the installed
+    text with earlier files applied, whose functions it follows instead of locating them in every intermediate text);
+    each of them comes back moved by this file's hunks, as the fourth item. ``lines``: ``text``'s lines without their
+    ends where the caller has them (not split again)."""
     targets = pf.targets_in(rel)
     hunks = dict(pf.files).get(rel)
     if hunks is None:
         raise PatchError(f"{pf.path}: no diff for {rel}")
-    lines = text.splitlines()
+    lines = text.splitlines() if lines is None else list(lines)
     delta, installed = {}, {}
     for t in targets:
-        try:
-            _, first, last = function_source(text, t.qualname)
-        except (SourceNotFound, SyntaxError, IndentationError):
-            raise PatchError(f"{t.dotted} not found") from None
+        if located is not None and t.qualname in located:
+            first, last = located[t.qualname]
+        else:
+            try:
+                _, first, last = function_source(text, t.qualname)
+            except (SourceNotFound, SyntaxError, IndentationError):
+                raise PatchError(f"{t.dotted} not found") from None
         delta[t], installed[t] = first - t.span[0], (first, last)
     shift = 0  # lines added so far by earlier hunks
     grown = dict.fromkeys(targets, 0)  # lines each target's own hunks added
@@ -338,7 +345,18 @@ def _apply(pf: PatchFile, rel: str, text: str, done: Sequence[Tuple[Target, Hunk
     for t, (first, last) in installed.items():  # targets do not overlap: a hunk is before, inside or after each one
         before = sum(grown[o] for o, (f, _) in installed.items() if f < first)
         spans[t] = (first + before, last + before + grown[t])
-    return "\n".join(lines) + ("\n" if text.endswith("\n") else ""), spans, lines
+    patched = "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+    if located is None:
+        return patched, spans, lines
+    moved = {}
+    for q, (first, last) in located.items():  # every function followed, this file's targets or not
+        own = next((t for t in installed if t.qualname == q), None)
+        if own is not None:
+            moved[q] = spans[own]
+            continue
+        before = sum(grown[o] for o, (f, _) in installed.items() if f < first)
+        moved[q] = (first + before, last + before)
+    return patched, spans, lines, moved
 
 
 def module_path(module: str, root: str) -> str:
@@ -461,12 +479,25 @@ def build_stack(pfs: Sequence[PatchFile], root: str) -> Dict[str, Callable]:
     ``after=``). Each file's own ``before=`` against the installed source is core.plan's check."""
     if len(pfs) == 1:
         return build(pfs[0], root)
-    texts: Dict[str, Tuple[str, str]] = {}  # rel -> (path, text with the files so far applied)
+    # rel -> (path, text with the files so far applied, its lines without their ends, qualname -> (first, last) of
+    # every target of the stack in that file, in that text): the functions are located once, in the installed text,
+    # and followed through each file's hunks (_apply's ``located``), not located again in each intermediate text
+    texts: Dict[str, tuple] = {}
     done: Dict[str, List[Tuple[Target, Hunk]]] = {}  # rel -> (target, hunk) of the files so far applied
     last: Dict[str, Tuple[PatchFile, Target, str]] = {}  # dotted -> (last file to change it, target, label)
     for pf in pfs:
         for rel, _ in pf.files:
-            path, text = texts.get(rel) or (os.path.join(root, rel), read_source(os.path.join(root, rel)))
+            if rel not in texts:
+                path = os.path.join(root, rel)
+                text = read_source(path)
+                located = {}
+                for q in {t.qualname for f in pfs for t in f.targets_in(rel)}:
+                    try:
+                        located[q] = function_source(text, q)[1:]
+                    except (SourceNotFound, SyntaxError, IndentationError):
+                        raise PatchError(f"{rel}: {q} not found") from None
+                texts[rel] = (path, text, text.splitlines(), located)
+            path, text, lines, located = texts[rel]
             for t in pf.targets_in(rel):
                 if t.dotted not in last:
                     continue
@@ -475,11 +506,14 @@ def build_stack(pfs: Sequence[PatchFile], root: str) -> Dict[str, Callable]:
                 if c is None:
                     raise PatchError(f"{pf.path}: {t.dotted} is also changed by {prev.path}, and this file has no "
                                      f"compose line for {prev.fix}")
-                got = fingerprint_source(function_source(text, t.qualname)[0])
+                got = fingerprint_source(_span_source(text, located[t.qualname], lines))
                 if got != c.before:
                     raise PatchError(f"{pf.path}: after {prev.path}, {t.dotted} has fingerprint {got}; this file's "
                                      f"compose line for {prev.fix} expects {c.before}")
-            texts[rel] = (path, _apply_after(pf, rel, text, done.setdefault(rel, [])))
+            d = done.setdefault(rel, [])
+            text, _, lines, located = _apply(pf, rel, text, d, located, lines)
+            d.extend((_owner(h, pf.targets_in(rel)), h) for h in dict(pf.files)[rel])
+            texts[rel] = (path, text, lines, located)
         for t in pf.targets:
             if t.dotted in last:
                 prev, _, label = last[t.dotted]
@@ -487,7 +521,8 @@ def build_stack(pfs: Sequence[PatchFile], root: str) -> Dict[str, Callable]:
                                   f"{label}+{pf.fix}")
             else:
                 last[t.dotted] = (pf, t, pf.fix)
-    return {dotted: compile_target(dataclasses.replace(pf, fix=label), t, *texts[t.rel_path])
+    return {dotted: compile_target(dataclasses.replace(pf, fix=label), t, texts[t.rel_path][0], texts[t.rel_path][1],
+                                   texts[t.rel_path][3][t.qualname], texts[t.rel_path][2])
             for dotted, (pf, t, label) in last.items()}
 
 
