@@ -123,7 +123,7 @@ _FIXES["0.5.11"] = {
         "tensors, so the draft CUDA graph bakes no buffer that a larger batch could replace",
         check=('sglang.srt.model_executor.model_runner', 'ModelRunner.forward_decode', 'cf36fad1e0b51400'),
     ),
-    "eagle-target-prefill-graph": patch("0.5.11"),  # opt-in: SGLANG_SPECV2_FIXES_EAGLE_TARGET_PREFILL_GRAPH=1
+    "eagle-target-prefill-graph": patch("0.5.11"),
 }
 _FIXES["0.5.12"] = _derive("0.5.11", {
     "dp-draft-graph-rank-agree": "12b2cbfb51355912",  # EagleDraftWorker.draft

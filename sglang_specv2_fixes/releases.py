@@ -121,8 +121,11 @@ def is_patched(line: str) -> bool:
 
 def release_set(spec: str) -> List[str]:
     """Releases (table order) named by ``spec``: all | patched | report-only | gpu | cpu | fix:<name> |
-    up-to:<version> | from:<version> (both inclusive), and intersections with '&' (``"gpu&fix:tree-drafting"``). An
-    unknown spec raises ValueError."""
+    up-to:<version> | from:<version> (both inclusive), intersections with '&' (``"gpu&fix:tree-drafting"``) and unions
+    of those with '|' (``"fix:a|fix:b"``; '&' binds closer). An unknown spec raises ValueError."""
+    if "|" in spec:
+        keep = {v for alt in spec.split("|") for v in release_set(alt)}
+        return [v for v in RELEASES if v in keep]
     out = list(RELEASES)
     for part in spec.split("&"):
         part = part.strip()

@@ -35,8 +35,6 @@ its ``can_run`` on a FULL prefill batch; targets, drafts, spec v1, MoE and hybri
 tests/registered/test_eagle_target_prefill_graph.py (greedy output equal to the target alone, the piecewise graph on;
 the probe's count of target prefills the graph replayed: none on stock).
 
-**Opt-in until that row has met on every release the fix applies to: ``SGLANG_SPECV2_FIXES_EAGLE_TARGET_PREFILL_GRAPH=1``.**
-
 Removal: delete when 0.5.13.post1 leaves the supported releases (0.5.14 has no such capture; from 0.5.15 the default
 breakable prefill graph captures FULL for the EAGLE target).
 """
@@ -70,7 +68,6 @@ FIX = Fix(
     ),
     # the runner's module is imported by model_runner, in a scheduler only
     on_import=True,
-    opt_in="SGLANG_SPECV2_FIXES_EAGLE_TARGET_PREFILL_GRAPH",
 )
 
 _logged = set()

@@ -146,6 +146,17 @@ def test_release_set_intersections_keep_table_order():
     assert releases.release_set("all&all") == releases.release_set("all")
 
 
+def test_release_set_unions_keep_table_order_and_bind_looser_than_intersections():
+    a, b = "fix:skip-stale-overlap-updates", "fix:draft-graph-eager-registry"
+    want = [v for v in releases.RELEASES if v in set(releases.release_set(a)) | set(releases.release_set(b))]
+    assert releases.release_set(f"{a}|{b}") == releases.release_set(f"{b} | {a}") == want
+    assert len(want) > max(len(releases.release_set(a)), len(releases.release_set(b)))  # each adds a release
+    assert releases.release_set("up-to:0.5.11|from:0.5.23&gpu") == (
+        ["0.5.11"] + [v for v in releases.release_set("from:0.5.23") if v in releases.release_set("gpu")])
+    with pytest.raises(ValueError, match="unknown fix 'bogus'"):
+        releases.release_set("gpu|fix:bogus")
+
+
 def test_release_set_up_to_and_from():
     order = list(releases.RELEASES)
     i = order.index("0.5.13")
