@@ -271,16 +271,16 @@ def apply_in_order(pfs: Sequence["PatchFile"], rel: str, text: str) -> str:
     done: List[Tuple[Target, Hunk]] = []
     for pf in pfs:
         if rel in dict(pf.files):
-            text = _apply_after(pf, rel, text, done)
+            text = _apply_after(pf, rel, text, done)[0]
     return text
 
 
-def _apply_after(pf: PatchFile, rel: str, text: str, done: List[Tuple[Target, Hunk]]) -> str:
-    """``text`` (with the files whose (target, hunk) are in ``done`` applied) with ``pf``'s hunks for ``rel`` applied
-    after them (_apply); ``done`` then holds this file's too."""
-    text = _apply(pf, rel, text, done)[0]
+def _apply_after(pf: PatchFile, rel: str, text: str, done: List[Tuple[Target, Hunk]], located=None, lines=None):
+    """_apply's result for ``text`` (with the files whose (target, hunk) are in ``done`` applied) with ``pf``'s hunks
+    for ``rel`` applied after them; ``done`` then holds this file's too."""
+    out = _apply(pf, rel, text, done, located, lines)
     done.extend((_owner(h, pf.targets_in(rel)), h) for h in dict(pf.files)[rel])
-    return text
+    return out
 
 
 def _added_above(h: Hunk, index: int) -> int:
@@ -510,9 +510,7 @@ def build_stack(pfs: Sequence[PatchFile], root: str) -> Dict[str, Callable]:
                 if got != c.before:
                     raise PatchError(f"{pf.path}: after {prev.path}, {t.dotted} has fingerprint {got}; this file's "
                                      f"compose line for {prev.fix} expects {c.before}")
-            d = done.setdefault(rel, [])
-            text, _, lines, located = _apply(pf, rel, text, d, located, lines)
-            d.extend((_owner(h, pf.targets_in(rel)), h) for h in dict(pf.files)[rel])
+            text, _, lines, located = _apply_after(pf, rel, text, done.setdefault(rel, []), located, lines)
             texts[rel] = (path, text, lines, located)
         for t in pf.targets:
             if t.dotted in last:
@@ -521,9 +519,11 @@ def build_stack(pfs: Sequence[PatchFile], root: str) -> Dict[str, Callable]:
                                   f"{label}+{pf.fix}")
             else:
                 last[t.dotted] = (pf, t, pf.fix)
-    return {dotted: compile_target(dataclasses.replace(pf, fix=label), t, texts[t.rel_path][0], texts[t.rel_path][1],
-                                   texts[t.rel_path][3][t.qualname], texts[t.rel_path][2])
-            for dotted, (pf, t, label) in last.items()}
+    built = {}
+    for dotted, (pf, t, label) in last.items():
+        path, patched, lines, located = texts[t.rel_path]
+        built[dotted] = compile_target(dataclasses.replace(pf, fix=label), t, path, patched, located[t.qualname], lines)
+    return built
 
 
 # ----------------------------------------------------------------------------------------- authoring

@@ -1,7 +1,7 @@
 """eagle-target-prefill-graph on the real server (0.5.11 - 0.5.13.post1): EAGLE3 and EAGLE chains 3/1/4 on spec v2,
 triton, with the piecewise prefill CUDA graph on (the release's default: this row's shared flags are COMMON without
 ``--disable-piecewise-cuda-graph``, its target-only reference's too), the probe on (``SGLANG_SPECV2_FIXES_PROBE``)
-and the fix's opt-in switch set where it has one (none now: the fix is on by default).
+and the fix's opt-in switch set where the fix has one (``FIX.opt_in``).
 
 The release captures that graph with NULL hidden states, the spec-v2 target asks FULL on every prefill, and the
 runner's ``can_run`` rejects the mismatch: every target prefill runs eagerly. The probe counts the runner's answers
