@@ -320,7 +320,7 @@ def _build_and_register(report: Report, stack: list, root: str) -> bool:
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
     try:
-        built = patchfile.build_stack([pf for _, pf in stack], root)
+        built = patchfile.build_stack([pf for _, pf in stack], root, deferred=True)
     except Exception as e:  # a patch that does not apply/compile here: that fix is not applied
         if len(stack) > 1:  # the composition failed: the first fix alone, the later ones are not applied
             for st, _ in stack[1:]:

@@ -20,7 +20,8 @@ At run time the plugin never trusts the file blindly: it reads the installed mod
 target, requires the ``before`` fingerprint, applies the hunks exactly (every context and removed line
 must equal the installed line; a hunk only moves by the offset of its own target function, so one file
 serves every release whose functions are unchanged), requires the ``after`` fingerprint of the result
-and compiles the patched function in the target module's globals. The compiled code names the installed
+and compiles the patched function in the target module's globals (a plain ``def`` registered by the plugin on its
+first call: ``compile_target``). The compiled code names the installed
 file with a ``[specv2-fixes <fix>]`` suffix and carries the patched file's line numbers; the patched text
 is registered in ``linecache``, so a traceback shows the line that ran.
 
@@ -52,6 +53,7 @@ import os
 import re
 import sys
 import textwrap
+import types
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .fingerprint import SourceNotFound, _lines, fingerprint_source, function_source, read_source
@@ -393,7 +395,6 @@ def _compile_cached(src: str, filename: str, first: int = 1, expected: Optional[
     import hashlib
     import importlib.util
     import marshal
-    import types
 
     name = None
     if _code_cache_dir() is not None:
@@ -427,18 +428,31 @@ def _span_source(patched: str, span: Tuple[int, int], lines=None) -> str:
     return "\n".join(lines[span[0] - 1 : span[1]]) + ("\n" if span[1] < len(lines) or patched.endswith("\n") else "")
 
 
-def compile_target(pf: PatchFile, target: Target, path: str, patched: str, span=None, lines=None) -> Callable:
+def compile_target(pf: PatchFile, target: Target, path: str, patched: str, span=None, lines=None,
+                   deferred: bool = False) -> Callable:
     """Compile ``target`` out of the patched module text into the target module's globals (``span``: its 1-based
     lines there when known, else it is located; ``lines``: the patched text's lines without their ends, as _apply
-    made them, so that the text is not split again). Its ``after=`` fingerprint is required before anything runs."""
+    made them, so that the text is not split again). Its ``after=`` fingerprint is required before anything runs.
+
+    ``deferred`` (what register() asks for): a plain ``def`` (no decorator) is fingerprinted now but compiled when it
+    is first called (``_Deferred``): most targets never run in a given process (the launcher runs no scheduler code;
+    a server without grammar, PD, DP or trees runs none of their functions), and compiling is most of what a first
+    start costs. What is called is the same function either way: the compiled code is swapped into the registered
+    function object, which then runs with no indirection."""
     filename = f"{path} [specv2-fixes {pf.fix}]"
+
+    def attempt(src: str, first: int):
+        if deferred and _deferrable(src):
+            return fingerprint_source(src), None
+        return _compile_cached(src, filename, first, target.after)
+
     fp = None
     if span is not None:
         first, src = span[0], _span_source(patched, span, lines)
-        fp, code = _compile_cached(src, filename, first, target.after)
+        fp, code = attempt(src, first)
     if fp != target.after:
         src, first, _ = function_source(patched, target.qualname)
-        fp, code = _compile_cached(src, filename, first, target.after)
+        fp, code = attempt(src, first)
     if fp != target.after:
         raise PatchError(f"{pf.path}: patched {target.dotted} has fingerprint {fp}, header says after={target.after}")
     if "." in target.qualname and "super()" in src:
@@ -447,6 +461,21 @@ def compile_target(pf: PatchFile, target: Target, path: str, patched: str, span=
     # inspect.getsource reads it, not in every process at start-up
     linecache.cache[filename] = (lambda: patched,)
     module = importlib.import_module(target.module)
+    if code is None:
+        fn = _Deferred.stub(target, module, src, filename, first)
+    else:
+        fn = _define(code, module, target)
+    setattr(fn, MARK, f"{pf.fix}:{target.dotted}")
+    return fn
+
+
+def _deferrable(src: str) -> bool:
+    """A plain ``def`` (no decorator, not async, not a class): its function object can take its compiled code later."""
+    return src.lstrip().startswith("def ")
+
+
+def _define(code, module, target: Target) -> Callable:
+    """Run the compiled ``def`` of ``target`` in ``module``'s globals: the function, with the upstream names."""
     local_ns: dict = {}
     exec(code, module.__dict__, local_ns)  # noqa: S102 - fingerprinted upstream code plus the stored diff
     (fn,) = local_ns.values()
@@ -459,26 +488,90 @@ def compile_target(pf: PatchFile, target: Target, path: str, patched: str, span=
     for f in {id(f): f for f in (fn, inspect.unwrap(fn))}.values():
         f.__qualname__ = target.qualname
         f.__module__ = target.module
-    setattr(fn, MARK, f"{pf.fix}:{target.dotted}")
     return fn
 
 
-def build(pf: PatchFile, root: str) -> Dict[str, Callable]:
-    """target dotted name -> compiled patched function, for the sglang tree at ``root``."""
+_DEFERRED_ARG = "_specv2_fixes_compile_"
+_STUB_CODE = next(c for c in compile(
+    f"def stub(*args, {_DEFERRED_ARG}=None, **kwargs):\n    return {_DEFERRED_ARG}(args, kwargs)\n",
+    "<specv2-fixes>", "exec").co_consts if isinstance(c, types.CodeType))
+
+
+class _Deferred:
+    """The compile of one fingerprinted patched function, run on its first call. The function registered is a stub
+    with the target's names, globals, file and first line (``inspect.getsource`` shows the patched source before and
+    after); its first call compiles the source (through the code cache), puts the code, defaults and annotations into
+    the stub itself and runs it: from then on the stub is the patched function. Calls that meet during that first
+    compile wait for it (one lock per function)."""
+
+    __slots__ = ("fn", "todo", "lock")
+
+    def __init__(self, fn, todo):
+        import threading
+
+        self.fn, self.todo, self.lock = fn, todo, threading.Lock()
+
+    @classmethod
+    def stub(cls, target: Target, module, src: str, filename: str, first: int) -> Callable:
+        name = target.qualname.rsplit(".", 1)[-1]
+        code = _STUB_CODE.replace(co_filename=filename, co_firstlineno=first, co_name=name,
+                                  **({"co_qualname": target.qualname} if sys.version_info >= (3, 11) else {}))
+        fn = types.FunctionType(code, module.__dict__, name)
+        fn.__qualname__, fn.__module__ = target.qualname, target.module
+        fn.__kwdefaults__ = {_DEFERRED_ARG: cls(fn, (target, module, src, filename, first))}
+        return fn
+
+    def __call__(self, args, kwargs):
+        self.materialize()
+        return self.fn(*args, **kwargs)
+
+    def materialize(self) -> None:
+        with self.lock:
+            if self.todo is None:
+                return
+            target, module, src, filename, first = self.todo
+            fp, code = _compile_cached(src, filename, first, target.after)
+            if code is None:  # the source was fingerprinted when the stub was made
+                raise PatchError(f"{target.dotted}: patched source changed after start-up (fingerprint {fp})")
+            real = _define(code, module, target)
+            fn = self.fn
+            fn.__code__ = real.__code__  # no free variables: compiled at module level
+            fn.__defaults__, fn.__kwdefaults__ = real.__defaults__, real.__kwdefaults__
+            fn.__annotations__, fn.__doc__ = real.__annotations__, real.__doc__
+            self.todo = None
+
+
+def materialize(fn: Callable) -> Callable:
+    """``fn`` compiled now if it is a deferred patched function (``compile_target``); ``fn`` itself either way."""
+    d = (getattr(fn, "__kwdefaults__", None) or {}).get(_DEFERRED_ARG)
+    if isinstance(d, _Deferred):
+        d.materialize()
+    return fn
+
+
+def is_deferred(fn: Callable) -> bool:
+    """``fn`` is a deferred patched function not compiled yet."""
+    d = (getattr(fn, "__kwdefaults__", None) or {}).get(_DEFERRED_ARG)
+    return isinstance(d, _Deferred) and d.todo is not None
+
+
+def build(pf: PatchFile, root: str, deferred: bool = False) -> Dict[str, Callable]:
+    """target dotted name -> compiled patched function, for the sglang tree at ``root`` (``deferred``: see
+    compile_target)."""
     texts = _patched(pf, root)  # rel -> (path, text, patched, spans, patched lines)
     return {t.dotted: compile_target(pf, t, texts[t.rel_path][0], texts[t.rel_path][2], texts[t.rel_path][3][t],
-                                     texts[t.rel_path][4])
+                                     texts[t.rel_path][4], deferred)
             for t in pf.targets}
 
 
-def build_stack(pfs: Sequence[PatchFile], root: str) -> Dict[str, Callable]:
+def build_stack(pfs: Sequence[PatchFile], root: str, deferred: bool = False) -> Dict[str, Callable]:
     """As ``build`` for several patch files applied one after the other, in the order given, to the tree at ``root``.
     A function an earlier file already changed is taken by a later one only through that file's ``compose:`` line for
     the earlier fix: its text then must have the line's ``before=`` fingerprint (else PatchError, before anything is
     compiled), and the function both changed is compiled once, with the line's ``after=`` (checked as any
     ``after=``). Each file's own ``before=`` against the installed source is core.plan's check."""
     if len(pfs) == 1:
-        return build(pfs[0], root)
+        return build(pfs[0], root, deferred)
     # rel -> (path, text with the files so far applied, its lines without their ends, qualname -> (first, last) of
     # every target of the stack in that file, in that text): the functions are located once, in the installed text,
     # and followed through each file's hunks (_apply's ``located``), not located again in each intermediate text
@@ -522,7 +615,8 @@ def build_stack(pfs: Sequence[PatchFile], root: str) -> Dict[str, Callable]:
     built = {}
     for dotted, (pf, t, label) in last.items():
         path, patched, lines, located = texts[t.rel_path]
-        built[dotted] = compile_target(dataclasses.replace(pf, fix=label), t, path, patched, located[t.qualname], lines)
+        built[dotted] = compile_target(dataclasses.replace(pf, fix=label), t, path, patched, located[t.qualname], lines,
+                                       deferred)
     return built
 
 

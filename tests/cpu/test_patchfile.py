@@ -280,6 +280,70 @@ def test_build_compiles_into_the_module_and_tracebacks_show_the_patched_line(pkg
     assert EDITED.splitlines()[frame.lineno - 1].strip() == frame.line
 
 
+def test_deferred_functions_compile_once_on_their_first_call(pkg, monkeypatch):
+    """``deferred`` (what register asks for): the fingerprints are checked at build time, but a plain def is compiled
+    on its first call, once, however many threads call it at once; until then it shows the patched source, with the
+    names, globals, file and mark of the eager build, and after it it is that build's code, in the same object."""
+    import builtins
+    import importlib
+    import inspect
+    import threading
+    import time
+
+    root, module, _, text = pkg
+    monkeypatch.setenv("SGLANG_SPECV2_FIXES_CODE_CACHE", "0")
+    mod = importlib.import_module(module)
+    compiled = []
+    real = builtins.compile
+
+    def slow_compile(*a, **k):  # widens the window in which the threads below meet
+        compiled.append(a[1])
+        time.sleep(0.05)
+        return real(*a, **k)
+
+    monkeypatch.setattr(patchfile, "compile", slow_compile, raising=False)
+    pf = patchfile.parse(text)
+    eager = patchfile.build(pf, root)
+    assert len(compiled) == 2
+    later = patchfile.build(pf, root, deferred=True)
+    assert len(compiled) == 2 and later.keys() == eager.keys()
+    for target, fn in later.items():
+        assert patchfile.is_deferred(fn) and not patchfile.is_deferred(eager[target])
+        assert getattr(fn, MARK) == getattr(eager[target], MARK)
+        assert (fn.__module__, fn.__qualname__, fn.__name__) == (eager[target].__module__, eager[target].__qualname__,
+                                                                 eager[target].__name__)
+        assert fn.__globals__ is mod.__dict__ and fn.__code__.co_filename == eager[target].__code__.co_filename
+        assert inspect.getsource(fn) == inspect.getsource(eager[target]) and "specv2-fixes(fake-fix)" in inspect.getsource(fn)
+    helper, step = later[f"{module}.helper"], later[f"{module}.Thing.step"]
+    assert helper(1) == 1 + 3 + 1 and len(compiled) == 3 and not patchfile.is_deferred(helper)
+    assert helper.__code__ == eager[f"{module}.helper"].__code__
+    assert helper(2) == 2 + 3 + 1 and len(compiled) == 3  # compiled once
+    out, gate = [], threading.Barrier(8)
+
+    def call():
+        gate.wait()
+        out.append(step(mod.Thing(), 1))
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert out == [(1 + 1) * 2 - 5 + 4] * 8 and len(compiled) == 4
+    assert step.__code__ == eager[f"{module}.Thing.step"].__code__ and patchfile.materialize(step) is step
+    with pytest.raises(ValueError) as e:  # a traceback shows the patched line, as the eager build's does
+        step(mod.Thing(), -1)
+    assert traceback.extract_tb(e.value.__traceback__)[-1].line.startswith('raise ValueError("the patched line ran")')
+    # a fingerprint that does not match is refused at build time, deferred or not, with nothing compiled
+    bad = text.replace(pf.targets[0].after, "0" * 16)
+    with pytest.raises(PatchError, match="header says after=0000000000000000"):
+        patchfile.build(patchfile.parse(bad), root, deferred=True)
+    assert len(compiled) == 4
+    # what waits: a plain def only (a decorator, async def or class is compiled at once)
+    assert [patchfile._deferrable(s) for s in ("    def f(self):\n", "@x\ndef f():\n", "async def f():\n",
+                                               "class A:\n")] == [True, False, False, False]
+
+
 def test_compiled_functions_are_kept_and_reused_by_source(pkg, tmp_path, monkeypatch):
     """The code cache (start cost): a second build loads each patched function's code from the cache folder, the same
     code a compile gives; an entry that cannot be read is compiled again and rewritten; a changed source is a new

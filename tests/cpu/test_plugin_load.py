@@ -94,7 +94,24 @@ for module in waiting:
     importlib.import_module(module)  # as SGLang does for the path the fix is about
 report = plugin.announce('scheduler').as_dict()
 targets = json.loads(sys.argv[1])
-print('RESULT ' + json.dumps(dict(
+# a plain def's compile waits for its first call (patchfile.compile_target): before and after it, the registered
+# function shows the patched source; once compiled it is what an eager build gives (code, file, defaults)
+import os
+from sglang_specv2_fixes import installed, patchfile
+built = {t: fn for b in core.STATE.built.values() for t, fn in b.items()}
+later = {t: patchfile.is_deferred(fn) for t, fn in built.items()}
+shown = {t: inspect.getsource(fn) for t, fn in built.items()}
+for fn in built.values():
+    patchfile.materialize(fn)
+eager = {}  # the same groups register built (core._stacks: a file's line numbers depend on which files it got)
+for stack in core._stacks([(st, core._patch_file(st)) for st in core.STATE.report.fixes if st.name in core.STATE.built]):
+    eager.update(patchfile.build_stack([pf for _, pf in stack], os.path.dirname(installed.sglang_root())))
+same = {t: dict(code=fn.__code__ == eager[t].__code__, file=fn.__code__.co_filename == eager[t].__code__.co_filename,
+                defaults=repr((fn.__defaults__, fn.__kwdefaults__)) == repr((eager[t].__defaults__, eager[t].__kwdefaults__)),
+                source=shown[t] == inspect.getsource(eager[t]), still_deferred=patchfile.is_deferred(fn))
+        for t, fn in built.items()}
+print('RESULT ' + json.dumps(dict(later=later, plain_def={t: shown[t].lstrip().startswith('def ') for t in shown},
+    same=same,
     first={f: first['fixes'][f]['state'] for f in targets}, waiting=waiting, imported_before=imported_before,
     still_waiting=dict(core.STATE.on_import),
     states={f: report['fixes'][f]['state'] for f in targets},
@@ -190,6 +207,10 @@ def test_every_patched_fix_is_applied_through_load_plugins():
     # every hook is a plain function (a classmethod target's hook in a classmethod is not callable: HookRegistry
     # wraps the original's classmethod around it again)
     assert r["plain"] == expected
+    # a plain def is compiled on its first call, a decorated one at load; compiled, each is the eager build's
+    assert r["later"].keys() == expected.keys() and r["later"] == r["plain_def"] and any(r["later"].values())
+    want = dict(code=True, file=True, defaults=True, source=True, still_deferred=False)
+    assert {t: v for t, v in r["same"].items() if v != want} == {} and r["same"].keys() == expected.keys()
 
 
 
