@@ -17,6 +17,11 @@ How SGLang 0.5.11 … 0.5.17 serve it (``--speculative-algorithm EAGLE``, no dra
 * The target's ``load_weights`` skips ``model.layers.{L}.*`` (``num_nextn_predict_layers`` 1).
 * ``n_routed_experts`` 8 (not 256): ``determine_num_fused_shared_experts`` leaves the shared expert unfused, so
   ``mlp.shared_experts.*`` load as a plain MLP on every release.
+* Not on 0.5.16 / 0.5.17 as built: there the NextN layer's ``forward`` calls ``fused_eh_norm`` on CUDA, which takes
+  ``hidden_size`` in (256, 8192] (a multiple of 256) only, and this target's is llama.py's 256, so both servers stop
+  at start-up, capturing the draft's CUDA graphs. A target for those releases needs a hidden size of 512 or more.
+* 0.5.15.x's ``models/deepseek_v2`` imports the DSA indexer and with it ``cutlass`` (nvidia-cutlass-dsl), which the
+  device bundle lacks: ci/gpu/bundle_shims gives that runner placeholder names (this target has no DSA indexer).
 
 Design: the deterministic walk of llama.py (same embedding, final norm, lm_head, plan), so greedy output is
 ``llama`` / ``finish_line.walk(prompt)`` and the finish-line cases apply unchanged:
