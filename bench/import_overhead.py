@@ -104,8 +104,12 @@ def main():
     finally:
         shutil.rmtree(root, ignore_errors=True)
     med = lambda xs: statistics.median(xs) * 1e3  # noqa: E731
+    import datetime
+    import platform
+
     res = dict(sglang=importlib.metadata.version("sglang"), n=a.n, without_ms=med(without), cold_ms=med(cold),
-               warm_ms=med(warm))
+               warm_ms=med(warm), date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+               cpus=os.cpu_count(), python=platform.python_version())
     res["cold_added_ms"], res["warm_added_ms"] = res["cold_ms"] - res["without_ms"], res["warm_ms"] - res["without_ms"]
     res["added_ms"] = max(res["cold_added_ms"], res["warm_added_ms"])  # the one the goal is held against
     # the same in CPU time of the measured process: on a shared machine it moves less with the other processes' load
