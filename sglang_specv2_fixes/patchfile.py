@@ -541,18 +541,23 @@ class _Deferred:
             self.todo = None
 
 
+def _deferred_of(fn: Callable) -> Optional[_Deferred]:
+    """The pending compile of ``fn`` if it is a deferred patched function not compiled yet, else None."""
+    d = (getattr(fn, "__kwdefaults__", None) or {}).get(_DEFERRED_ARG)
+    return d if isinstance(d, _Deferred) and d.todo is not None else None
+
+
 def materialize(fn: Callable) -> Callable:
     """``fn`` compiled now if it is a deferred patched function (``compile_target``); ``fn`` itself either way."""
-    d = (getattr(fn, "__kwdefaults__", None) or {}).get(_DEFERRED_ARG)
-    if isinstance(d, _Deferred):
+    d = _deferred_of(fn)
+    if d is not None:
         d.materialize()
     return fn
 
 
 def is_deferred(fn: Callable) -> bool:
     """``fn`` is a deferred patched function not compiled yet."""
-    d = (getattr(fn, "__kwdefaults__", None) or {}).get(_DEFERRED_ARG)
-    return isinstance(d, _Deferred) and d.todo is not None
+    return _deferred_of(fn) is not None
 
 
 def build(pf: PatchFile, root: str, deferred: bool = False) -> Dict[str, Callable]:

@@ -9,8 +9,8 @@ package in ``ABSENT`` is missing, the module is kept with what it defined so far
 asked for becomes a placeholder class that no object is an instance of (the Llama / Qwen3-MoE test models never
 select these backends, so the check answers as it would with the real classes). 0.5.15.x's ``models/deepseek_v2``
 imports the DSA indexer, whose ``jit_kernel.dsa`` package imports the CuTe DSL paged-MQA-logits runner (``cutlass``)
-eagerly: the tiny DeepSeek-V3 target has no DSA indexer (no ``index_topk``) and never calls it. Any other import error propagates
-unchanged, and nothing happens where the packages are installed. Each substitution prints one line to stderr,
+eagerly: the tiny DeepSeek-V3 target has no DSA indexer (no ``index_topk``) and never calls it. Any other import
+error propagates unchanged, and nothing happens where the packages are installed. Each substitution prints one line to stderr,
 so server logs show it. The image's own ``sitecustomize`` (if any) still runs after this one.
 """
 
