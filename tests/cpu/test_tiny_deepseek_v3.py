@@ -87,6 +87,27 @@ def test_model_config_is_mla_with_a_nextn_draft(path):
 
 @requires_sglang
 @in_rows
+def test_hidden_size_is_one_the_release_fused_eh_norm_takes(path):
+    """0.5.16 / 0.5.17's NextN ``forward`` runs ``fused_eh_norm`` on CUDA, which refuses other hidden sizes; the
+    release's own predicate is asked (releases without the kernel: nothing to ask)."""
+    import importlib
+    import json
+
+    hidden = json.load(open(os.path.join(path, "config.json")))["hidden_size"]
+    for mod in ("sglang.kernels.ops.layernorm.fused_eh_norm", "sglang.jit_kernel.fused_eh_norm"):
+        try:
+            m = importlib.import_module(mod)
+        except ImportError:
+            continue
+        assert m.is_supported_fused_eh_norm_hidden_size(hidden), (mod, hidden)
+        assert not m.is_supported_fused_eh_norm_hidden_size(256), mod    # the walk's own width is refused there
+        return
+    nextn = open(importlib.import_module("sglang.srt.models.deepseek_nextn").__file__).read()
+    assert "fused_eh_norm" not in nextn, "the NextN layer calls fused_eh_norm but no kernel module was found"
+
+
+@requires_sglang
+@in_rows
 def test_server_args_take_the_draft_from_the_checkpoint(path, monkeypatch):
     """What the rows pass (``--speculative-algorithm EAGLE`` and nothing else about the draft) resolves to the NextN
     draft at the model path with DeepSeek's 3 / 1 / 4, on spec v2 (overlap on)."""
@@ -202,15 +223,15 @@ def test_release_loader_writes_every_target_parameter(loaded, weights):
     assert not unwritten, f"target parameters the release's load_weights left unwritten: {unwritten}"
     assert not [k for k in t if k.startswith(f"model.layers.{ds.L}.")], "the target built the MTP layer"
     a = "model.layers.1.self_attn."
-    assert t[a + "fused_qkv_a_proj_with_mqa.weight"]["shape"] == [ds.Q_LORA + ds.KV_LORA + ds.ROPE, ds.H]
+    assert t[a + "fused_qkv_a_proj_with_mqa.weight"]["shape"] == [ds.Q_LORA + ds.KV_LORA + ds.ROPE, ds.HIDDEN]
     assert t[a + "fused_qkv_a_proj_with_mqa.weight"]["sum"] == pytest.approx(
         ckpt_sum(weights, "model." + a[6:] + "q_a_proj.weight", "model." + a[6:] + "kv_a_proj_with_mqa.weight"), rel=1e-3)
     m = "model.layers.1.mlp."
-    assert t[m + "experts.w13_weight"]["shape"] == [ds.E, 2 * ds.IM, ds.H]
-    assert t[m + "experts.w2_weight"]["shape"] == [ds.E, ds.H, ds.IM]
+    assert t[m + "experts.w13_weight"]["shape"] == [ds.E, 2 * ds.IM, ds.HIDDEN]
+    assert t[m + "experts.w2_weight"]["shape"] == [ds.E, ds.HIDDEN, ds.IM]
     assert t[m + "experts.w2_weight"]["sum"] == pytest.approx(
         ckpt_sum(weights, *[f"{m}experts.{e}.down_proj.weight" for e in range(ds.E)]), rel=1e-3, abs=1e-3)
-    assert t[m + "shared_experts.gate_up_proj.weight"]["shape"] == [2 * ds.IM, ds.H]  # unfused: 8 experts, not 256
+    assert t[m + "shared_experts.gate_up_proj.weight"]["shape"] == [2 * ds.IM, ds.HIDDEN]  # unfused: 8 experts, not 256
     assert "model.layers.0.mlp.gate_up_proj.weight" in t                              # first_k_dense_replace
     assert t["lm_head.weight"]["sum"] == pytest.approx(ckpt_sum(weights, "lm_head.weight"), rel=1e-3)
     assert loaded["target_mla"]["w_kc"] == [ds.NH, ds.NOPE, ds.KV_LORA]  # post_load_weights split kv_b_proj
@@ -233,5 +254,5 @@ def test_release_loader_takes_the_mtp_layer_for_the_nextn_draft(loaded, weights)
                        ("model.decoder.self_attn.o_proj.weight", "self_attn.o_proj.weight")):
         assert d[mine]["shape"] == list(weights[L + ckpt].shape), mine
         assert d[mine]["sum"] == pytest.approx(ckpt_sum(weights, L + ckpt), rel=1e-3, abs=1e-3), mine
-    assert d["model.decoder.mlp.experts.w13_weight"]["shape"] == [ds.E, 2 * ds.IM, ds.H]
+    assert d["model.decoder.mlp.experts.w13_weight"]["shape"] == [ds.E, 2 * ds.IM, ds.HIDDEN]
     assert loaded["draft_mla"]["w_kc"] == [ds.NH, ds.NOPE, ds.KV_LORA]

@@ -17,9 +17,8 @@ How SGLang 0.5.11 … 0.5.17 serve it (``--speculative-algorithm EAGLE``, no dra
 * The target's ``load_weights`` skips ``model.layers.{L}.*`` (``num_nextn_predict_layers`` 1).
 * ``n_routed_experts`` 8 (not 256): ``determine_num_fused_shared_experts`` leaves the shared expert unfused, so
   ``mlp.shared_experts.*`` load as a plain MLP on every release.
-* Not on 0.5.16 / 0.5.17 as built: there the NextN layer's ``forward`` calls ``fused_eh_norm`` on CUDA, which takes
-  ``hidden_size`` in (256, 8192] (a multiple of 256) only, and this target's is llama.py's 256, so both servers stop
-  at start-up, capturing the draft's CUDA graphs. A target for those releases needs a hidden size of 512 or more.
+* ``hidden_size`` is ``HIDDEN`` (512), not the walk's 256: on 0.5.16 / 0.5.17 the NextN layer's ``forward`` calls
+  ``fused_eh_norm`` on CUDA, which takes a hidden size in (256, 8192] (a multiple of 256) only.
 * 0.5.15.x's ``models/deepseek_v2`` imports the DSA indexer and with it ``cutlass`` (nvidia-cutlass-dsl), which the
   device bundle lacks: ci/gpu/bundle_shims gives that runner placeholder names (this target has no DSA indexer).
 
@@ -41,6 +40,10 @@ Design: the deterministic walk of llama.py (same embedding, final norm, lm_head,
   (stale, shifted, another request's) drafts the wrong token and acceptance collapses (the check's negative
   control: accept length < 2 with the hidden states one position off); a zero hidden state still drafts from the
   token alone. The draft's own output (``shared_head.norm``) is again a normed rep: chained steps keep drafting.
+* The walk lives in the first ``H`` (256) hidden dims; ``widen`` pads every matrix to ``HIDDEN`` with zeros (read
+  columns, written rows), so the extra dims stay 0 everywhere, and scales the hidden-size RMSNorm weights by
+  sqrt(H / HIDDEN): the mean square over ``HIDDEN`` dims is H / HIDDEN of the one over ``H``, so every normed value
+  is the 256-wide model's.
 """
 import os
 
@@ -51,6 +54,7 @@ from . import llama as tm
 
 NAME = "deepseek_v3"
 H, V, D, I = tm.H, tm.V, tm.D, tm.I
+HIDDEN = 512                            # the served hidden size (``widen``): the walk's H plus zero dims
 L = 4                                   # target layers; the MTP layer is model.layers.4
 NH = 16
 Q_LORA, KV_LORA, ROPE, NOPE, VHD = 128, 512, 64, 128, 128
@@ -148,13 +152,39 @@ def build_weights():
     w[p + "shared_head.norm.weight"] = torch.ones(H)
     w[p + "shared_head.head.weight"] = w["lm_head.weight"].clone()     # as in DeepSeek's checkpoints
     w[p + "embed_tokens.weight"] = w["model.embed_tokens.weight"].clone()
-    return {k: v.to(torch.bfloat16).contiguous() for k, v in w.items()}
+    return {k: v.to(torch.bfloat16).contiguous() for k, v in widen(w).items()}
+
+
+NORMS = ("input_layernorm.weight", "post_attention_layernorm.weight", "model.norm.weight", "enorm.weight",
+         "hnorm.weight", "shared_head.norm.weight")
+READS = ("q_a_proj.weight", "kv_a_proj_with_mqa.weight", "gate_proj.weight", "up_proj.weight", "mlp.gate.weight",
+         "embed_tokens.weight", "lm_head.weight", "shared_head.head.weight")
+WRITES = ("o_proj.weight", "down_proj.weight")
+
+
+def widen(w):
+    """The H-wide weights ``w`` as a ``HIDDEN``-wide model computing the same values (module docstring)."""
+    pad = HIDDEN - H
+    out = {}
+    for k, v in w.items():
+        if k.endswith(NORMS):
+            v = torch.cat([v, torch.ones(pad)]) * (H / HIDDEN) ** 0.5
+        elif k.endswith(READS):
+            v = torch.cat([v, v.new_zeros(v.shape[0], pad)], 1)
+        elif k.endswith(WRITES):
+            v = torch.cat([v, v.new_zeros(pad, v.shape[1])], 0)
+        elif k.endswith("eh_proj.weight"):           # [H, 2H] over (enorm(embed) | hnorm(hidden))
+            e = v.new_zeros(HIDDEN, 2 * HIDDEN)
+            e[:H, :H], e[:H, HIDDEN:HIDDEN + H] = v[:, :H], v[:, H:]
+            v = e
+        out[k] = v
+    return out
 
 
 def config():
     return {
         "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
-        "hidden_size": H, "intermediate_size": I, "num_hidden_layers": L, "vocab_size": V,
+        "hidden_size": HIDDEN, "intermediate_size": I, "num_hidden_layers": L, "vocab_size": V,
         "num_attention_heads": NH, "num_key_value_heads": NH,
         "q_lora_rank": Q_LORA, "kv_lora_rank": KV_LORA, "qk_rope_head_dim": ROPE, "qk_nope_head_dim": NOPE,
         "v_head_dim": VHD, "n_routed_experts": E, "num_experts_per_tok": TOPK, "n_shared_experts": N_SHARED,
