@@ -169,6 +169,10 @@ import json, os, sys, torch
 sys.path.insert(0, os.environ["TESTS_CPU"])
 from sglang_specv2_fixes.testing import standins
 standins.use_sgl_kernel_stand_in()
+import importlib.util  # 0.5.15.x's deepseek_v2 imports cutlass through the DSA indexer: the GPU rows' bundle shim
+shim = os.path.join(os.environ["TESTS_CPU"], os.pardir, os.pardir, "ci", "gpu", "bundle_shims", "sitecustomize.py")
+spec = importlib.util.spec_from_file_location("specv2_bundle_shim", shim)
+spec.loader.exec_module(importlib.util.module_from_spec(spec))
 from test_tiny_deepseek_v3 import build_release_models
 from safetensors.torch import load_file
 path = sys.argv[1]
