@@ -15,7 +15,9 @@ from sglang_specv2_fixes.testing.finish_line import walk
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=360, suite="specv2-gpu", releases="gpu", bug_in="fix:skip-stale-overlap-updates", gpus=2)
+# bug_in: as test_dsv3_mtp_strict.py (scheduler and draft-graph code, not the backend's)
+register_specv2_ci(est_time=360, suite="specv2-gpu", releases="gpu",
+                   bug_in="fix:skip-stale-overlap-updates|fix:draft-graph-eager-registry", gpus=2)
 
 DP = ("--tp-size", "2", "--dp-size", "2", "--enable-dp-attention")
 

@@ -9,7 +9,9 @@ from sglang_specv2_fixes.testing.dsv3_rows import Dsv3MtpStrict
 from sglang_specv2_fixes.testing.registry import register_specv2_ci
 from sglang.test.test_utils import CustomTestCase
 
-register_specv2_ci(est_time=300, suite="specv2-gpu", releases="gpu", bug_in="fix:skip-stale-overlap-updates")
+# bug_in: as test_dsv3_mtp_strict.py (scheduler and draft-graph code, not the backend's)
+register_specv2_ci(est_time=300, suite="specv2-gpu", releases="gpu",
+                   bug_in="fix:skip-stale-overlap-updates|fix:draft-graph-eager-registry")
 
 
 class TestDsv3MtpFa3Page1NoRadix(Dsv3MtpStrict, CustomTestCase):
