@@ -1,4 +1,4 @@
-"""Device-bundle import shim (GPU test machine only; ci/gpu/prepare.sh puts this folder on PYTHONPATH).
+"""Device-bundle import shim (on the GPU test machine, ci/gpu/prepare.sh puts this folder on PYTHONPATH).
 
 From 0.5.15.post1, ``EagleDraftWorker._capture_cuda_graphs`` (spec v2) imports the DeepSeek sparse-attention and
 DeepSeek-V4 attention backends on CUDA only to list graph-capable backend classes for an ``isinstance`` check.
@@ -10,8 +10,9 @@ asked for becomes a placeholder class that no object is an instance of (the Llam
 select these backends, so the check answers as it would with the real classes). 0.5.15.x's ``models/deepseek_v2``
 imports the DSA indexer, whose ``jit_kernel.dsa`` package imports the CuTe DSL paged-MQA-logits runner (``cutlass``)
 eagerly: the tiny DeepSeek-V3 target has no DSA indexer (no ``index_topk``) and never calls it. Any other import
-error propagates unchanged, and nothing happens where the packages are installed. Each substitution prints one line to stderr,
-so server logs show it. The image's own ``sitecustomize`` (if any) still runs after this one.
+error propagates unchanged, and nothing happens where the packages are installed. Each substitution prints one line
+to stderr, so server logs show it. The image's own ``sitecustomize`` (if any) still runs after this one.
+tests/cpu/test_tiny_deepseek_v3.py loads this file by path in its loader child, for the same 0.5.15.x import on CPU.
 """
 
 import importlib.abc
