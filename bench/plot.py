@@ -312,8 +312,9 @@ def markdown(results):
     ]
     if m.get("real_size"):  # bench/serving.py --real-size (bench/real_size.py): the models sentence above does not apply
         rs, md_ = m["real_size"], m["real_size"].get("model", {})
-        lines += [f"**Real-size mode**: instead of the tiny models, a {md_.get('target_params_b', '?')} B-parameter Llama-shaped "
-                  f"target (hidden {md_.get('hidden_size')}, {md_.get('num_hidden_layers')} layers) + a 1-layer EAGLE3 draft "
+        lines += [f"**Real-size mode**: instead of the tiny models, a {md_.get('target_params_b', '?')} B-parameter "
+                  f"{md_.get('name') or 'Llama-shaped'} target (hidden {md_.get('hidden_size')}, "
+                  f"{md_.get('num_hidden_layers')} layers) + draft: {md_.get('draft') or 'EAGLE3, 1 layer'} "
                   "(`bench/real_size_models.py`), dummy weights (`--load-format dummy`, `--speculative-draft-load-format dummy`), "
                   f"acceptance simulated by SGLang: `{' '.join(f'{k}={v}' for k, v in (rs.get('env') or {}).items())}` on both "
                   "servers; greedy check skipped (dummy weights). Report: `bench/real_size_report.py`.", ""]

@@ -2,8 +2,10 @@
 
 What the mode changes (the rest is serving.py's: both sides up together, alternating a/b pairs, the budget, the
 outputs): an 8B- (``--real-size-model 8b``, default) or 70B-shaped Llama target + a 1-layer EAGLE3 draft of
-``bench/real_size_models.py`` (config + tokenizer) served with dummy weights; ``--real-size-tp N`` adds ``--tp-size
-N`` to both servers (sharing the same N GPUs); ``SGLANG_SIMULATE_ACC_LEN`` (``--acc-len``, default 3.0) in both
+``bench/real_size_models.py`` (config + tokenizer) served with dummy weights, or (``dsv3-reduced``) a
+DeepSeek-V3-shaped target reduced in layers and experts with its NextN layer as the MTP draft (configuration
+``mtp-chain``); ``--real-size-tp N`` adds ``--tp-size N`` to both servers (sharing the same N GPUs);
+``SGLANG_SIMULATE_ACC_LEN`` (``--acc-len``, default 3.0) in both
 servers' environment, since dummy weights accept nothing; configurations ``eagle3-topk1``, ``tree-topk4``,
 ``tree-topk8`` (``nospec`` and ``default``, the invocation without spec-shape or backend flags, on request);
 200 input / 256 output tokens, 3 pairs per point; no greedy identity check (the tiny real-weight runs keep it).
@@ -53,12 +55,18 @@ CONFIGS = {
     "tree-topk8": dict(spec=(3, 8, 16), extra=DRAFT_DUMMY + TREE,
                        about="EAGLE3 tree, 3 steps / topk 8 / 16 tokens, page size 1 (stock: spec v1 fallback)"),
     "nospec": dict(spec=None, extra=[], about="no speculation (target only)"),
+    # the DeepSeek-V3-class shape (--real-size-model dsv3-reduced): MTP, its NextN layer the draft (SGLang takes the
+    # target's path for it), SGLang's chain default for these models
+    "mtp-chain": dict(spec=(3, 1, 4), algorithm="EAGLE", mla=True, extra=list(DRAFT_DUMMY),
+                      about="DeepSeek MTP (NextN draft from the target's checkpoint), chain 3 steps / topk 1 / "
+                            "4 tokens"),
     # issue 30's default invocation: SGLang chooses the draft shape and the attention backend (fa3 for Llama on
     # Hopper: carry the fa3 kernels, ci/gpu/lease.sh add / inst); a side's --server-args backend still wins
     "default": dict(spec="default", drop=["--attention-backend"], extra=list(DRAFT_DUMMY),
                     about="EAGLE3 with the draft path only: no step / topk / token or attention-backend flags"),
 }
 DEFAULT_CONFIGS = ["eagle3-topk1", "tree-topk4", "tree-topk8"]
+MLA_DEFAULT_CONFIGS = ["mtp-chain"]  # --real-size-model dsv3-reduced
 DEFAULTS = dict(
     configs=DEFAULT_CONFIGS, concurrency=["1", "8", "32"], repeats="3", input_len=200, output_len=256,
     point_seconds=4.0, max_total_tokens="32768",
@@ -66,7 +74,8 @@ DEFAULTS = dict(
 # planning only (the run measures): (first launch, later launches, launch timeout) per model shape. Weights are
 # initialised on the GPU (no file read), CUDA graphs for 7 batch sizes x (target verify, draft, draft extend), both
 # sides starting together. 8B takes one to two minutes on an H100; 70B: ~30 s fixed + 2.5x the layers' part.
-LAUNCH_S = {"8b": (150.0, 110.0, 420.0), "70b": (320.0, 280.0, 540.0)}
+# dsv3-reduced: an estimate (8 layers of MLA + MoE; the Triton MoE kernels compile at the first start)
+LAUNCH_S = {"8b": (150.0, 110.0, 420.0), "70b": (320.0, 280.0, 540.0), "dsv3-reduced": (240.0, 180.0, 540.0)}
 TP_LAUNCH_S = 15.0  # tp > 1: one scheduler per rank, NCCL and custom all-reduce set-up
 TP_SIZES = (1, 2, 4, 8)  # divide the 8 KV heads of both shapes
 MODEL, TP = "8b", 1  # of the last parse (set_defaults): models_dir() / paths() / models() / meta() follow them
@@ -119,6 +128,15 @@ def set_defaults(ap, argv=()):
     first, later, timeout = LAUNCH_S[MODEL]
     extra = TP_LAUNCH_S if TP > 1 else 0.0
     ap.set_defaults(**DEFAULTS, first_launch_s=first + extra, later_launch_s=later + extra, launch_timeout=timeout)
+    if real_size_models.is_mla(MODEL):
+        ap.set_defaults(configs=list(MLA_DEFAULT_CONFIGS))
+
+
+def wrong_family(configs, model=None):
+    """The configurations of ``configs`` the model shape cannot serve (EAGLE3 ones need the Llama shapes' draft, MTP
+    ones a DeepSeek-V3-class target); ``nospec`` serves both."""
+    mla = real_size_models.is_mla(model or MODEL)
+    return [c for c in configs if CONFIGS[c]["spec"] and bool(CONFIGS[c].get("mla")) != mla]
 
 
 def models_dir():
@@ -126,7 +144,7 @@ def models_dir():
 
 
 def paths():
-    return {n: os.path.join(models_dir(), n) for n in ("target", "eagle3")}
+    return {n: os.path.join(models_dir(), n) for n in real_size_models.model_names(MODEL)}
 
 
 def models():
@@ -168,7 +186,7 @@ def memory(a):
     """Estimated GiB per GPU with both servers up (weights, KV pool, overhead), split by tensor parallelism."""
     d = real_size_models.describe(a.real_size_model)
     tp = int(a.real_size_tp)
-    draft_kv = 2 * d["num_key_value_heads"] * d["head_dim"] * 2  # the draft's one layer
+    draft_kv = d["draft_kv_bytes_per_token"]  # the draft's one layer
     weights = (d["target_params_b"] + d["draft_params_b"]) * 1e9 * 2 / tp / 2 ** 30
     kv = (d["kv_bytes_per_token"] + draft_kv) * int(a.max_total_tokens) / tp / 2 ** 30
     return dict(per_gpu=round(2 * (weights + kv + OVERHEAD_GIB), 1), weights=round(weights, 1), kv=round(kv, 1),

@@ -164,7 +164,9 @@ def config_args(name, paths):
     c = CONFIGS[name]
     args = []
     if c["spec"]:  # (steps, topk, draft tokens), or "default": SGLang chooses them
-        args += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", paths["eagle3"]]
+        alg = c.get("algorithm", "EAGLE3")  # EAGLE (MTP): SGLang takes the target's path for the NextN draft
+        args += ["--speculative-algorithm", alg] + (
+            ["--speculative-draft-model-path", paths["eagle3"]] if alg == "EAGLE3" else [])
         if c["spec"] != "default":
             steps, topk, tokens = c["spec"]
             args += ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", str(topk),
@@ -521,7 +523,8 @@ def dry_run(a):
     paths = {n: os.path.join(md, n) for n in ("target", "eagle3", "eagle")}
     if REAL_SIZE:
         md, paths = real_size.models_dir(), real_size.paths()
-        print(f"[dry-run] real-size mode: {a.real_size_model.upper()}-shaped target + EAGLE3 draft (config + tokenizer, "
+        d = real_size.real_size_models.describe(a.real_size_model)
+        print(f"[dry-run] real-size mode: {d['name']} target + draft {d['draft']} (config + tokenizer, "
               f"dummy weights) in {md} (bench/real_size_models.py), TP {a.real_size_tp}; both servers get "
               f"{' '.join(f'{k}={v}' for k, v in real_size.env(a).items())}; greedy identity check skipped (dummy weights)")
     repeats = parse_repeats(a.repeats, a.configs)
@@ -644,6 +647,11 @@ def parse_args(argv=None):
     unknown = [c for c in a.configs if c not in CONFIGS]
     if unknown:
         raise SystemExit(f"unknown config(s) {unknown}; known: {', '.join(CONFIGS)}")
+    wrong = real_size.wrong_family(a.configs, a.real_size_model) if REAL_SIZE else []
+    if wrong:
+        fits = [c for c in CONFIGS if c not in real_size.wrong_family(list(CONFIGS), a.real_size_model)]
+        raise SystemExit(f"--real-size-model {a.real_size_model} cannot serve config(s) {wrong}; it serves "
+                         f"{', '.join(fits)}")
     parse_repeats(a.repeats, a.configs)
     a.sides = [parse_side(x) for x in a.side or DEFAULT_SIDES]
     if len(a.sides) != 2 or a.sides[0].name == a.sides[1].name:

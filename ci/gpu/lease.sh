@@ -31,7 +31,8 @@
 #   matrix "REL ..." [ARGS]    `run` for several releases at once, each on its own port range and GPUs (round-robin:
 #                              with N GPUs and R releases, release k gets GPUs k, k+R, ...; fewer GPUs than releases:
 #                              release k shares GPU k mod N); their logs into $OUT/matrix-logs.tar
-#   models REL                 write the real-size models with REL's environment (bench/real_size_models.py)
+#   models REL [SHAPE]         write the real-size models with REL's environment (bench/real_size_models.py; SHAPE:
+#                              8b, default, 70b or dsv3-reduced)
 #   bench NAME BUDGET "RELS" [gpu_real_size.sh args]   one real-size benchmark in the background into
 #                              $BENCH_ROOT/bench-NAME (nothing else should run on the GPU meanwhile)
 #   wait [S]                   wait for the queued rows (at most S s), pack their results into $OUT
@@ -149,7 +150,7 @@ case "$STEP" in
     fi
     exit $rc ;;
   models)
-    (source ci/gpu/prepare.sh "$1" > /dev/null && python3 bench/real_size_models.py --model 8b 2>&1 | tail -1) ;;
+    (source ci/gpu/prepare.sh "$1" > /dev/null && python3 bench/real_size_models.py --model "${2:-8b}" 2>&1 | tail -1) ;;
   bench)
     name=$1; budget=$2; rels=$3; shift 3
     out=$BENCH_ROOT/bench-$name; mkdir -p "$out"

@@ -476,3 +476,77 @@ def test_gpu_driver_tp2_gpu_groups_waves_and_report(tmp_path):
         ("0.5.11", "0", "--base-port 12500 --configs tree-topk4"), ("0.5.12.post1", "1", "--base-port 12900 --configs tree-topk4")]
     assert not [c for c in calls if c[0] == "models"]
     assert sorted(os.listdir(out)) == ["0.5.11-bench.md", "0.5.12.post1-bench.md", "bench-out.tar.gz"]
+
+
+# ------------------------------------------------------------------- the DeepSeek-V3-class shape (issue 58, speed)
+DSV3 = dict(hidden_size=7168, num_hidden_layers=8, num_attention_heads=128, q_lora_rank=1536, kv_lora_rank=512,
+            qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128, n_routed_experts=16, num_experts_per_tok=8,
+            n_shared_experts=1, moe_intermediate_size=2048, first_k_dense_replace=3, vocab_size=129280)
+MODEL_CONFIG = r"""
+import json, sys
+from sglang.srt.configs.model_config import AttentionArch, ModelConfig
+m = ModelConfig(sys.argv[1])
+print(json.dumps(dict(mla=m.attention_arch == AttentionArch.MLA, arch=m.hf_config.architectures,
+                      kv_lora_rank=m.kv_lora_rank, layers=m.num_hidden_layers, vocab=m.vocab_size)))
+"""
+
+
+@requires_sglang
+def test_model_writer_dsv3_reduced_shapes(tmp_path):
+    """``--model dsv3-reduced``: a DeepSeek-V3-shaped target only (its NextN layer is the draft), V3's widths, 8 layers
+    and 16 routed experts; the parameter count the writer reports is transformers' own (meta device) and the release's
+    ModelConfig reads it as MLA; the tokenizer covers V3's 129280 ids."""
+    p = bench_run([os.path.join(BENCH, "real_size_models.py"), str(tmp_path / "m"), "--model", "dsv3-reduced"])
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    info = json.loads(p.stdout.strip().splitlines()[-1])
+    assert set(info) == {"target", "model", "seconds"}
+    assert [f for f in os.listdir(tmp_path / "m") if not f.startswith(".")] == ["target"]
+    tgt = json.load(open(tmp_path / "m" / "target" / "config.json"))
+    assert {k: tgt[k] for k in DSV3} == DSV3 and tgt["architectures"] == ["DeepseekV3ForCausalLM"]
+    assert tgt["num_nextn_predict_layers"] == 1 and tgt["torch_dtype"] == "bfloat16"
+    assert not any(f.endswith((".safetensors", ".bin")) for f in os.listdir(tmp_path / "m" / "target"))
+    d = info["model"]
+    assert d["shape"] == "dsv3-reduced" and "reduced" in d["name"] and "NextN" in d["draft"]
+    assert d["kv_bytes_per_token"] == 8 * (512 + 64) * 2 and d["draft_kv_bytes_per_token"] == (512 + 64) * 2
+    assert 0.9 < d["draft_params_b"] < 1.2, d
+    from tokenizers import Tokenizer
+
+    assert Tokenizer.from_file(str(tmp_path / "m" / "target" / "tokenizer.json")).get_vocab_size() == 129280
+    q = bench_run(["-c", MODEL_CONFIG, str(tmp_path / "m" / "target")])
+    assert q.returncode == 0, q.stderr[-3000:]
+    mc = json.loads(q.stdout.strip().splitlines()[-1])
+    assert mc["mla"] and mc["kv_lora_rank"] == 512 and mc["vocab"] == 129280 and mc["layers"] == 8, mc
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.AutoConfig.from_pretrained(str(tmp_path / "m" / "target"))
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+    n = sum(x.numel() for x in model.parameters())
+    assert abs(n / 1e9 - d["target_params_b"]) <= 0.005, (n, d["target_params_b"])
+    assert len(model.model.layers) == 8 and type(model.model.layers[3].mlp).__name__.endswith("MoE")
+    assert not type(model.model.layers[2].mlp).__name__.endswith("MoE")
+
+
+@requires_sglang
+def test_plan_dsv3_reduced_mtp_on_both_sides():
+    """``--real-size-model dsv3-reduced``: ``mtp-chain`` by default, served as a DeepSeek user does (EAGLE with no
+    draft path, SGLang's chain 3 / 1 / 4), the user invocation's flags only, every one known to the release; the
+    Llama configurations are refused for it, and ``mtp-chain`` for the Llama shapes, each naming what fits."""
+    out = dry_run("--real-size-model", "dsv3-reduced")
+    servers = server_lines(out)
+    assert list(servers) == ["mtp-chain"], out
+    known = release_server_flags() | {"--specv2-fixes"}
+    user = USER_INVOCATION_FLAGS - {"--speculative-draft-model-path"}
+    for side, argv in servers["mtp-chain"].items():
+        assert argv[0] == f"{ENV}=3.0" and flag(argv, "--model-path").endswith("-dsv3-reduced/target")
+        assert flag(argv, "--speculative-algorithm") == "EAGLE" and "--speculative-draft-model-path" not in argv
+        assert (flag(argv, "--speculative-num-steps"), flag(argv, "--speculative-eagle-topk"),
+                flag(argv, "--speculative-num-draft-tokens")) == ("3", "1", "4")
+        assert flag(argv, "--load-format") == "dummy" and flag(argv, "--speculative-draft-load-format") == "dummy"
+        assert set(a for a in argv if a.startswith("--")) == user, (side, argv)
+        assert not [a for a in argv if a.startswith("--") and a not in known]
+    assert "DeepSeek-V3-shaped, reduced" in out and "fits an H200" in out
+    for args, word in ((["--real-size-model", "dsv3-reduced", "--configs", "tree-topk4"], "mtp-chain"),
+                       (["--configs", "mtp-chain"], "eagle3-topk1")):
+        bad = bench_run([os.path.join(BENCH, "serving.py"), "--real-size", "--dry-run", *args])
+        assert bad.returncode != 0 and "cannot serve" in bad.stderr and word in bad.stderr, bad.stderr[-2000:]

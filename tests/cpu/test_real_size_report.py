@@ -340,3 +340,30 @@ def test_report_writes_into_build_unless_told(tmp_path, monkeypatch):
     assert real_size_report.main(["--out-dir", str(tmp_path / "mine"), str(path)]) == 0
     assert asked == [(os.path.join(ROOT, "build", "bench"), "real-size-latest"), (str(tmp_path / "mine"), "real-size-latest")]
     assert not os.path.relpath(asked[0][0], ROOT).startswith("docs")
+
+
+def test_parity_of_the_reduced_deepseek_point_names_its_shape(tmp_path):
+    """A DeepSeek-V3-class run (``--real-size-model dsv3-reduced``, configuration ``mtp-chain``) beside a Llama one:
+    its points carry their model, the table marks them with the shape and the header names both targets and drafts."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        import real_size_models
+    finally:
+        sys.path.remove(os.path.join(ROOT, "bench"))
+    llama = upstream_run("0.5.11", "0.5.17", {"eagle3-topk1": points(8, 3, [100.0] * 3, [99.0] * 3)}, tp=1)
+    llama["meta"]["real_size"]["model"] = real_size_models.describe("8b")
+    ds = upstream_run("0.5.11", "0.5.17", {"mtp-chain": points(8, 3, [100.0] * 3, [96.0, 97.0, 98.0])}, tp=1)
+    ds["meta"]["real_size"]["model"] = real_size_models.describe("dsv3-reduced")
+    paths = [str(tmp_path / "l.json"), str(tmp_path / "d.json")]
+    json.dump(llama, open(paths[0], "w"))
+    json.dump(ds, open(paths[1], "w"))
+    assert real_size_report.main(["--out-dir", str(tmp_path / "out"), *paths]) == 0
+    s = json.load(open(tmp_path / "out" / "upstream-parity.json"))
+    pts = {p["config"]: p for p in s["points"]}
+    assert sorted(pts) == ["chain", "mtp-chain"] and pts["mtp-chain"]["plugin_over_upstream"] == 0.97
+    assert pts["mtp-chain"]["model"]["shape"] == "dsv3-reduced"
+    assert pts["chain"]["model"] == {"hidden_size": 4096, "num_hidden_layers": 32}
+    md = open(tmp_path / "out" / "upstream-parity.md").read()
+    assert "| triton | harness | 1 | mtp-chain dsv3-reduced | 8 |" in md and "| 1 | chain | 8 |" in md, md
+    head = md.split("\n\n")[1]
+    assert "DeepSeek-V3-shaped, reduced" in head and "NextN" in head and "EAGLE3" in head, head
