@@ -6,7 +6,7 @@ run gives). TP 2 (issue 16): ``--tp-size 2`` on both servers with the same simul
 fit estimate, the GPU groups / waves of ``bench/gpu_real_size.sh`` (run in a copy of the repo with stubs and a fake
 nvidia-smi) and the report they end with. The report writer on its own: test_real_size_report.py."""
 
-import ast
+import functools
 import json
 import os
 import re
@@ -59,14 +59,22 @@ def flag(argv, name):
     return argv[argv.index(name) + 1]
 
 
+SERVER_FLAGS = r"""
+import argparse, json
+from sglang.srt.server_args import ServerArgs
+ap = argparse.ArgumentParser()
+ServerArgs.add_cli_args(ap)
+print(json.dumps(sorted(f for f in ap._option_string_actions if f.startswith("--"))))
+"""
+
+
+@functools.lru_cache(maxsize=None)  # one child per process
 def release_server_flags():
-    """Every --flag SGLang's ServerArgs parser of the release on PYTHONPATH defines (read from its source)."""
-    src = open(os.path.join(installed.sglang_root(), "srt", "server_args.py")).read()
-    flags = set()
-    for node in ast.walk(ast.parse(src)):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
-            flags |= {a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")}
-    return flags
+    """Every --flag the ServerArgs parser of the release on PYTHONPATH defines (its own ``add_cli_args``: 0.5.17 builds
+    most flags from its argument groups, not from add_argument calls in server_args.py)."""
+    p = bench_run(["-c", SERVER_FLAGS])  # in a child: this process's modules stay as they were
+    assert p.returncode == 0, p.stderr[-3000:]
+    return frozenset(json.loads(p.stdout.strip().splitlines()[-1]))
 
 
 # ------------------------------------------------------------------------------------------------ the plan
