@@ -217,6 +217,15 @@ def upstream_run(release, baseline, configs, backend="triton", tp=2):
     return r
 
 
+def parity_of(tmp_path, **runs):
+    """Each run written to tmp_path/NAME.json, the report over them into tmp_path/out; its upstream-parity.json."""
+    paths = [str(tmp_path / f"{name}.json") for name in runs]
+    for path, run in zip(paths, runs.values()):
+        json.dump(run, open(path, "w"))
+    assert real_size_report.main(["--out-dir", str(tmp_path / "out"), *paths]) == 0
+    return json.load(open(tmp_path / "out" / "upstream-parity.json"))
+
+
 def test_parity_points_keep_user_and_harness_invocations_apart(tmp_path):
     """A run of the user invocation (``meta.real_size.invocation``) and one of the harness's benchmark-only flags are
     separate points of the same configuration, each labelled, with both sides' server flags and launch environment."""
@@ -225,11 +234,7 @@ def test_parity_points_keep_user_and_harness_invocations_apart(tmp_path):
     user["meta"]["real_size"]["invocation"] = "user"
     user["configs"]["eagle3-topk1"]["sides"]["plugin"]["launch_env"] = {ENV: "3.0", "PYTHONPATH": "/x"}
     harness = upstream_run("0.5.11", "0.5.17", {"eagle3-topk1": points(32, 3, up, [101.0] * 3)}, tp=1)
-    paths = [str(tmp_path / "u.json"), str(tmp_path / "h.json")]
-    json.dump(user, open(paths[0], "w"))
-    json.dump(harness, open(paths[1], "w"))
-    assert real_size_report.main(["--out-dir", str(tmp_path / "out"), *paths]) == 0
-    s = json.load(open(tmp_path / "out" / "upstream-parity.json"))
+    s = parity_of(tmp_path, u=user, h=harness)
     pts = {p["invocation"]: p for p in s["points"]}
     assert sorted(pts) == ["harness", "user"] and len(s["points"]) == 2
     assert pts["user"]["plugin_over_upstream"] == 0.98 and pts["harness"]["plugin_over_upstream"] == 1.01
@@ -345,20 +350,16 @@ def test_report_writes_into_build_unless_told(tmp_path, monkeypatch):
 def test_parity_of_the_reduced_deepseek_point_names_its_shape(tmp_path):
     """A DeepSeek-V3-class run (``--real-size-model dsv3-reduced``, configuration ``mtp-chain``) beside a Llama one:
     its points carry their model, the table marks them with the shape and the header names both targets and drafts."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    sys.path.insert(0, BENCH)
     try:
         import real_size_models
     finally:
-        sys.path.remove(os.path.join(ROOT, "bench"))
+        sys.path.remove(BENCH)
     llama = upstream_run("0.5.11", "0.5.17", {"eagle3-topk1": points(8, 3, [100.0] * 3, [99.0] * 3)}, tp=1)
     llama["meta"]["real_size"]["model"] = real_size_models.describe("8b")
     ds = upstream_run("0.5.11", "0.5.17", {"mtp-chain": points(8, 3, [100.0] * 3, [96.0, 97.0, 98.0])}, tp=1)
     ds["meta"]["real_size"]["model"] = real_size_models.describe("dsv3-reduced")
-    paths = [str(tmp_path / "l.json"), str(tmp_path / "d.json")]
-    json.dump(llama, open(paths[0], "w"))
-    json.dump(ds, open(paths[1], "w"))
-    assert real_size_report.main(["--out-dir", str(tmp_path / "out"), *paths]) == 0
-    s = json.load(open(tmp_path / "out" / "upstream-parity.json"))
+    s = parity_of(tmp_path, l=llama, d=ds)
     pts = {p["config"]: p for p in s["points"]}
     assert sorted(pts) == ["chain", "mtp-chain"] and pts["mtp-chain"]["plugin_over_upstream"] == 0.97
     assert pts["mtp-chain"]["model"]["shape"] == "dsv3-reduced"
