@@ -545,6 +545,7 @@ def test_plan_dsv3_reduced_mtp_on_both_sides():
     assert list(servers) == ["mtp-chain"], out
     known = release_server_flags() | {"--specv2-fixes"}
     user = USER_INVOCATION_FLAGS - {"--speculative-draft-model-path"}
+    assert set(servers["mtp-chain"]) == {"stock", "plugin"}, servers
     for side, argv in servers["mtp-chain"].items():
         assert argv[0] == f"{ENV}=3.0" and flag(argv, "--model-path").endswith("-dsv3-reduced/target")
         assert flag(argv, "--speculative-algorithm") == "EAGLE" and "--speculative-draft-model-path" not in argv
