@@ -277,6 +277,13 @@ def pools_differ(cfg):
     return pools if len(pools) == 2 and None not in pools and pools[0] != pools[1] else None
 
 
+def target_words(model, inner=""):
+    """``NAME target (hidden H, L layers[INNER]) + draft DRAFT`` for a real-size model summary (runs that recorded no
+    name or draft: a Llama shape and its EAGLE3 draft); the real-size sentence here and the parity header use it."""
+    return (f"{model.get('name') or 'Llama-shaped'} target (hidden {model.get('hidden_size')}, "
+            f"{model.get('num_hidden_layers')} layers{inner}) + draft {model.get('draft') or 'EAGLE3, 1 layer'}")
+
+
 def markdown(results):
     m = results.get("meta", {})
     a = m.get("args", {})
@@ -313,8 +320,7 @@ def markdown(results):
     if m.get("real_size"):  # bench/serving.py --real-size (bench/real_size.py): the models sentence above does not apply
         rs, md_ = m["real_size"], m["real_size"].get("model", {})
         lines += [f"**Real-size mode**: instead of the tiny models, a {md_.get('target_params_b', '?')} B-parameter "
-                  f"{md_.get('name') or 'Llama-shaped'} target (hidden {md_.get('hidden_size')}, "
-                  f"{md_.get('num_hidden_layers')} layers) + draft: {md_.get('draft') or 'EAGLE3, 1 layer'} "
+                  f"{target_words(md_)} "
                   "(`bench/real_size_models.py`), dummy weights (`--load-format dummy`, `--speculative-draft-load-format dummy`), "
                   f"acceptance simulated by SGLang: `{' '.join(f'{k}={v}' for k, v in (rs.get('env') or {}).items())}` on both "
                   "servers; greedy check skipped (dummy weights). Report: `bench/real_size_report.py`.", ""]
