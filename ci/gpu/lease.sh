@@ -5,7 +5,7 @@
 # idle window (~30 s). From the repo root:
 #
 #     bash ci/gpu/lease.sh STEP [ARGS]                        # CPU machine: bundle, combine, fa3-parts, xgrammar,
-#                                                             # outlines
+#                                                             # outlines, flashmla
 #     SPECV2_COMMIT=<hash> bash ci/gpu/lease.sh STEP [ARGS]   # GPU machine: every other step
 #
 #   bundle REL [OUT_DIR]       (CPU) build .device-bundle/REL/{site,fi}.tar.xz + pins.txt (ci/gpu/make_bundle_slim.sh)
@@ -14,6 +14,8 @@
 #   xgrammar REL               (CPU) xgrammar at REL's pin, .device-bundle/REL-xgrammar (ci/gpu/make_xgrammar_overlay.sh)
 #   outlines REL               (CPU) outlines at REL's pin + its needs no bundle has, .device-bundle/REL-outlines
 #                              (ci/gpu/make_outlines_overlay.sh)
+#   flashmla REL               (CPU) FlashMLA of REL's pinned sglang-kernel, .device-bundle/REL-flashmla
+#                              (ci/gpu/make_flashmla_overlay.sh)
 #   unpack REL                 unpack the carried .device-bundle/REL (ci/gpu/prepare.sh)
 #   add V                      add the carried fa3 part(s) .device-bundle/V-fa3/pNN to /tmp/specv2-fa3-V
 #   inst REL PARTS [REL PARTS ...]   check the sums of PARTS' fa3 parts (PARTS: the release whose sglang-kernel they
@@ -50,7 +52,7 @@ HERE=$(cd "$(dirname "$SELF")" && pwd)
 BENCH_ROOT=${BENCH_ROOT:-/tmp}
 SNAP=$BENCH_ROOT/specv2-snap
 case "$STEP" in
-  ""|bundle|combine|fa3-parts|xgrammar|outlines|run|matrix) ;;
+  ""|bundle|combine|fa3-parts|xgrammar|outlines|flashmla|run|matrix) ;;
   *) export SPECV2_COMMIT=${SPECV2_COMMIT:?set SPECV2_COMMIT to the commit the tree is at} ;;
 esac
 ROWS=(--slots "${ROWS_SLOTS:-8}" --timeout "${ROWS_TIMEOUT:-600}" --gpus "${ROWS_GPUS:-0}")
@@ -98,6 +100,8 @@ case "$STEP" in
     bash "$HERE/make_xgrammar_overlay.sh" "$@" ;;
   outlines)
     bash "$HERE/make_outlines_overlay.sh" "$@" ;;
+  flashmla)
+    bash "$HERE/make_flashmla_overlay.sh" "$@" ;;
   unpack)
     # env.sh marks a tree .ready only when every part unpacked (a combined bundle must be carried as .device-bundle/both:
     # a folder left there by an earlier call is kept, so remove it before moving another one in)

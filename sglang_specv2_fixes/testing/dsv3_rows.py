@@ -1,8 +1,9 @@
 """The strict MTP rows on a DeepSeek-V3-class target (issue 58): ``Dsv3MtpStrict``, one (BACKEND, PAGE_SIZE, RADIX)
 server, mixed in *before* CustomTestCase (``class T(Dsv3MtpStrict, CustomTestCase)``). The rows are a family, one file
 per attention backend (tests/registered/test_dsv3_mtp_strict.py: triton, test_dsv3_mtp_strict_flashinfer.py,
-test_dsv3_mtp_strict_fa3.py) and DP attention (test_dp2_dsv3_mtp.py), each with two servers: page size 1 with the
-radix cache off and page size 64 with it on (DeepSeek's production page size).
+test_dsv3_mtp_strict_fa3.py, test_dsv3_mtp_strict_flashmla.py) and DP attention (test_dp2_dsv3_mtp.py), each with two
+servers: page size 1 with the radix cache off and page size 64 with it on (DeepSeek's production page size; FlashMLA
+runs at 64 alone, so its two servers are 64 without and with the radix cache).
 
 The target is the tiny real-weight ``DeepseekV3ForCausalLM`` (tiny_models/deepseek_v3.py: MLA, 8 routed experts + 1
 shared, one NextN layer in the checkpoint) served as users serve DeepSeek: ``--speculative-algorithm EAGLE`` with no

@@ -119,24 +119,27 @@ def test_gpu_matrix_deals_gpus_round_robin(tmp_path, ngpu, releases, expected):
     assert len(bases) == len(expected)  # a port range of its own per release
 
 
-def test_xgrammar_overlay_unpacks_into_a_tree_without_it(tmp_path):
-    """ci/gpu/make_xgrammar_overlay.sh's output beside a make_bundle.sh bundle: ci/gpu/env.sh puts xgrammar into the
-    release's tree (once; a tree that has xgrammar, e.g. a slim bundle's, is left alone)."""
+@pytest.mark.parametrize("overlay, rel", [("xgrammar", "xgrammar/__init__.py"),
+                                          ("flashmla", "sgl_kernel/flashmla_ops.abi3.so")])
+def test_overlay_unpacks_into_a_tree_without_it(tmp_path, overlay, rel):
+    """An in-tree overlay beside a bundle that lacks it (ci/gpu/make_xgrammar_overlay.sh: a make_bundle.sh bundle without
+    xgrammar; ci/gpu/make_flashmla_overlay.sh: every bundle, none has FlashMLA): ci/gpu/env.sh puts it into the
+    release's tree (once; a tree that has the file, e.g. a slim bundle's xgrammar, is left alone)."""
     make_release(tmp_path, "9.3.0", {})
-    xg = tmp_path / ".device-bundle" / "9.3.0-xgrammar"
-    xg.mkdir()
-    src = tmp_path / "src-xg" / "xgrammar"
-    src.mkdir(parents=True)
-    (src / "__init__.py").write_text("XG = 'overlay'\n")
-    with tarfile.open(xg / "site.tar.xz", "w:xz") as t:
-        t.add(src / "__init__.py", arcname="xgrammar/__init__.py")
+    d = tmp_path / ".device-bundle" / f"9.3.0-{overlay}"
+    d.mkdir()
+    src = tmp_path / f"src-{overlay}" / rel
+    src.parent.mkdir(parents=True)
+    src.write_text("overlay\n")
+    with tarfile.open(d / "site.tar.xz", "w:xz") as t:
+        t.add(src, arcname=rel)
     got = unpack(tmp_path, "9.3.0", ".device-bundle/9.3.0")
-    assert (got / "xgrammar" / "__init__.py").read_text() == "XG = 'overlay'\n"
+    assert (got / rel).read_text() == "overlay\n"
     assert (got / "sglang" / "_version.py").exists()
-    # a tree that already has xgrammar keeps its own
-    (got / "xgrammar" / "__init__.py").write_text("XG = 'bundle'\n")
+    # a tree that already has it keeps its own
+    (got / rel).write_text("bundle\n")
     again = unpack(tmp_path, "9.3.0", ".device-bundle/9.3.0")
-    assert (again / "xgrammar" / "__init__.py").read_text() == "XG = 'bundle'\n"
+    assert (again / rel).read_text() == "bundle\n"
 
 
 DATASETS_STAND_IN = os.path.join(ROOT, "sglang_specv2_fixes", "testing", "shims")
