@@ -12,8 +12,8 @@ from conftest import ROOT
 pytestmark = pytest.mark.release_independent  # ci/run_cpu_tests.sh: on the first anchor release only
 
 SCRIPT = os.path.join(ROOT, "ci", "gpu", "lease.sh")
-STEPS = ("bundle", "combine", "fa3-parts", "xgrammar", "outlines", "unpack", "add", "inst", "rows", "arows", "queue",
-         "run", "matrix", "models", "bench", "wait", "poll", "collect", "status")
+STEPS = ("bundle", "combine", "fa3-parts", "xgrammar", "outlines", "flashmla", "unpack", "add", "inst", "rows", "arows",
+         "queue", "run", "matrix", "models", "bench", "wait", "poll", "collect", "status")
 
 
 def lease(*args, env=None, timeout=120):
