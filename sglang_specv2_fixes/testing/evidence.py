@@ -11,7 +11,8 @@ name from a GPU runner), never edited afterwards:
     date      YYYY-MM-DD (UTC) of the run
     device    the GPU (``H200``, ``2 x H200`` for a 2-GPU row) or ``CPU``
     release   a release of the release table (sglang_specv2_fixes/releases.py)
-    backend   the attention backend of the row's server (``triton``, ``flashinfer``, ``fa3``), ``-`` for CPU
+    backend   the attention backend of the row's server (``triton``, ``flashinfer``, ``fa3``, ``flashmla``), ``-`` for
+              CPU
     fix       the fix the row is registered for (its ``bug_in`` / ``releases`` spec), ``-`` for a guard row
     row       the test: ``tests/registered/FILE.py`` or ``tests/cpu/FILE.py``, ``::Class`` when only one class ran
     result    one of RESULTS
@@ -41,7 +42,7 @@ RESULTS = {
     "not met": "registered GPU row whose expectation was not met (the note says how)",
     "CPU-proven": "the fix's CPU test on the release's real source passed",
 }
-BACKENDS = ("triton", "flashinfer", "fa3", "-")
+BACKENDS = ("triton", "flashinfer", "fa3", "flashmla", "-")
 GPU_RESULTS = ("A/B met", "both pass", "plugin passes", "stock fails", "stock passes", "not met")
 
 
