@@ -7,8 +7,11 @@ for _p in manylinux_2_34_x86_64 manylinux_2_28_x86_64 manylinux_2_27_x86_64 many
           manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux_2_5_x86_64 manylinux1_x86_64; do PLAT+=(--platform "$_p"); done
 unset _p
 
+# pinned_req NAMES < METADATA: NAME==VERSION of the first of NAMES (one name, or a sed alternation such as
+# 'sglang-kernel\|sgl-kernel') that an sglang wheel's METADATA pins (empty if none)
+pinned_req() { sed -n "s/^Requires-Dist: \($1\)==\([0-9.a-z]*\)\( *;.*\)\{0,1\}\$/\1==\2/p" | head -1; }
 # pinned_xgrammar < METADATA: the xgrammar version an sglang wheel's METADATA pins (empty if none)
-pinned_xgrammar() { sed -n 's/^Requires-Dist: xgrammar==\([0-9.a-z]*\)\( *;.*\)\{0,1\}$/\1/p' | head -1; }
+pinned_xgrammar() { local r; r=$(pinned_req xgrammar); echo "${r#*==}"; }
 
 # slim_site DIR: drop what serving never loads from a site tree
 slim_site() {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Once per CPU machine, from the repo root (needs the package registry):
-#   bash ci/gpu/lease.sh flashmla RELEASE             # -> .device-bundle/RELEASE-flashmla/site.tar.xz (~4 MB)
+#   bash ci/gpu/lease.sh flashmla RELEASE             # -> .device-bundle/RELEASE-flashmla/site.tar.xz (~1.1 MB)
 # FlashMLA (`--attention-backend flashmla`, Hopper, page size 64) for any bundle: both builders leave
 # sgl_kernel/flashmla_ops.abi3.so out (docs/design/device-bundles.md). This takes it from the sglang-kernel wheel that
 # RELEASE pins (its own build: the library differs between kernel versions). Carry it beside the release's bundle
@@ -9,18 +9,15 @@
 set -euo pipefail
 V=${1:?usage: make_flashmla_overlay.sh RELEASE}
 PY=${PYTHON:-python3}
-source "$(cd "$(dirname "$0")" && pwd)/bundle_common.sh"   # PLAT
+source "$(cd "$(dirname "$0")" && pwd)/bundle_common.sh"   # PLAT, pinned_req
 WORK=$(mktemp -d); trap 'rm -rf "$WORK"' EXIT
 WHEELS=${BUNDLE_CACHE:+$BUNDLE_CACHE/$V}; WHEELS=${WHEELS:-$WORK/wheels}; mkdir -p "$WHEELS"
-ls "$WHEELS"/sglang-"$V"-*.whl > /dev/null 2>&1 || "$PY" -m pip download -qq --no-deps "${PLAT[@]}" -d "$WHEELS" "sglang==$V"
-META=$(unzip -p "$WHEELS"/sglang-"$V"-*.whl '*/METADATA')
-PIN=$(sed -n 's/^Requires-Dist: \(sglang-kernel\|sgl-kernel\)==\([0-9.a-z]*\)\( *;.*\)\{0,1\}$/\1==\2/p' <<<"$META" | head -1)
+# pip keeps a wheel already in $WHEELS (BUNDLE_CACHE) and fetches only what is missing
+"$PY" -m pip download -qq --no-deps "${PLAT[@]}" -d "$WHEELS" "sglang==$V"
+PIN=$(pinned_req 'sglang-kernel\|sgl-kernel' < <(unzip -p "$WHEELS"/sglang-"$V"-*.whl '*/METADATA'))
 [ -n "$PIN" ] || { echo "sglang $V pins no sglang-kernel / sgl-kernel version" >&2; exit 1; }
-WHL=$(ls "$WHEELS"/s*_kernel-"${PIN#*==}"-*.whl 2>/dev/null | head -1 || true)
-if [ -z "$WHL" ]; then
-  "$PY" -m pip download -qq --no-deps "${PLAT[@]}" -d "$WHEELS" "$PIN"
-  WHL=$(ls "$WHEELS"/s*_kernel-"${PIN#*==}"-*.whl | head -1)
-fi
+"$PY" -m pip download -qq --no-deps "${PLAT[@]}" -d "$WHEELS" "$PIN"
+WHL=$(ls "$WHEELS"/s*_kernel-"${PIN#*==}"-*.whl | head -1)
 S=$WORK/site; mkdir -p "$S"
 "$PY" -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract('sgl_kernel/flashmla_ops.abi3.so', sys.argv[2])" \
   "$WHL" "$S"

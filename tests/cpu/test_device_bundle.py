@@ -122,9 +122,9 @@ def test_gpu_matrix_deals_gpus_round_robin(tmp_path, ngpu, releases, expected):
 @pytest.mark.parametrize("overlay, rel", [("xgrammar", "xgrammar/__init__.py"),
                                           ("flashmla", "sgl_kernel/flashmla_ops.abi3.so")])
 def test_overlay_unpacks_into_a_tree_without_it(tmp_path, overlay, rel):
-    """An in-tree overlay beside a bundle that lacks it (ci/gpu/make_xgrammar_overlay.sh: a make_bundle.sh bundle without
-    xgrammar; ci/gpu/make_flashmla_overlay.sh: every bundle, none has FlashMLA): ci/gpu/env.sh puts it into the
-    release's tree (once; a tree that has the file, e.g. a slim bundle's xgrammar, is left alone)."""
+    """An in-tree overlay beside a bundle that lacks it (ci/gpu/make_xgrammar_overlay.sh: a make_bundle.sh bundle
+    without xgrammar; ci/gpu/make_flashmla_overlay.sh: every bundle, none has FlashMLA): ci/gpu/env.sh puts it into
+    the release's tree (once; a tree that has the file, e.g. a slim bundle's xgrammar, is left alone)."""
     make_release(tmp_path, "9.3.0", {})
     d = tmp_path / ".device-bundle" / f"9.3.0-{overlay}"
     d.mkdir()

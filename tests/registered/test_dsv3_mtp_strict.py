@@ -1,8 +1,8 @@
 """Spec v2 MTP on a DeepSeek-V3-class target (issue 58), strict checks on triton: the family's base is
 ``sglang_specv2_fixes.testing.dsv3_rows.Dsv3MtpStrict`` (the model, its invocation, the checks); its other backends
 are test_dsv3_mtp_strict_flashinfer.py, test_dsv3_mtp_strict_fa3.py and test_dsv3_mtp_strict_flashmla.py, DP
-attention test_dp2_dsv3_mtp.py. Two servers: page size 1 with the radix cache off, page size 64 with it on. A combination a release refuses at startup must
-be listed in ``dsv3_rows.REFUSED`` (test_0 shows the refusal is clear).
+attention test_dp2_dsv3_mtp.py. Two servers: page size 1 with the radix cache off, page size 64 with it on. A
+combination a release refuses at startup must be listed in ``dsv3_rows.REFUSED`` (test_0 shows the refusal is clear).
 
 ``bug_in``: where ``skip-stale-overlap-updates`` or ``draft-graph-eager-registry`` is patched (see the registration);
 elsewhere both sides are expected to pass until a bug on these paths is shown on this model.
