@@ -124,6 +124,7 @@ _FIXES["0.5.11"] = {
         check=('sglang.srt.model_executor.model_runner', 'ModelRunner.forward_decode', 'cf36fad1e0b51400'),
     ),
     "eagle-target-prefill-graph": patch("0.5.11"),
+    "flashmla-spec-v2-draft-extend": patch("0.5.11"),  # the same forward_extend on 0.5.12.x
 }
 _FIXES["0.5.12"] = _derive("0.5.11", {
     "dp-draft-graph-rank-agree": "12b2cbfb51355912",  # EagleDraftWorker.draft
@@ -249,9 +250,15 @@ _FIXES["0.5.13"] = _derive("0.5.12", {
     # ModelRunner._ensure_eager_registry replaces the registry the draft CUDA graph baked (0.5.13.post1: the same)
     "draft-graph-eager-registry": patch("0.5.13"),
     "eagle-target-prefill-graph": patch("0.5.13"),
+    "flashmla-spec-v2-draft-extend": note(
+        UPSTREAM,
+        "#24640: FlashMLABackend.forward_extend hands DRAFT_EXTEND_V2 to the FlashInfer MLA parent",
+        check=('sglang.srt.layers.attention.flashmla_backend', 'FlashMLABackend.forward_extend', 'a7737c7505ed8c8f'),
+    ),
 })
 _FIXES["0.5.14"] = _derive("0.5.13", {
     "dp-draft-graph-rank-agree": "50caeff4b561fae4",  # the same draft on 0.5.15
+    "flashmla-spec-v2-draft-extend": "5d646549d8623a39",  # forward_extend, the same through 0.5.15.post1
     "pd-prebuilt-staging-order": patch("0.5.14"),
     "min-tokens-per-position": patch("0.5.14"),
     "verify-handoff": note(
@@ -372,6 +379,12 @@ _FIXES["0.5.15.post1"] = _derive("0.5.15", {
 })
 _FIXES["0.5.16"] = _derive("0.5.15.post1", {
     "dp-draft-graph-rank-agree": patch("0.5.16"),
+    "flashmla-spec-v2-draft-extend": note(
+        UPSTREAM,
+        "FlashMLABackend serves DRAFT_EXTEND_V2 with its own fixed-q kernel on FlashMLA metadata (forward_extend "
+        "hands only EXTEND to the parent)",
+        check=('sglang.srt.layers.attention.flashmla_backend', 'FlashMLABackend.forward_extend', 'fd521e1f48d06a75'),
+    ),
     "pd-prebuilt-staging-order": patch("0.5.16"),
     # refused at startup: NVFP4 KV + speculative decoding (#36010); the same _resolve_swa_kv_pool through 0.5.23
     "fp4-kv-verify-workspace": patch("0.5.16"),
@@ -538,6 +551,7 @@ _FIXES["0.5.21"] = _derive("0.5.20", {
 })
 _FIXES["0.5.22"] = _derive("0.5.21", {
     "pd-prebuilt-staging-order": "97fa8ddb579f3c64",  # _get_new_prebuilt_batch
+    "flashmla-spec-v2-draft-extend": "2b41b92575d173ac",  # forward_extend
     "dp-draft-graph-rank-agree": patch("0.5.22"),
     "min-tokens-per-position": patch("0.5.22"),
     "fa3-draft-extend-graph": patch("0.5.22"),

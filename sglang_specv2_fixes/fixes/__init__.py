@@ -584,6 +584,19 @@ eagle-target-prefill-graph  [beyond upstream (#28809, #28870, #28386, #29248)]  
     - upstream (0.5.15 … 0.5.23)
     Removal: delete when 0.5.13.post1 leaves the supported releases (0.5.14 captures nothing there;
         from 0.5.15 the default breakable prefill graph captures FULL for the EAGLE target)
+
+flashmla-spec-v2-draft-extend  [#24640]  FlashMLA + spec v2: the draft extend runs the FlashInfer MLA prefill its parent
+    planned
+    What: FlashMLABackend.forward_extend hands ForwardMode.DRAFT_EXTEND_V2 to its FlashInfer MLA
+        parent with EXTEND and DRAFT_EXTEND, as 0.5.13 does (#24640), instead of FlashMLA's target-
+        verify kernel
+    Why: --attention-backend flashmla with EAGLE / MTP on spec v2: init_forward_metadata lets the
+        parent plan the draft extend, but forward_extend runs it through the verify branch, which
+        reads block_kv_indices from the parent's PrefillMetadata: AttributeError at the first draft
+        extend
+    - applied: patches/flashmla-spec-v2-draft-extend/0.5.11.patch (0.5.11 … 0.5.12.post1)
+    - upstream (0.5.13 … 0.5.23)
+    Removal: delete when 0.5.12.post1 leaves the supported releases (upstream from 0.5.13: #24640)
 END INDEX
 
 Each module holds one fix's record (``FIX``) and any code its patched functions call; the changes
@@ -603,6 +616,7 @@ from . import (
     eagle_target_prefill_graph,
     flashinfer_draft_extend_graph,
     fa3_draft_extend_graph,
+    flashmla_spec_v2_draft_extend,
     fp4_kv_verify_workspace,
     grammar_result_order,
     grammar_run_end,
@@ -636,4 +650,5 @@ ALL_FIXES = [m.FIX for m in (
     overlap_war_barrier, fa3_draft_extend_graph, flashinfer_draft_extend_graph, verify_handoff,
     draft_extend_read_done_order, draft_graph_eager_registry, min_tokens_per_position, outlines_spec_guard,
     fp4_kv_verify_workspace, pd_prebuilt_staging_order, dp_draft_graph_rank_agree, eagle_target_prefill_graph,
+    flashmla_spec_v2_draft_extend,
 )]
