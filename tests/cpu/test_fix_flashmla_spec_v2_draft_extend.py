@@ -18,7 +18,7 @@ import types
 
 import pytest
 import torch
-from conftest import requires_sglang, where_patched
+from conftest import VERSION, requires_sglang, where_patched
 
 from sglang_specv2_fixes import core, releases
 from sglang_specv2_fixes.fixes import flashmla_spec_v2_draft_extend
@@ -144,14 +144,12 @@ def test_target_verify_keeps_flashmla_kernel(mla, plugin):
     assert [m for m, _ in parent_runs] == [ForwardMode.EXTEND]
 
 
+@pytest.mark.skipif(VERSION not in PARENT_ROUTES_V2,
+                    reason=f"sglang {VERSION}: the draft extend is patched here (0.5.11 - 0.5.12.post1) or served by "
+                           "FlashMLA's own kernel (0.5.16 on)")
 def test_upstream_releases_hand_the_draft_extend_to_the_parent(mla):
     """0.5.13 - 0.5.15.post1 (#24640, the table's upstream note): stock's own forward_extend gives the parent the
     draft extend."""
-    from conftest import VERSION
-
-    if VERSION not in PARENT_ROUTES_V2:
-        pytest.skip(f"sglang {VERSION}: the draft extend is patched here (0.5.11 - 0.5.12.post1) or served by "
-                    "FlashMLA's own kernel (0.5.16 on)")
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
     _, be, parent_runs, _ = mla
