@@ -10,8 +10,8 @@ that records the batch it runs) gets the draft extend. A target verify still run
 ``FlashMLADecodeMetadata`` on both sides (``flash_mla_with_kvcache`` is a stand-in that records its block table).
 0.5.13 - 0.5.15.post1 stock hands the draft extend to the parent itself (the table's upstream note).
 
-Stand-ins: the backend is made without ``__init__`` (only the fields these functions read), the KV pool records what
-is written and returns a small CPU buffer.
+Stand-ins: the backend is made without ``__init__`` (only the fields these functions read), the KV pool takes writes and
+returns a small CPU buffer.
 """
 
 import types
@@ -33,11 +33,8 @@ BS, D, HEADS, LORA, ROPE = 2, 4, 2, 8, 4
 
 
 class _Pool:
-    def __init__(self):
-        self.written = []
-
     def set_kv_buffer(self, layer, loc, k, v):
-        self.written.append(loc.tolist())
+        pass
 
     def get_key_buffer(self, layer_id):
         return torch.zeros(64, 1, LORA + ROPE)
@@ -53,7 +50,8 @@ def mla(monkeypatch):
     parent = flashinfer_mla_backend.FlashInferMLAAttnBackend
 
     def plan(self, forward_batch):
-        self.forward_metadata = flashinfer_mla_backend.PrefillMetadata(prefill_wrapper="paged-wrapper", use_ragged=False)
+        self.forward_metadata = flashinfer_mla_backend.PrefillMetadata(prefill_wrapper="paged-wrapper",
+                                                                       use_ragged=False)
 
     def parent_extend(self, q, k, v, layer, forward_batch, save_kv_cache=True):
         parent_runs.append((forward_batch.forward_mode, self.forward_metadata))
