@@ -35,23 +35,30 @@ def normalise_reference(src: str) -> str:
 _OTHER_LINE_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")  # str.splitlines'
 
 
+_INDENT = re.compile(r"\n([ \t]*)[^ \t\n]")  # after an LF: a line's indentation, where the line holds more
+
+
 def normalise(src: str) -> str:
     """The source without its common indentation, trailing whitespace and blank lines: the text a fingerprint hashes.
     Equal to ``normalise_reference`` where no line holds a line break other than ``\\n`` (checked on every target of
-    every release, tests/cpu/test_fingerprints.py); otherwise that one is used."""
+    every release, tests/cpu/test_fingerprints.py); otherwise that one is used. Every step is one C-level pass over
+    the text (a Python step per line cost ~0.2 ms a function: start cost)."""
     if any(c in src for c in _OTHER_LINE_BREAKS):
         return normalise_reference(src)
-    raw = src.split("\n")
     # textwrap.dedent's margin: the longest common run of leading spaces and tabs of the lines that hold more than
     # spaces and tabs (their common prefix: the shortest and the longest indentation share it)
-    indents = [ln[: len(ln) - len(ln.lstrip(" \t"))] for ln in raw if ln.strip(" \t")]
-    n = 0
+    indents = _INDENT.findall("\n" + src)
+    margin = ""
     if indents:
         lo, hi = min(indents), max(indents)
+        n = 0
         while n < len(lo) and lo[n] == hi[n]:
             n += 1
-    # a line of spaces and tabs only is blank (dropped) whatever its length; the others lose the margin
-    return "\n".join([ln for ln in (ln[n:].rstrip() for ln in raw) if ln])
+        margin = lo[:n]
+    # a line blank once its trailing whitespace is gone is dropped; every other line holds more than spaces and tabs,
+    # so it starts with the margin, which then goes from the start of every line at once
+    out = "\n".join(filter(None, map(str.rstrip, src.split("\n"))))
+    return ("\n" + out).replace("\n" + margin, "\n")[1:] if margin else out
 
 
 def fingerprint_source(src: str) -> str:
@@ -59,14 +66,24 @@ def fingerprint_source(src: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def _read(path: str, mtime_ns: int) -> str:
-    with open(path, encoding="utf-8") as f:
-        return f.read()
+def _read(path: str, mtime_ns: int, size: int) -> str:
+    """The file's text as ``open(path, encoding="utf-8").read()`` gives it (universal newlines), decoded from the bytes
+    read, whose sha256 names the text where it equals theirs (no CR translated): ``_digest`` then hashes nothing
+    again (text-mode reading and encoding the text back cost as much again as reading the bytes: start cost)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    text = raw.decode("utf-8")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    else:
+        _keep_digest(text, hashlib.sha256(raw).hexdigest()[:32])
+    return text
 
 
 def read_source(path: str) -> str:
-    """File text, cached per (path, mtime): each module is read once per process."""
-    return _read(path, os.stat(path).st_mtime_ns)
+    """File text, cached per (path, mtime, size): each module is read once per process."""
+    st = os.stat(path)
+    return _read(path, st.st_mtime_ns, st.st_size)
 
 
 def _locate(lines, qualname: str) -> Tuple[int, int]:
@@ -118,9 +135,29 @@ def _lines(text: str):
 
 
 @functools.lru_cache(maxsize=64)
+def plain_lines(text: str) -> Tuple[str, ...]:
+    """``text``'s lines without their ends, split once per text: what patchfile applies hunks to (every patch file and
+    stack that touches a module starts from its one split)."""
+    return tuple(text.splitlines())
+
+
+_DIGESTS: dict = {}  # text -> _digest(text), for the texts last looked up or read (as many as the caches above hold)
+
+
 def _digest(text: str) -> str:
-    """The sha256 that names ``text``'s entry under cache_dir(): once per text, not once per function looked up."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    """The sha256 (of its UTF-8 encoding) that names ``text``'s entry under cache_dir(): once per text, not once per
+    function looked up (a file's text is named by the bytes read: ``_read``)."""
+    got = _DIGESTS.get(text)
+    if got is None:
+        got = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        _keep_digest(text, got)
+    return got
+
+
+def _keep_digest(text: str, digest: str) -> None:
+    if len(_DIGESTS) >= 64:
+        del _DIGESTS[next(iter(_DIGESTS))]  # the oldest
+    _DIGESTS[text] = digest
 
 
 _DEF_LINE = re.compile(r"^(\s*)(?:async\s+def|def|class)\s+(\w+)")
@@ -129,7 +166,8 @@ _BRACKETS = str.maketrans("", "", "()[]{}")
 
 @functools.lru_cache(maxsize=64)
 def _defs(text: str):
-    """Every def/class line of a module text: (0-based line, indentation, name), in order; one scan per text."""
+    """Every def/class line of a module text: (0-based line, indentation, name), in order; one scan per text (for a
+    text with line breaks other than LF: ``_next_def``)."""
     return _defs_by_line(text)
 
 
@@ -200,25 +238,42 @@ def _leaves(text: str, start: int, indent: int) -> Tuple[int, bool]:
 
 
 def _locate_indexed(text: str, qualname: str) -> Tuple[int, int]:
-    """``_locate`` on the def index: the same answer (tests/cpu/test_fingerprint.py compares both on every def of
-    the release trees), without a regex match per line per target."""
-    defs = _defs(text)
+    """``_locate`` without a regex match per line per target (``_next_def``): the same answer
+    (tests/cpu/test_fingerprint.py compares both on every def of the release trees)."""
     pos, parent_indent, end = 0, -1, len(_lines(text))
     for part in qualname.split("."):
-        found = None
-        for i, ind, name in defs:
-            if i < pos or (parent_indent >= 0 and i == pos):
-                continue
-            if i >= end:
-                break
-            if name == part and ind > parent_indent:
-                found = (i, ind)
-                break
+        found = _next_def(text, part, pos + (parent_indent >= 0), end, parent_indent)
         if found is None:
             raise SourceNotFound(qualname)
         pos, parent_indent = found
         end = _leaves(text, pos, parent_indent)[0]
     return pos, parent_indent
+
+
+def _next_def(text: str, name: str, lo: int, hi: int, parent_indent: int) -> Optional[Tuple[int, int]]:
+    """(0-based line, indentation) of the first def/class line named ``name`` among lines ``lo`` .. ``hi - 1``
+    indented deeper than ``parent_indent``, or None. Where the text's only line break is LF, the lines looked at are
+    those where ``str.find`` meets the name (a C-level search: indexing every line of a module in Python cost ~0.4 ms
+    per 1,000 lines at start-up); else the def index (``_defs``)."""
+    starts = _starts(text)
+    if starts is None:
+        for i, ind, n in _defs(text):
+            if i >= hi:
+                break
+            if i >= lo and n == name and ind > parent_indent:
+                return i, ind
+        return None
+    lines, stop, seen = _lines(text), starts[hi], -1
+    at = text.find(name, starts[lo], stop)
+    while at >= 0:
+        i = bisect.bisect_right(starts, at) - 1
+        if i != seen:  # a def line holds its name: each line met is matched once, in order
+            seen = i
+            m = _DEF_LINE.match(lines[i])
+            if m and m.group(2) == name and len(m.group(1)) > parent_indent:
+                return i, len(m.group(1))
+        at = text.find(name, at + 1, stop)
+    return None
 
 
 def _block_end_fast(text: str, start: int, indent: int) -> Optional[int]:
@@ -428,18 +483,24 @@ def _known_spans(digest: str) -> dict:
     return _SPANS[digest]
 
 
+_ABSENT = (0, 0, None)  # fingerprint_in_file's entry for a function the text does not hold
+
+
 def _entry_ok(v) -> bool:
-    """A stored entry: [first, last] (function_source), or [first, last, fingerprint] (fingerprint_in_file)."""
+    """A stored entry: [first, last] (function_source), [first, last, fingerprint] (fingerprint_in_file), or
+    [0, 0, null]: not in the text (fingerprint_in_file)."""
     return isinstance(v, list) and len(v) in (2, 3) and all(isinstance(x, int) for x in v[:2]) and (
-        len(v) == 2 or isinstance(v[2], str) and len(v[2]) == 16)
+        len(v) == 2 or isinstance(v[2], str) and len(v[2]) == 16 or tuple(v) == _ABSENT)
 
 
 def _remember_span(digest: str, qualname: str, span: Tuple[int, int], fp: Optional[str] = None) -> None:
     """Keep ``qualname``'s span in the text named ``digest`` (and its fingerprint where given; a fingerprint kept
-    for the same span stays); written by ``flush``, once per text and process."""
+    for the same span stays; span ``_ABSENT[:2]``: the text does not hold it); written by ``flush``, once per text
+    and process."""
     spans = _known_spans(digest)
     old = spans.get(qualname)
-    entry = tuple(span) + ((fp,) if fp else old[2:] if old is not None and old[:2] == tuple(span) else ())
+    entry = _ABSENT if tuple(span) == _ABSENT[:2] else tuple(span) + (
+        (fp,) if fp else old[2:] if old is not None and old[:2] == tuple(span) else ())
     if entry == old:
         return
     spans[qualname] = entry
@@ -503,6 +564,15 @@ def _last_code_line(lines, start: int, end: int) -> int:
     return end
 
 
+def function_span(text: str, qualname: str) -> Tuple[int, int]:
+    """(first line, last line) of ``qualname`` in module text, as ``function_source`` gives them; a span kept under
+    cache_dir() is checked against the text's line count (``plain_lines``) and taken without slicing the source."""
+    known = _known_spans(_digest(text)).get(qualname)
+    if known is not None and 1 <= known[0] <= known[1] <= len(plain_lines(text)):
+        return known[0], known[1]
+    return function_source(text, qualname)[1:]
+
+
 def _with_decorators(lines, start: int, indent: int, end: int) -> Tuple[str, int, int]:
     """(source, first line, last line), 1-based, of the block ``start`` .. ``end`` with the decorator lines above it
     at its indentation."""
@@ -516,9 +586,10 @@ def fingerprint_in_file(path: str, qualname: str) -> Optional[str]:
     """Fingerprint of ``qualname`` in the file at ``path``; None if the file or the function is absent.
 
     Kept with the function's span under cache_dir() (the entry is named by the text's sha256, and the fingerprint is
-    that of the span's lines): the next process of a server neither slices nor normalises the source (start cost).
-    What the plan reads so is checked again where it matters: a patch's hunks must apply exactly and the patched
-    function must have the file's ``after=`` fingerprint (patchfile.compile_target)."""
+    that of the span's lines; a function the text does not hold is kept as such, ``_ABSENT``): the next process of a
+    server neither locates, slices nor normalises the source (start cost). What the plan reads so is checked again
+    where it matters: a patch's hunks must apply exactly and the patched function must have the file's ``after=``
+    fingerprint (patchfile.compile_target)."""
     try:
         text = read_source(path)
         digest = _digest(text)
@@ -526,7 +597,10 @@ def fingerprint_in_file(path: str, qualname: str) -> Optional[str]:
         if known is not None and len(known) == 3:
             return known[2]
         src, first, last = function_source(text, qualname)
-    except (OSError, SyntaxError, SourceNotFound, IndentationError):
+    except SourceNotFound:
+        _remember_span(digest, qualname, _ABSENT[:2])
+        return None
+    except (OSError, SyntaxError, IndentationError):
         return None
     fp = fingerprint_source(src)
     _remember_span(digest, qualname, (first, last), fp)

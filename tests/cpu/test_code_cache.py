@@ -37,7 +37,8 @@ def _new_process():
     getattr(fingerprint, "flush", lambda: None)()
     fingerprint._SPANS.clear()
     getattr(fingerprint, "_KEYS", {}).clear()
-    for f in (fingerprint.function_source, fingerprint._read, fingerprint._lines, fingerprint._digest,
+    fingerprint._DIGESTS.clear()
+    for f in (fingerprint.function_source, fingerprint._read, fingerprint._lines, fingerprint.plain_lines,
               fingerprint._defs, fingerprint._starts, fingerprint._leaves):
         f.cache_clear()
     STATE.reset()
