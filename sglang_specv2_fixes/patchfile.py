@@ -56,7 +56,8 @@ import textwrap
 import types
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from .fingerprint import SourceNotFound, _lines, fingerprint_source, function_source, read_source
+from .fingerprint import SourceNotFound, fingerprint_source, function_source, function_span, plain_lines
+from .fingerprint import read_source
 from .fingerprint import cache_dir as _code_cache_dir
 from .fingerprint import read_entry, write_entry
 
@@ -263,7 +264,8 @@ def _owner(h: Hunk, targets: Sequence[Target]) -> Target:
 
 def apply_text(pf: PatchFile, rel: str, text: str) -> str:
     """Apply ``pf``'s hunks for file ``rel`` to ``text`` exactly; raise PatchError on any mismatch."""
-    return _apply(pf, rel, text)[0]
+    lines, _ = _apply(pf, rel, plain_lines(text), _locate(pf, rel, text))
+    return _joined(lines, text)
 
 
 def apply_in_order(pfs: Sequence["PatchFile"], rel: str, text: str) -> str:
@@ -273,14 +275,32 @@ def apply_in_order(pfs: Sequence["PatchFile"], rel: str, text: str) -> str:
     done: List[Tuple[Target, Hunk]] = []
     for pf in pfs:
         if rel in dict(pf.files):
-            text = _apply_after(pf, rel, text, done)[0]
+            text = _joined(_apply_after(pf, rel, plain_lines(text), _locate(pf, rel, text), done)[0], text)
     return text
 
 
-def _apply_after(pf: PatchFile, rel: str, text: str, done: List[Tuple[Target, Hunk]], located=None, lines=None):
-    """_apply's result for ``text`` (with the files whose (target, hunk) are in ``done`` applied) with ``pf``'s hunks
+def _locate(pf: PatchFile, rel: str, text: str) -> Dict[str, Tuple[int, int]]:
+    """qualname -> (first, last) 1-based lines in ``text`` of ``pf``'s targets in file ``rel``; PatchError naming one
+    that is not there."""
+    located = {}
+    for t in pf.targets_in(rel):
+        try:
+            located[t.qualname] = function_span(text, t.qualname)
+        except (SourceNotFound, SyntaxError, IndentationError):
+            raise PatchError(f"{t.dotted} not found") from None
+    return located
+
+
+def _joined(lines: Sequence[str], like: str) -> str:
+    """The text of ``lines`` (lines without their ends, as _apply gives them), ending as ``like`` ends (a patch keeps
+    its file's last line end)."""
+    return "\n".join(lines) + ("\n" if like.endswith("\n") else "")
+
+
+def _apply_after(pf: PatchFile, rel: str, lines, located, done: List[Tuple[Target, Hunk]]):
+    """_apply's result for ``lines`` (with the files whose (target, hunk) are in ``done`` applied) with ``pf``'s hunks
     for ``rel`` applied after them; ``done`` then holds this file's too."""
-    out = _apply(pf, rel, text, done, located, lines)
+    out = _apply(pf, rel, lines, located, done)
     done.extend((_owner(h, pf.targets_in(rel)), h) for h in dict(pf.files)[rel])
     return out
 
@@ -298,31 +318,23 @@ def _added_above(h: Hunk, index: int) -> int:
     return n
 
 
-def _apply(pf: PatchFile, rel: str, text: str, done: Sequence[Tuple[Target, Hunk]] = (), located=None, lines=None):
-    """(patched text, {target: (first, last) 1-based lines of its function in the patched text}, the patched text's
-    lines without their ends). The spans follow from where each target sits in ``text`` and the line counts its hunks
-    change, so the patched text need not be tokenized, nor split, again to find the functions (compile_target still
-    checks each one's ``after=`` fingerprint).
-    ``done``: (target, hunk) of files already applied to ``text`` (build_stack): a hunk of a target they changed too
-    moves by the lines their hunks added above it in that function.
-    ``located``: qualname -> (first, last) of functions in ``text`` where known (build_stack: ``text`` is the installed
-    text with earlier files applied, whose functions it follows instead of locating them in every intermediate text);
-    each of them comes back moved by this file's hunks, as the fourth item. ``lines``: ``text``'s lines without their
-    ends where the caller has them (not split again)."""
+def _apply(pf: PatchFile, rel: str, lines: Sequence[str], located: Dict[str, Tuple[int, int]],
+           done: Sequence[Tuple[Target, Hunk]] = ()):
+    """(the patched text's lines without their ends, ``located`` moved by the hunks) for ``lines`` (a text's lines
+    without their ends: fingerprint.plain_lines, or an earlier step's result) with ``pf``'s hunks for ``rel`` applied.
+    ``located``: qualname -> (first, last) 1-based lines in ``lines`` of the functions followed, ``pf``'s targets in
+    ``rel`` among them; they come back where the hunks move them (a target grows by its own hunks), so the patched
+    text need not be split, tokenized or even joined to find the functions (compile_target still checks each one's
+    ``after=`` fingerprint). ``done``: (target, hunk) of files already applied to ``lines`` (build_stack): a hunk of a
+    target they changed too moves by the lines their hunks added above it in that function."""
     targets = pf.targets_in(rel)
     hunks = dict(pf.files).get(rel)
     if hunks is None:
         raise PatchError(f"{pf.path}: no diff for {rel}")
-    lines = text.splitlines() if lines is None else list(lines)
+    lines = list(lines)
     delta, installed = {}, {}
     for t in targets:
-        if located is not None and t.qualname in located:
-            first, last = located[t.qualname]
-        else:
-            try:
-                _, first, last = function_source(text, t.qualname)
-            except (SourceNotFound, SyntaxError, IndentationError):
-                raise PatchError(f"{t.dotted} not found") from None
+        first, last = located[t.qualname]
         delta[t], installed[t] = first - t.span[0], (first, last)
     shift = 0  # lines added so far by earlier hunks
     grown = dict.fromkeys(targets, 0)  # lines each target's own hunks added
@@ -343,22 +355,12 @@ def _apply(pf: PatchFile, rel: str, text: str, done: Sequence[Tuple[Target, Hunk
         lines[at : at + len(old)] = new
         shift += len(new) - len(old)
         grown[owner] += len(new) - len(old)
-    spans = {}
-    for t, (first, last) in installed.items():  # targets do not overlap: a hunk is before, inside or after each one
-        before = sum(grown[o] for o, (f, _) in installed.items() if f < first)
-        spans[t] = (first + before, last + before + grown[t])
-    patched = "\n".join(lines) + ("\n" if text.endswith("\n") else "")
-    if located is None:
-        return patched, spans, lines
+    own = {t.qualname: t for t in targets}
     moved = {}
-    for q, (first, last) in located.items():  # every function followed, this file's targets or not
-        own = next((t for t in installed if t.qualname == q), None)
-        if own is not None:
-            moved[q] = spans[own]
-            continue
+    for q, (first, last) in located.items():  # targets do not overlap: a hunk is before, inside or after each one
         before = sum(grown[o] for o, (f, _) in installed.items() if f < first)
-        moved[q] = (first + before, last + before)
-    return patched, spans, lines, moved
+        moved[q] = (first + before, last + before + (grown[own[q]] if q in own else 0))
+    return lines, moved
 
 
 def module_path(module: str, root: str) -> str:
@@ -369,15 +371,18 @@ def module_path(module: str, root: str) -> str:
 
 def patched_texts(pf: PatchFile, root: str) -> Dict[str, Tuple[str, str, str]]:
     """rel path -> (file path, installed text, patched text) for every file of the patch."""
-    return {rel: v[:3] for rel, v in _patched(pf, root).items()}
+    return {rel: (path, text, _joined(lines, text)) for rel, (path, text, lines, _) in _patched(pf, root).items()}
 
 
 def _patched(pf: PatchFile, root: str):
+    """rel path -> (file path, installed text, the patched text's lines without their ends, {target: (first, last)
+    of its function there}) for every file of the patch."""
     out = {}
     for rel, _ in pf.files:
         path = os.path.join(root, rel)
         text = read_source(path)
-        out[rel] = (path, text, *_apply(pf, rel, text))
+        lines, moved = _apply(pf, rel, plain_lines(text), _locate(pf, rel, text))
+        out[rel] = (path, text, lines, {t: moved[t.qualname] for t in pf.targets_in(rel)})
     return out
 
 
@@ -420,21 +425,22 @@ def _compile_cached(src: str, filename: str, first: int = 1, expected: Optional[
     return fp, code
 
 
-def _span_source(patched: str, span: Tuple[int, int], lines=None) -> str:
-    """Lines ``span`` (1-based, inclusive) of the patched text with their ends, as ``_lines(patched)`` slices them;
-    taken from ``lines`` (the text's lines without their ends, which _apply joined by LF) where given."""
-    if lines is None:
-        return "".join(_lines(patched)[span[0] - 1 : span[1]])
-    return "\n".join(lines[span[0] - 1 : span[1]]) + ("\n" if span[1] < len(lines) or patched.endswith("\n") else "")
+def _span_source(lines: Sequence[str], span: Tuple[int, int], like: str) -> str:
+    """Lines ``span`` (1-based, inclusive) of a patched text with their ends, as ``_lines`` of the text slices them:
+    ``lines`` are the text's lines without their ends, as _apply made them (joined by LF), ``like`` the text they were
+    patched from (its last line end is the patched text's)."""
+    return "\n".join(lines[span[0] - 1 : span[1]]) + ("\n" if span[1] < len(lines) or like.endswith("\n") else "")
 
 
-def compile_target(pf: PatchFile, target: Target, path: str, patched: str, span=None, lines=None,
+def compile_target(pf: PatchFile, target: Target, path: str, text: str, lines: Sequence[str], span: Tuple[int, int],
                    deferred: bool = False) -> Callable:
-    """Compile ``target`` out of the patched module text into the target module's globals (``span``: its 1-based
-    lines there when known, else it is located; ``lines``: the patched text's lines without their ends, as _apply
-    made them, so that the text is not split again). Its ``after=`` fingerprint is required before anything runs.
+    """Compile ``target`` out of the patched module text into the target module's globals: ``lines`` are the patched
+    text's lines without their ends, as _apply made them from ``text`` (the installed text), ``span`` the target's
+    1-based lines there. Its ``after=`` fingerprint is required before anything runs. The patched text is joined only
+    where it is read: a traceback or ``inspect.getsource`` (a lazy ``linecache`` entry), or the target not found at
+    ``span`` (it is then located in it).
 
-    ``deferred`` (what register() asks for): a plain ``def`` (no decorator) is fingerprinted now but compiled when it
+    ``deferred`` (what register() asks for): a plain ``def`` (``_deferrable``) is fingerprinted now but compiled when it
     is first called (``_Deferred``): most targets never run in a given process (the launcher runs no scheduler code;
     a server without grammar, PD, DP or trees runs none of their functions), and compiling is most of what a first
     start costs. What is called is the same function either way: the compiled code is swapped into the registered
@@ -446,20 +452,18 @@ def compile_target(pf: PatchFile, target: Target, path: str, patched: str, span=
             return fingerprint_source(src), None
         return _compile_cached(src, filename, first, target.after)
 
-    fp = None
-    if span is not None:
-        first, src = span[0], _span_source(patched, span, lines)
-        fp, code = attempt(src, first)
+    first, src = span[0], _span_source(lines, span, text)
+    fp, code = attempt(src, first)
     if fp != target.after:
-        src, first, _ = function_source(patched, target.qualname)
+        src, first, _ = function_source(_joined(lines, text), target.qualname)
         fp, code = attempt(src, first)
     if fp != target.after:
         raise PatchError(f"{pf.path}: patched {target.dotted} has fingerprint {fp}, header says after={target.after}")
     if "." in target.qualname and "super()" in src:
         raise PatchError(f"{target.dotted}: zero-argument super() cannot be compiled outside its class")
-    # a lazy entry (linecache's form for sources a loader gives): the text is split only when a traceback or
-    # inspect.getsource reads it, not in every process at start-up
-    linecache.cache[filename] = (lambda: patched,)
+    # a lazy entry (linecache's form for sources a loader gives): the text is joined and split only when a traceback
+    # or inspect.getsource reads it, not in every process at start-up
+    linecache.cache[filename] = (lambda: _joined(lines, text),)
     module = importlib.import_module(target.module)
     if code is None:
         fn = _Deferred.stub(target, module, src, filename, first)
@@ -470,8 +474,13 @@ def compile_target(pf: PatchFile, target: Target, path: str, patched: str, span=
 
 
 def _deferrable(src: str) -> bool:
-    """A plain ``def`` (no decorator, not async, not a class): its function object can take its compiled code later."""
-    return src.lstrip().startswith("def ")
+    """A plain ``def`` (not async, not a class), with no decorator or ``@classmethod`` / ``@staticmethod`` alone (their
+    hook is the plain function: _define): its function object can take its compiled code later."""
+    head = src.lstrip()
+    for binding in ("@classmethod\n", "@staticmethod\n"):
+        if head.startswith(binding):
+            head = head[len(binding):].lstrip()
+    return head.startswith("def ")
 
 
 def _define(code, module, target: Target) -> Callable:
@@ -563,9 +572,8 @@ def is_deferred(fn: Callable) -> bool:
 def build(pf: PatchFile, root: str, deferred: bool = False) -> Dict[str, Callable]:
     """target dotted name -> compiled patched function, for the sglang tree at ``root`` (``deferred``: see
     compile_target)."""
-    texts = _patched(pf, root)  # rel -> (path, text, patched, spans, patched lines)
-    return {t.dotted: compile_target(pf, t, texts[t.rel_path][0], texts[t.rel_path][2], texts[t.rel_path][3][t],
-                                     texts[t.rel_path][4], deferred)
+    texts = _patched(pf, root)  # rel -> (path, installed text, patched lines, spans)
+    return {t.dotted: compile_target(pf, t, *texts[t.rel_path][:3], texts[t.rel_path][3][t], deferred)
             for t in pf.targets}
 
 
@@ -577,9 +585,10 @@ def build_stack(pfs: Sequence[PatchFile], root: str, deferred: bool = False) -> 
     ``after=``). Each file's own ``before=`` against the installed source is core.plan's check."""
     if len(pfs) == 1:
         return build(pfs[0], root, deferred)
-    # rel -> (path, text with the files so far applied, its lines without their ends, qualname -> (first, last) of
-    # every target of the stack in that file, in that text): the functions are located once, in the installed text,
-    # and followed through each file's hunks (_apply's ``located``), not located again in each intermediate text
+    # rel -> (path, installed text, the lines with the files so far applied (without their ends), qualname -> (first,
+    # last) of every target of the stack in that file, in those lines): the functions are located once, in the
+    # installed text, and followed through each file's hunks (_apply's ``located``), not located again in each
+    # intermediate text
     texts: Dict[str, tuple] = {}
     done: Dict[str, List[Tuple[Target, Hunk]]] = {}  # rel -> (target, hunk) of the files so far applied
     last: Dict[str, Tuple[PatchFile, Target, str]] = {}  # dotted -> (last file to change it, target, label)
@@ -591,10 +600,10 @@ def build_stack(pfs: Sequence[PatchFile], root: str, deferred: bool = False) -> 
                 located = {}
                 for q in {t.qualname for f in pfs for t in f.targets_in(rel)}:
                     try:
-                        located[q] = function_source(text, q)[1:]
+                        located[q] = function_span(text, q)
                     except (SourceNotFound, SyntaxError, IndentationError):
                         raise PatchError(f"{rel}: {q} not found") from None
-                texts[rel] = (path, text, text.splitlines(), located)
+                texts[rel] = (path, text, plain_lines(text), located)
             path, text, lines, located = texts[rel]
             for t in pf.targets_in(rel):
                 if t.dotted not in last:
@@ -604,11 +613,11 @@ def build_stack(pfs: Sequence[PatchFile], root: str, deferred: bool = False) -> 
                 if c is None:
                     raise PatchError(f"{pf.path}: {t.dotted} is also changed by {prev.path}, and this file has no "
                                      f"compose line for {prev.fix}")
-                got = fingerprint_source(_span_source(text, located[t.qualname], lines))
+                got = fingerprint_source(_span_source(lines, located[t.qualname], text))
                 if got != c.before:
                     raise PatchError(f"{pf.path}: after {prev.path}, {t.dotted} has fingerprint {got}; this file's "
                                      f"compose line for {prev.fix} expects {c.before}")
-            text, _, lines, located = _apply_after(pf, rel, text, done.setdefault(rel, []), located, lines)
+            lines, located = _apply_after(pf, rel, lines, located, done.setdefault(rel, []))
             texts[rel] = (path, text, lines, located)
         for t in pf.targets:
             if t.dotted in last:
@@ -619,8 +628,8 @@ def build_stack(pfs: Sequence[PatchFile], root: str, deferred: bool = False) -> 
                 last[t.dotted] = (pf, t, pf.fix)
     built = {}
     for dotted, (pf, t, label) in last.items():
-        path, patched, lines, located = texts[t.rel_path]
-        built[dotted] = compile_target(dataclasses.replace(pf, fix=label), t, path, patched, located[t.qualname], lines,
+        path, text, lines, located = texts[t.rel_path]
+        built[dotted] = compile_target(dataclasses.replace(pf, fix=label), t, path, text, lines, located[t.qualname],
                                        deferred)
     return built
 
@@ -659,7 +668,9 @@ def render(fix: str, release: str, pristine_root: str, edited_root: str, targets
                     continue
                 base = read_source(module_path(t.module, pristine_root))
                 earlier = [(_owner(h, first.targets_in(t.rel_path)), h) for h in dict(first.files)[t.rel_path]]
-                both = _apply(pf, t.rel_path, apply_text(first, t.rel_path, base), earlier)[0]
+                once = apply_text(first, t.rel_path, base)
+                both = _joined(_apply(pf, t.rel_path, plain_lines(once), _locate(pf, t.rel_path, once), earlier)[0],
+                               once)
                 after = fingerprint_source(function_source(both, t.qualname)[0])
                 lines.append(f"compose: {first.fix} {t.module} {t.qualname} before="
                              f"{next(o.after for o in first.targets if o.dotted == t.dotted)} after={after}")

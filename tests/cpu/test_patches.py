@@ -98,7 +98,8 @@ def test_patch_file_matches_every_release_that_uses_it(fix, name, version):
     for t in pf.targets:
         fp = fingerprint_in_file(patchfile.module_path(t.module, root), t.qualname)
         assert fp == t.before, f"{t.dotted} in sglang {version}: {fp}, {fix}/{name}.patch says before={t.before}"
-    for rel, (path, old, new, spans, plain) in patchfile._patched(pf, root).items():
+    for rel, (path, old, plain, spans) in patchfile._patched(pf, root).items():
+        new = patchfile._joined(plain, old)
         compile(new, path, "exec")
         lines = new.splitlines(keepends=True)
         assert set(spans) == set(pf.targets_in(rel)) and plain == new.splitlines()
@@ -106,9 +107,9 @@ def test_patch_file_matches_every_release_that_uses_it(fix, name, version):
             src, first, last = function_source(new, t.qualname)
             assert fingerprint_source(src) == t.after, (version, t.dotted)
             # the start-up path takes the patched function from the span the hunks give (no second tokenizing) and
-            # from the lines the hunks were applied to (no second split: compile_target)
+            # from the lines the hunks were applied to (no second split, no join: compile_target)
             assert spans[t] == (first, last) and "".join(lines[first - 1 : last]) == src, (version, t.dotted)
-            assert patchfile._span_source(new, spans[t], plain) == src == patchfile._span_source(new, spans[t])
+            assert patchfile._span_source(plain, spans[t], old) == src
 
 
 def test_every_patched_release_has_a_series():
