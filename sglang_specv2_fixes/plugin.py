@@ -241,7 +241,8 @@ def _install_fast_propagate() -> None:
 
     def _holders(name):
         # the loaded modules with something named ``name``, for every module-level target of ours in one walk (one
-        # walk costs ~4 ms with ~6000 modules loaded); walked again once a module is loaded or removed
+        # walk costs ~4 ms with ~6000 modules loaded, most of it reading each module's dict once: all the names are
+        # looked up in it at once); walked again once a module is loaded or removed
         key = (len(sys.modules), frozenset(_module_level_names()))
         if index.get("key") != key or name not in index["names"]:
             names = key[1] | {name}
@@ -249,9 +250,8 @@ def _install_fast_propagate() -> None:
             for mod in list(sys.modules.values()):
                 d = getattr(mod, "__dict__", None) if isinstance(mod, types.ModuleType) else None
                 if d:
-                    for n in names:
-                        if n in d:
-                            found[n].append(mod)
+                    for n in names & d.keys():
+                        found[n].append(mod)
             index.update(key=key, names=found)
         return index["names"][name]
 
